@@ -1,0 +1,3 @@
+from exec_daemon.cli import main
+
+main()

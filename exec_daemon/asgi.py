@@ -1,0 +1,154 @@
+"""The front door of the RPC port: bearer auth, routing by service, no response compression.
+
+Auth is checked from the headers alone, before any request body is read. On HTTP/1.1 the
+rejected request's body is then drained (discarded, bounded) before the error is written,
+because hypercorn closes a connection whose request is unfinished and the client would see EPIPE
+instead of `unauthenticated` (design.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import struct
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from connectrpc.code import Code
+
+log = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_GRPC_STATUS = {Code.UNAUTHENTICATED: 16, Code.UNIMPLEMENTED: 12}
+_HTTP_STATUS = {Code.UNAUTHENTICATED: 401, Code.UNIMPLEMENTED: 404}
+_ACCEPT_ENCODING_HEADERS = {b"accept-encoding", b"grpc-accept-encoding", b"connect-accept-encoding"}
+DRAIN_SECONDS = 10.0
+
+
+def _header(scope: Scope, name: bytes) -> bytes:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return b""
+
+
+def bearer_token_matches(scope: Scope, expected: bytes) -> bool:
+    given = _header(scope, b"authorization")
+    scheme, _, token = given.partition(b" ")
+    # Compare in constant time whatever the input, so timing says nothing about the token.
+    return hmac.compare_digest(token.strip(), expected) & (scheme.lower() == b"bearer")
+
+
+async def send_error(scope: Scope, send: Send, code: Code, message: str) -> None:
+    """Writes a call-level error in whichever protocol the request speaks."""
+    content_type = _header(scope, b"content-type").decode("latin-1")
+    headers: list[tuple[bytes, bytes]]
+    if content_type.startswith("application/grpc"):
+        # A trailers-only response: the status travels in the headers (gRPC and gRPC-Web).
+        headers = [
+            (b"content-type", content_type.encode("latin-1")),
+            (b"grpc-status", str(_GRPC_STATUS[code]).encode()),
+            (b"grpc-message", quote(message).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    error = {"code": code.value, "message": message}
+    if content_type.startswith("application/connect+"):
+        payload = json.dumps({"error": error}).encode()
+        body = struct.pack(">BI", 0x02, len(payload)) + payload
+        status = 200
+        headers = [(b"content-type", content_type.encode("latin-1"))]
+    else:
+        body = json.dumps(error).encode()
+        status = _HTTP_STATUS[code]
+        headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def drain_body(receive: Receive, limit: int) -> bool:
+    """Reads and discards the rest of the request body; False if it was too big or too slow."""
+    seen = 0
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return False
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    return False
+                if not message.get("more_body", False):
+                    return True
+    except TimeoutError:
+        return False
+
+
+class FrontDoor:
+    def __init__(
+        self,
+        routes: Mapping[str, ASGIApp],
+        auth_token: str,
+        *,
+        compress_responses: bool = False,
+        drain_limit: int = 64 * 1024 * 1024,
+    ) -> None:
+        self._routes = dict(routes)
+        self._token = auth_token.encode()
+        self._compress_responses = compress_responses
+        self._drain_limit = drain_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if not bearer_token_matches(scope, self._token):
+            await self._refuse(
+                scope, receive, send, Code.UNAUTHENTICATED, "missing or wrong bearer token"
+            )
+            return
+        app = self._route(scope["path"])
+        if app is None:
+            await self._refuse(
+                scope, receive, send, Code.UNIMPLEMENTED, f"no such method: {scope['path']}"
+            )
+            return
+        if not self._compress_responses:
+            scope = {
+                **scope,
+                "headers": [h for h in scope["headers"] if h[0] not in _ACCEPT_ENCODING_HEADERS],
+            }
+        await app(scope, receive, send)
+
+    def _route(self, path: str) -> ASGIApp | None:
+        for prefix, app in self._routes.items():
+            if path.startswith(prefix):
+                return app
+        return None
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, code: Code, message: str
+    ) -> None:
+        log.info("refused %s %s: %s", scope.get("method"), scope.get("path"), message)
+        if scope.get("http_version", "1.1").startswith("1"):
+            await drain_body(receive, self._drain_limit)
+        await send_error(scope, send, code, message)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,201 @@
+"""`exec-daemon serve` and friends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from exec_daemon import __version__
+from exec_daemon.config import (
+    DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_PTY_WEBSOCKET_PORT,
+    DaemonConfig,
+)
+
+log = logging.getLogger("exec_daemon")
+
+# Flags that are accepted (the orchestrator passes them) but whose feature is not built yet.
+NOT_BUILT_YET = (
+    "browser_enabled",
+    "cursor_self_control_enabled",
+    "mcp_config",
+    "mcp_oauth_server_urls",
+    "http_mcp_tools_file",
+    "cloud_rules_enabled",
+    "computer_use_enabled",
+    "secret_redaction_enabled",
+    "chrome_executable_path",
+    "record_screen_enabled",
+    "generate_image_enabled",
+    "sandbox_enabled",
+    "sandbox_helper_path",
+    "trace_endpoint",
+    "trace_auth_token",
+    "trace_insecure",
+)
+
+
+def resolve_rg_path(rg_path: str) -> str:
+    """`rg` from PATH, else the one installed beside this Python (PyPI `ripgrep`)."""
+    found = shutil.which(rg_path)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "rg"
+    return str(beside) if rg_path == "rg" and beside.exists() else rg_path
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@click.group()
+@click.version_option(__version__, prog_name="exec-daemon")
+def main() -> None:
+    """The exec daemon: runs an AI coding agent's tools inside its VM."""
+
+
+@main.command()
+@click.option(
+    "-p",
+    "--port",
+    type=int,
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="HTTP server port (Connect, gRPC, gRPC-Web).",
+)
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option(
+    "--pty-websocket-port",
+    type=int,
+    default=DEFAULT_PTY_WEBSOCKET_PORT,
+    show_default=True,
+    help="PTY WebSocket port.",
+)
+@click.option(
+    "--auth-token",
+    envvar="EXEC_DAEMON_AUTH_TOKEN",
+    required=True,
+    help="Bearer token every request must carry (or EXEC_DAEMON_AUTH_TOKEN).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warn", "error"]),
+    default="info",
+    show_default=True,
+)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The workspace root (default: the current directory).",
+)
+@click.option("--rg-path", default="rg", show_default=True, help="Path to ripgrep.")
+@click.option(
+    "--max-message-bytes",
+    type=int,
+    default=DEFAULT_MAX_MESSAGE_BYTES,
+    show_default=True,
+    help="Largest request message accepted.",
+)
+@click.option(
+    "--heartbeat-seconds",
+    type=float,
+    default=DEFAULT_HEARTBEAT_SECONDS,
+    show_default=True,
+    help="ExecStream heartbeat interval.",
+)
+@click.option(
+    "--compress-responses",
+    is_flag=True,
+    help="Compress responses when the client accepts it (off: it costs more CPU than it saves).",
+)
+@click.option("--browser-enabled", is_flag=True, help="Enable browser automation.")
+@click.option(
+    "--cursor-self-control-enabled", is_flag=True, help="Deprecated: use CUA-based testing."
+)
+@click.option("--mcp-config", default=None, help="MCP server configuration (JSON).")
+@click.option("--mcp-oauth-server-urls", default=None, help="MCP servers using OAuth (JSON).")
+@click.option("--http-mcp-tools-file", default=None, help="HTTP MCP tool definitions file.")
+@click.option("--cloud-rules-enabled", is_flag=True, help="Enable cloud rules.")
+@click.option("--computer-use-enabled", is_flag=True, help="Enable computer use.")
+@click.option(
+    "--secret-redaction-enabled", is_flag=True, help="Redact injected secrets from tool output."
+)
+@click.option("--chrome-executable-path", default=None, help="Custom Chrome path.")
+@click.option("--record-screen-enabled", is_flag=True, help="Enable screen recording.")
+@click.option("--generate-image-enabled", is_flag=True, help="Enable AI image generation.")
+@click.option("--sandbox-enabled", is_flag=True, help="Enable sandbox enforcement.")
+@click.option("--sandbox-helper-path", default=None, help="Path to the sandbox helper.")
+@click.option(
+    "--claude-md-enabled/--no-claude-md-enabled",
+    default=True,
+    show_default=True,
+    help="Load CLAUDE.md / AGENTS.md.",
+)
+@click.option("--trace-endpoint", default=None, help="OpenTelemetry trace endpoint.")
+@click.option("--trace-auth-token", default=None, help="Trace authentication token.")
+@click.option(
+    "--ghost-mode",
+    type=bool,
+    default=True,
+    show_default=True,
+    help="Privacy mode (disables tracing).",
+)
+@click.option(
+    "--trace-insecure", is_flag=True, help="Skip TLS verification for the trace endpoint."
+)
+@click.option(
+    "--terminals-folder",
+    type=click.Path(path_type=Path),
+    default=Path("/tmp/exec-daemon/terminals"),
+    show_default=True,
+)
+@click.option(
+    "--artifacts-folder",
+    type=click.Path(path_type=Path),
+    default=Path("/opt/cursor/artifacts"),
+    show_default=True,
+)
+def serve(workspace: Path | None, log_level: str, rg_path: str, **options: Any) -> None:
+    """Serve the ControlService and ExecService on one port."""
+    setup_logging("warning" if log_level == "warn" else log_level)
+    for name in NOT_BUILT_YET:
+        value = options.get(name)
+        if value not in (None, False):
+            log.warning("--%s is accepted but its feature is not built yet", name.replace("_", "-"))
+    config = DaemonConfig(
+        workspace=(workspace or Path.cwd()).resolve(),
+        log_level=log_level,
+        rg_path=resolve_rg_path(rg_path),
+        **options,
+    )
+    asyncio.run(_serve(config))
+
+
+async def _serve(config: DaemonConfig) -> None:
+    from exec_daemon.server import serve as serve_daemon
+
+    await serve_daemon(config)
+
+
+@main.command("generate-token")
+def generate_token() -> None:
+    """Print a fresh random token (64 hex characters)."""
+    click.echo(secrets.token_hex(32))
+
+
+if __name__ == "__main__":
+    main()

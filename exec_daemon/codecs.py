@@ -1,0 +1,124 @@
+"""Codecs for ExecStream that keep one malformed tool call from ending the whole stream.
+
+A message whose framing is intact but whose body does not decode (bad bytes, a wrong JSON type)
+becomes a `MalformedElement` carrying the call id when it can still be read, so the stream
+answers that id with ExecError{invalid_argument} and carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from connectrpc.codec import Codec
+from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from google.protobuf.json_format import ParseError
+from google.protobuf.message import DecodeError, Message
+
+from agent.v1.exec_pb2 import ExecStreamElement
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MalformedElement:
+    call_id: int | None
+    reason: str
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _find_field(data: bytes, number: int, wire_type: int) -> bytes | int | None:
+    """The first occurrence of field `number` in serialized protobuf `data`, best effort."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        field_number, field_type = key >> 3, key & 7
+        if field_type == 0:
+            value, pos = _read_varint(data, pos)
+            if field_number == number and wire_type == 0:
+                return value
+        elif field_type == 2:
+            length, pos = _read_varint(data, pos)
+            chunk = data[pos : pos + length]
+            pos += length
+            if field_number == number and wire_type == 2:
+                return chunk
+        elif field_type == 1:
+            pos += 8
+        elif field_type == 5:
+            pos += 4
+        else:
+            return None
+    return None
+
+
+def _call_id_from_binary(data: bytes) -> int | None:
+    try:
+        client_message = _find_field(data, 1, 2)
+        if not isinstance(client_message, bytes):
+            return None
+        call_id = _find_field(client_message, 1, 0)
+        return call_id if isinstance(call_id, int) else None
+    except ValueError:
+        return None
+
+
+def _call_id_from_json(data: bytes | bytearray) -> int | None:
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    client_message = document.get("execClientMessage", document.get("exec_client_message"))
+    if not isinstance(client_message, dict):
+        return None
+    try:
+        return int(client_message.get("id", 0))
+    except (TypeError, ValueError):
+        return None
+
+
+class _LenientCodec(Codec[Message, Any]):
+    def __init__(self, inner: Codec, find_id: Any) -> None:
+        self._inner = inner
+        self._find_id = find_id
+
+    def name(self) -> str:
+        return self._inner.name()
+
+    def encode(self, message: Message) -> bytes:
+        return self._inner.encode(message)
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        try:
+            return self._inner.decode(data, message_class)
+        except (DecodeError, ParseError, ValueError, TypeError, KeyError) as exc:
+            if message_class is not ExecStreamElement:
+                raise
+            log.info("malformed ExecStream element: %s", exc)
+            return MalformedElement(
+                call_id=self._find_id(bytes(data)),
+                reason=f"the message could not be decoded as {message_class.__name__}",
+            )
+
+
+def exec_stream_codecs() -> list[Codec]:
+    return [
+        _LenientCodec(google_protobuf_binary_codec(), _call_id_from_binary),
+        _LenientCodec(google_protobuf_json_codec(), _call_id_from_json),
+    ]

@@ -1,0 +1,49 @@
+"""The daemon's settings, filled from the `serve` command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 8080
+DEFAULT_PTY_WEBSOCKET_PORT = 8081
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_HEARTBEAT_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    auth_token: str
+    workspace: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    pty_websocket_port: int = DEFAULT_PTY_WEBSOCKET_PORT
+    log_level: str = "info"
+    rg_path: str = "rg"
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # Idle streams get a heartbeat this often; a peer silent for 3 intervals is taken as dead.
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    # Responses are not compressed unless asked for: gzip costs far more CPU than the loopback
+    # or datacenter link saves (design.md). Compressed requests are always accepted.
+    compress_responses: bool = False
+    browser_enabled: bool = False
+    cursor_self_control_enabled: bool = False
+    mcp_config: str | None = None
+    mcp_oauth_server_urls: str | None = None
+    http_mcp_tools_file: str | None = None
+    cloud_rules_enabled: bool = False
+    computer_use_enabled: bool = False
+    secret_redaction_enabled: bool = False
+    chrome_executable_path: str | None = None
+    record_screen_enabled: bool = False
+    generate_image_enabled: bool = False
+    sandbox_enabled: bool = False
+    sandbox_helper_path: str | None = None
+    claude_md_enabled: bool = True
+    trace_endpoint: str | None = None
+    trace_auth_token: str | None = None
+    ghost_mode: bool = True
+    trace_insecure: bool = False
+    # Where background shells and terminals write their output (the agent can read it back).
+    terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
+    artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))

@@ -1,0 +1,11 @@
+"""The one map from ToolCall variant to handler. Variants absent here answer `unimplemented`."""
+
+from __future__ import annotations
+
+from exec_daemon.dispatch import Handler
+from tools import todos
+
+HANDLERS: dict[str, Handler] = {
+    "update_todos_tool_call": todos.update_todos,
+    "read_todos_tool_call": todos.read_todos,
+}

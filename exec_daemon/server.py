@@ -1,0 +1,98 @@
+"""Assembles the daemon and serves it: one asyncio process, one port for Connect, gRPC and gRPC-Web."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config as HypercornConfig
+
+from agent.v1 import control_pb2, exec_pb2
+from agent.v1.control_connect import ControlServiceASGIApplication
+from agent.v1.exec_connect import ExecServiceASGIApplication
+from exec_daemon import hypercorn_fixes
+from exec_daemon.asgi import FrontDoor
+from exec_daemon.codecs import exec_stream_codecs
+from exec_daemon.config import DaemonConfig
+from exec_daemon.control_service import ControlService
+from exec_daemon.dispatch import Dispatcher, Middleware
+from exec_daemon.errors import ErrorMappingInterceptor
+from exec_daemon.exec_service import ExecService
+from exec_daemon.reflection import reflection_apps
+from exec_daemon.registry import HANDLERS
+from exec_daemon.state import Daemon
+
+log = logging.getLogger(__name__)
+
+# hypercorn would GOAWAY a busy HTTP/2 connection after 1000 requests, mid-call (design.md).
+KEEP_ALIVE_MAX_REQUESTS = 2**62
+# In-flight calls get this long after SIGTERM before they are cancelled.
+GRACEFUL_SECONDS = 1.0
+
+
+def middlewares(daemon: Daemon) -> Sequence[Middleware]:
+    """The cross-cutting wrappers of every tool call, outermost first."""
+    return ()
+
+
+def build_app(daemon: Daemon) -> FrontDoor:
+    config = daemon.config
+    dispatcher = Dispatcher(daemon, HANDLERS, middlewares(daemon))
+    interceptors = [ErrorMappingInterceptor()]
+    read_max = config.max_message_bytes
+    routes = {
+        "/agent.v1.ExecService/": ExecServiceASGIApplication(
+            ExecService(dispatcher, config.heartbeat_seconds),
+            interceptors=interceptors,
+            read_max_bytes=read_max,
+            codecs=exec_stream_codecs(),
+        ),
+        "/agent.v1.ControlService/": ControlServiceASGIApplication(
+            ControlService(dispatcher), interceptors=interceptors, read_max_bytes=read_max
+        ),
+        **reflection_apps([exec_pb2.DESCRIPTOR, control_pb2.DESCRIPTOR], interceptors),
+    }
+    return FrontDoor(
+        routes,  # type: ignore[arg-type]
+        config.auth_token,
+        compress_responses=config.compress_responses,
+        drain_limit=read_max,
+    )
+
+
+def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
+    hconfig = HypercornConfig()
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    hconfig.bind = [f"{host}:{config.port}"]
+    hconfig.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
+    hconfig.graceful_timeout = GRACEFUL_SECONDS
+    hconfig.accesslog = None
+    hconfig.errorlog = logging.getLogger("hypercorn.error")
+    # Large streamed outputs: bigger HTTP/2 frames mean fewer round trips through h2.
+    hconfig.h2_max_inbound_frame_size = 2**20
+    return hconfig
+
+
+async def serve(config: DaemonConfig) -> None:
+    """Runs until SIGTERM or SIGINT, then stops accepting, cancels calls and ends their processes."""
+    hypercorn_fixes.install()
+    daemon = Daemon(config)
+    app = build_app(daemon)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info(
+        "exec-daemon serving %s on %s:%d (Connect, gRPC, gRPC-Web)",
+        config.workspace,
+        config.host,
+        config.port,
+    )
+    try:
+        await hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    finally:
+        log.info("shutting down")
+        await daemon.aclose()

@@ -1,0 +1,1 @@
+"""Command confinement: the sandbox policy model and the confinement helper."""

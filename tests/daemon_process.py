@@ -1,0 +1,117 @@
+"""Starts the real daemon as a subprocess on free loopback ports, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from exec_daemon.client import ExecDaemonClient
+
+STARTUP_SECONDS = 20.0
+SHUTDOWN_SECONDS = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningDaemon:
+    process: subprocess.Popen[bytes]
+    token: str
+    port: int
+    pty_port: int
+    workspace: Path
+    log_path: Path
+    state_dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, **kwargs: object) -> ExecDaemonClient:
+        return ExecDaemonClient(self.url, self.token, **kwargs)  # type: ignore[arg-type]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signals the daemon and returns its exit code (killing it if it overstays)."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(SHUTDOWN_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(
+                    f"daemon did not exit within {SHUTDOWN_SECONDS}s of signal {sig}"
+                ) from None
+        return self.process.returncode
+
+
+def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daemon exited with {process.returncode}:\n{log_path.read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"daemon did not listen within {STARTUP_SECONDS}s:\n{log_path.read_text()}")
+
+
+@contextlib.contextmanager
+def running_daemon(
+    workspace: Path,
+    state_dir: Path,
+    *extra_args: str,
+    env: dict[str, str] | None = None,
+    token: str | None = None,
+    argv: Sequence[str] | None = None,
+) -> Iterator[RunningDaemon]:
+    token = token or secrets.token_hex(32)
+    port, pty_port = free_port(), free_port()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "daemon.log"
+    command = [
+        *(argv or [sys.executable, "-m", "exec_daemon"]),
+        "serve",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--pty-websocket-port", str(pty_port),
+        "--workspace", str(workspace),
+        "--terminals-folder", str(state_dir / "terminals"),
+        "--artifacts-folder", str(state_dir / "artifacts"),
+        "--log-level", "debug",
+        *extra_args,
+    ]  # fmt: skip
+    process_env = {**os.environ, **(env or {}), "EXEC_DAEMON_AUTH_TOKEN": token}
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT, env=process_env, cwd=workspace
+        )
+    daemon = RunningDaemon(process, token, port, pty_port, workspace, log_path, state_dir)
+    try:
+        _wait_listening(process, port, log_path)
+        yield daemon
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(SHUTDOWN_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
