@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
@@ -18,7 +18,7 @@ from exec_daemon.asgi import FrontDoor
 from exec_daemon.codecs import exec_stream_codecs
 from exec_daemon.config import DaemonConfig
 from exec_daemon.control_service import ControlService
-from exec_daemon.dispatch import Dispatcher, Middleware
+from exec_daemon.dispatch import Dispatcher, Handler, Middleware
 from exec_daemon.errors import ErrorMappingInterceptor
 from exec_daemon.exec_service import ExecService
 from exec_daemon.reflection import reflection_apps
@@ -38,9 +38,9 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     return ()
 
 
-def build_app(daemon: Daemon) -> FrontDoor:
+def build_app(daemon: Daemon, handlers: Mapping[str, Handler] = HANDLERS) -> FrontDoor:
     config = daemon.config
-    dispatcher = Dispatcher(daemon, HANDLERS, middlewares(daemon))
+    dispatcher = Dispatcher(daemon, handlers, middlewares(daemon))
     interceptors = [ErrorMappingInterceptor()]
     read_max = config.max_message_bytes
     routes = {
