@@ -24,21 +24,25 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gent/v1/common.proto\x12\x08\x61gent.v1\"*\n\tToolError\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\"\xa7\x01\n\x08Rejected\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x16\n\x0eneeds_approval\x18\x02 \x01(\x08\x12\x1a\n\x12\x61llow_instructions\x18\x03 \x03(\t\x12\x1a\n\x12\x62lock_instructions\x18\x04 \x03(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x14\n\x0cuser_message\x18\x06 \x01(\t\x12\x15\n\ragent_message\x18\x07 \x01(\t\"0\n\x10PermissionDenied\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\",\n\x0c\x46ileNotFound\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x19\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gent/v1/common.proto\x12\x08\x61gent.v1\"*\n\tToolError\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\"\xda\x01\n\x08Rejected\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x16\n\x0eneeds_approval\x18\x02 \x01(\x08\x12\x1a\n\x12\x61llow_instructions\x18\x03 \x03(\t\x12\x1a\n\x12\x62lock_instructions\x18\x04 \x03(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x14\n\x0cuser_message\x18\x06 \x01(\t\x12\x15\n\ragent_message\x18\x07 \x01(\t\x12\x14\n\x0cneeds_review\x18\x08 \x01(\x08\x12\x1b\n\x13sandbox_unavailable\x18\t \x01(\x08\"r\n\x0cHookFeedback\x12\x1a\n\x12\x61\x64\x64itional_context\x18\x01 \x03(\t\x12\x15\n\ruser_messages\x18\x02 \x03(\t\x12\x16\n\x0e\x61gent_messages\x18\x03 \x03(\t\x12\x17\n\x0finput_rewritten\x18\x04 \x01(\x08\"0\n\x10PermissionDenied\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\",\n\x0c\x46ileNotFound\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x19\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\t*r\n\x07RunMode\x12\x18\n\x14RUN_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17RUN_MODE_RUN_EVERYTHING\x10\x01\x12\x16\n\x12RUN_MODE_ALLOWLIST\x10\x02\x12\x18\n\x14RUN_MODE_AUTO_REVIEW\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agent.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_RUNMODE']._serialized_start=539
+  _globals['_RUNMODE']._serialized_end=653
   _globals['_TOOLERROR']._serialized_start=35
   _globals['_TOOLERROR']._serialized_end=77
   _globals['_REJECTED']._serialized_start=80
-  _globals['_REJECTED']._serialized_end=247
-  _globals['_PERMISSIONDENIED']._serialized_start=249
-  _globals['_PERMISSIONDENIED']._serialized_end=297
-  _globals['_FILENOTFOUND']._serialized_start=299
-  _globals['_FILENOTFOUND']._serialized_end=343
-  _globals['_ABORTED']._serialized_start=345
-  _globals['_ABORTED']._serialized_end=370
+  _globals['_REJECTED']._serialized_end=298
+  _globals['_HOOKFEEDBACK']._serialized_start=300
+  _globals['_HOOKFEEDBACK']._serialized_end=414
+  _globals['_PERMISSIONDENIED']._serialized_start=416
+  _globals['_PERMISSIONDENIED']._serialized_end=464
+  _globals['_FILENOTFOUND']._serialized_start=466
+  _globals['_FILENOTFOUND']._serialized_end=510
+  _globals['_ABORTED']._serialized_start=512
+  _globals['_ABORTED']._serialized_end=537
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from agent.v1 import common_pb2 as _common_pb2
 from agent.v1 import exec_pb2 as _exec_pb2
 from agent.v1 import mcp_pb2 as _mcp_pb2
 from agent.v1 import tool_call_pb2 as _tool_call_pb2
@@ -26,12 +27,14 @@ class PingResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., pid: _Optional[int] = ..., workspace: _Optional[str] = ...) -> None: ...
 
 class ExecRequest(_message.Message):
-    __slots__ = ("tool_call", "agent_id")
+    __slots__ = ("tool_call", "agent_id", "run_mode")
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_MODE_FIELD_NUMBER: _ClassVar[int]
     tool_call: _tool_call_pb2.ToolCall
     agent_id: str
-    def __init__(self, tool_call: _Optional[_Union[_tool_call_pb2.ToolCall, _Mapping]] = ..., agent_id: _Optional[str] = ...) -> None: ...
+    run_mode: _common_pb2.RunMode
+    def __init__(self, tool_call: _Optional[_Union[_tool_call_pb2.ToolCall, _Mapping]] = ..., agent_id: _Optional[str] = ..., run_mode: _Optional[_Union[_common_pb2.RunMode, str]] = ...) -> None: ...
 
 class ListDirectoryRequest(_message.Message):
     __slots__ = ("path",)

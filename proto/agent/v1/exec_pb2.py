@@ -22,32 +22,33 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from agent.v1 import common_pb2 as agent_dot_v1_dot_common__pb2
 from agent.v1 import tool_call_pb2 as agent_dot_v1_dot_tool__call__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x61gent/v1/exec.proto\x12\x08\x61gent.v1\x1a\x18\x61gent/v1/tool_call.proto\"\xa5\x01\n\x11\x45xecStreamElement\x12:\n\x13\x65xec_client_message\x18\x01 \x01(\x0b\x32\x1b.agent.v1.ExecClientMessageH\x00\x12I\n\x1b\x65xec_client_control_message\x18\x02 \x01(\x0b\x32\".agent.v1.ExecClientControlMessageH\x00\x42\t\n\x07\x65lement\"X\n\x11\x45xecClientMessage\x12\n\n\x02id\x18\x01 \x01(\r\x12%\n\ttool_call\x18\x02 \x01(\x0b\x32\x12.agent.v1.ToolCall\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\"\xa8\x01\n\x18\x45xecClientControlMessage\x12(\n\x05\x61\x62ort\x18\x01 \x01(\x0b\x32\x17.agent.v1.AbortToolCallH\x00\x12(\n\theartbeat\x18\x02 \x01(\x0b\x32\x13.agent.v1.HeartbeatH\x00\x12-\n\x0cstream_close\x18\x03 \x01(\x0b\x32\x15.agent.v1.StreamCloseH\x00\x42\t\n\x07message\"\x1b\n\rAbortToolCall\x12\n\n\x02id\x18\x01 \x01(\r\"\x1f\n\tHeartbeat\x12\x12\n\nsent_at_ms\x18\x01 \x01(\x04\"\r\n\x0bStreamClose\"\xde\x01\n\x11\x45xecServerMessage\x12\n\n\x02id\x18\x01 \x01(\r\x12\x32\n\x0ftool_call_delta\x18\x02 \x01(\x0b\x32\x17.agent.v1.ToolCallDeltaH\x00\x12.\n\x10tool_call_result\x18\x03 \x01(\x0b\x32\x12.agent.v1.ToolCallH\x00\x12$\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x13.agent.v1.ExecErrorH\x00\x12(\n\theartbeat\x18\x05 \x01(\x0b\x32\x13.agent.v1.HeartbeatH\x00\x42\t\n\x07message\"*\n\tExecError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t2Y\n\x0b\x45xecService\x12J\n\nExecStream\x12\x1b.agent.v1.ExecStreamElement\x1a\x1b.agent.v1.ExecServerMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x61gent/v1/exec.proto\x12\x08\x61gent.v1\x1a\x15\x61gent/v1/common.proto\x1a\x18\x61gent/v1/tool_call.proto\"\xa5\x01\n\x11\x45xecStreamElement\x12:\n\x13\x65xec_client_message\x18\x01 \x01(\x0b\x32\x1b.agent.v1.ExecClientMessageH\x00\x12I\n\x1b\x65xec_client_control_message\x18\x02 \x01(\x0b\x32\".agent.v1.ExecClientControlMessageH\x00\x42\t\n\x07\x65lement\"}\n\x11\x45xecClientMessage\x12\n\n\x02id\x18\x01 \x01(\r\x12%\n\ttool_call\x18\x02 \x01(\x0b\x32\x12.agent.v1.ToolCall\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12#\n\x08run_mode\x18\x04 \x01(\x0e\x32\x11.agent.v1.RunMode\"\xa8\x01\n\x18\x45xecClientControlMessage\x12(\n\x05\x61\x62ort\x18\x01 \x01(\x0b\x32\x17.agent.v1.AbortToolCallH\x00\x12(\n\theartbeat\x18\x02 \x01(\x0b\x32\x13.agent.v1.HeartbeatH\x00\x12-\n\x0cstream_close\x18\x03 \x01(\x0b\x32\x15.agent.v1.StreamCloseH\x00\x42\t\n\x07message\"\x1b\n\rAbortToolCall\x12\n\n\x02id\x18\x01 \x01(\r\"\x1f\n\tHeartbeat\x12\x12\n\nsent_at_ms\x18\x01 \x01(\x04\"\r\n\x0bStreamClose\"\xde\x01\n\x11\x45xecServerMessage\x12\n\n\x02id\x18\x01 \x01(\r\x12\x32\n\x0ftool_call_delta\x18\x02 \x01(\x0b\x32\x17.agent.v1.ToolCallDeltaH\x00\x12.\n\x10tool_call_result\x18\x03 \x01(\x0b\x32\x12.agent.v1.ToolCallH\x00\x12$\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x13.agent.v1.ExecErrorH\x00\x12(\n\theartbeat\x18\x05 \x01(\x0b\x32\x13.agent.v1.HeartbeatH\x00\x42\t\n\x07message\"*\n\tExecError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t2Y\n\x0b\x45xecService\x12J\n\nExecStream\x12\x1b.agent.v1.ExecStreamElement\x1a\x1b.agent.v1.ExecServerMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agent.v1.exec_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXECSTREAMELEMENT']._serialized_start=60
-  _globals['_EXECSTREAMELEMENT']._serialized_end=225
-  _globals['_EXECCLIENTMESSAGE']._serialized_start=227
-  _globals['_EXECCLIENTMESSAGE']._serialized_end=315
-  _globals['_EXECCLIENTCONTROLMESSAGE']._serialized_start=318
-  _globals['_EXECCLIENTCONTROLMESSAGE']._serialized_end=486
-  _globals['_ABORTTOOLCALL']._serialized_start=488
-  _globals['_ABORTTOOLCALL']._serialized_end=515
-  _globals['_HEARTBEAT']._serialized_start=517
-  _globals['_HEARTBEAT']._serialized_end=548
-  _globals['_STREAMCLOSE']._serialized_start=550
-  _globals['_STREAMCLOSE']._serialized_end=563
-  _globals['_EXECSERVERMESSAGE']._serialized_start=566
-  _globals['_EXECSERVERMESSAGE']._serialized_end=788
-  _globals['_EXECERROR']._serialized_start=790
-  _globals['_EXECERROR']._serialized_end=832
-  _globals['_EXECSERVICE']._serialized_start=834
-  _globals['_EXECSERVICE']._serialized_end=923
+  _globals['_EXECSTREAMELEMENT']._serialized_start=83
+  _globals['_EXECSTREAMELEMENT']._serialized_end=248
+  _globals['_EXECCLIENTMESSAGE']._serialized_start=250
+  _globals['_EXECCLIENTMESSAGE']._serialized_end=375
+  _globals['_EXECCLIENTCONTROLMESSAGE']._serialized_start=378
+  _globals['_EXECCLIENTCONTROLMESSAGE']._serialized_end=546
+  _globals['_ABORTTOOLCALL']._serialized_start=548
+  _globals['_ABORTTOOLCALL']._serialized_end=575
+  _globals['_HEARTBEAT']._serialized_start=577
+  _globals['_HEARTBEAT']._serialized_end=608
+  _globals['_STREAMCLOSE']._serialized_start=610
+  _globals['_STREAMCLOSE']._serialized_end=623
+  _globals['_EXECSERVERMESSAGE']._serialized_start=626
+  _globals['_EXECSERVERMESSAGE']._serialized_end=848
+  _globals['_EXECERROR']._serialized_start=850
+  _globals['_EXECERROR']._serialized_end=892
+  _globals['_EXECSERVICE']._serialized_start=894
+  _globals['_EXECSERVICE']._serialized_end=983
 # @@protoc_insertion_point(module_scope)

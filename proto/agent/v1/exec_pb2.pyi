@@ -1,3 +1,4 @@
+from agent.v1 import common_pb2 as _common_pb2
 from agent.v1 import tool_call_pb2 as _tool_call_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -15,14 +16,16 @@ class ExecStreamElement(_message.Message):
     def __init__(self, exec_client_message: _Optional[_Union[ExecClientMessage, _Mapping]] = ..., exec_client_control_message: _Optional[_Union[ExecClientControlMessage, _Mapping]] = ...) -> None: ...
 
 class ExecClientMessage(_message.Message):
-    __slots__ = ("id", "tool_call", "agent_id")
+    __slots__ = ("id", "tool_call", "agent_id", "run_mode")
     ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_MODE_FIELD_NUMBER: _ClassVar[int]
     id: int
     tool_call: _tool_call_pb2.ToolCall
     agent_id: str
-    def __init__(self, id: _Optional[int] = ..., tool_call: _Optional[_Union[_tool_call_pb2.ToolCall, _Mapping]] = ..., agent_id: _Optional[str] = ...) -> None: ...
+    run_mode: _common_pb2.RunMode
+    def __init__(self, id: _Optional[int] = ..., tool_call: _Optional[_Union[_tool_call_pb2.ToolCall, _Mapping]] = ..., agent_id: _Optional[str] = ..., run_mode: _Optional[_Union[_common_pb2.RunMode, str]] = ...) -> None: ...
 
 class ExecClientControlMessage(_message.Message):
     __slots__ = ("abort", "heartbeat", "stream_close")
