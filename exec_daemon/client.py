@@ -98,11 +98,12 @@ class ExecDaemonClient:
     async def ping(self) -> PingResponse:
         return await self.control.ping(PingRequest(), headers=self.headers)
 
-    async def run(self, tool_call: ToolCall, agent_id: str = "") -> CallOutcome:
+    async def run(self, tool_call: ToolCall, agent_id: str = "", run_mode: int = 0) -> CallOutcome:
         """Runs one call through ControlService.Exec and collects its answer."""
         outcome = CallOutcome()
         async for message in self.control.exec(
-            ExecRequest(tool_call=tool_call, agent_id=agent_id), headers=self.headers
+            ExecRequest(tool_call=tool_call, agent_id=agent_id, run_mode=run_mode),
+            headers=self.headers,
         ):
             outcome.add(message)
         return outcome
@@ -188,7 +189,11 @@ class ExecStream:
         await self._outgoing.put(element)
 
     async def start(
-        self, tool_call: ToolCall, agent_id: str = "", call_id: int | None = None
+        self,
+        tool_call: ToolCall,
+        agent_id: str = "",
+        call_id: int | None = None,
+        run_mode: int = 0,
     ) -> StreamCall:
         if call_id is None:
             call_id = self._next_id
@@ -197,7 +202,10 @@ class ExecStream:
         await self.send(
             ExecStreamElement(
                 exec_client_message=ExecClientMessage(
-                    id=call_id, tool_call=tool_call, agent_id=agent_id
+                    id=call_id,
+                    tool_call=tool_call,
+                    agent_id=agent_id,
+                    run_mode=run_mode,
                 )
             )
         )

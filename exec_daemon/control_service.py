@@ -51,7 +51,7 @@ class ControlService(ControlServiceBase):
         runner = CallRunner(self._dispatcher, outbox)
 
         async def run_then_end() -> None:
-            await runner.run(0, request.tool_call, request.agent_id)
+            await runner.run(0, request.tool_call, request.agent_id, request.run_mode)
             await outbox.put(_END)
 
         task = asyncio.create_task(run_then_end())

@@ -15,6 +15,7 @@ from typing import Any
 from google.protobuf import unknown_fields
 from google.protobuf.message import Message
 
+from agent.v1.common_pb2 import HookFeedback
 from agent.v1.exec_pb2 import ExecError
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.state import Daemon
@@ -26,6 +27,15 @@ Emit = Callable[[ToolCallDelta], Awaitable[None]]
 
 async def _discard(_delta: ToolCallDelta) -> None:
     return None
+
+
+@dataclass
+class CallReport:
+    """What the middleware learned while running a call, beyond its result; goes into the answer."""
+
+    # The args the handler actually ran with, when a hook rewrote them.
+    args_run: Message | None = None
+    feedback: HookFeedback = field(default_factory=HookFeedback)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,10 @@ class CallContext:
     emit: Emit = _discard
     # Free-form values middleware hands to handlers (e.g. the effective run mode).
     extras: Mapping[str, Any] = field(default_factory=dict)
+    # agent.v1.RunMode asked for by this call; 0 = the daemon's --run-mode.
+    run_mode: int = 0
+    # Filled by the middleware while the call runs (one per call, made by Dispatcher.run).
+    report: CallReport = field(default_factory=CallReport)
 
     def with_emit(self, emit: Emit) -> CallContext:
         return replace(self, emit=emit)
@@ -144,7 +158,7 @@ class Dispatcher:
         """
         tool = tool_variant(tool_call)
         variant = getattr(tool_call, tool)
-        ctx = replace(ctx, tool=tool)
+        ctx = replace(ctx, tool=tool, report=CallReport())
         try:
             result = await self._chain(Invocation(tool=tool, args=variant.args, ctx=ctx))
         except ToolCallError:
@@ -154,8 +168,10 @@ class Dispatcher:
             raise ToolCallError("internal", f"{tool} failed with an internal error") from exc
         answer = ToolCall()
         answered = getattr(answer, tool)
-        answered.args.CopyFrom(variant.args)
+        answered.args.CopyFrom(ctx.report.args_run or variant.args)
         answered.result.CopyFrom(result)
+        if ctx.report.feedback.ByteSize():
+            answer.hook_feedback.CopyFrom(ctx.report.feedback)
         return answer
 
 

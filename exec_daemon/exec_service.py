@@ -72,12 +72,18 @@ class CallRunner:
             return
         await self._outbox.put(message)
 
-    async def run(self, call_id: int, tool_call: ToolCall, agent_id: str) -> None:
+    async def run(
+        self, call_id: int, tool_call: ToolCall, agent_id: str, run_mode: int = 0
+    ) -> None:
         async def emit(delta: ToolCallDelta) -> None:
             await self.post(ExecServerMessage(id=call_id, tool_call_delta=delta))
 
         ctx = CallContext(
-            daemon=self._dispatcher.daemon, call_id=call_id, agent_id=agent_id, emit=emit
+            daemon=self._dispatcher.daemon,
+            call_id=call_id,
+            agent_id=agent_id,
+            emit=emit,
+            run_mode=run_mode,
         )
         try:
             answer = await self._dispatcher.run(tool_call, ctx)
@@ -197,7 +203,9 @@ class ExecStreamSession:
         except ToolCallError as exc:
             await self._runner.post(ExecServerMessage(id=call_id, error=exc.to_exec_error()))
             return
-        task = asyncio.create_task(self._runner.run(call_id, message.tool_call, message.agent_id))
+        task = asyncio.create_task(
+            self._runner.run(call_id, message.tool_call, message.agent_id, message.run_mode)
+        )
         self._calls[call_id] = task
         task.add_done_callback(lambda _t: self._finished(call_id, _t))
 
