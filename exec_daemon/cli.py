@@ -18,6 +18,7 @@ from exec_daemon.config import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
     DEFAULT_PTY_WEBSOCKET_PORT,
+    RUN_MODES,
     DaemonConfig,
 )
 
@@ -133,6 +134,13 @@ def main() -> None:
 @click.option("--computer-use-enabled", is_flag=True, help="Enable computer use.")
 @click.option(
     "--secret-redaction-enabled", is_flag=True, help="Redact injected secrets from tool output."
+)
+@click.option(
+    "--run-mode",
+    type=click.Choice(RUN_MODES),
+    default="run_everything",
+    show_default=True,
+    help="Which shell/MCP/fetch calls run without approval (a call may ask for another mode).",
 )
 @click.option("--chrome-executable-path", default=None, help="Custom Chrome path.")
 @click.option("--record-screen-enabled", is_flag=True, help="Enable screen recording.")

@@ -9,6 +9,8 @@ DEFAULT_PORT = 8080
 DEFAULT_PTY_WEBSOCKET_PORT = 8081
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_HEARTBEAT_SECONDS = 15.0
+# How much a tool call may do without approval (docs: Run Modes); a call may ask for another.
+RUN_MODES = ("run_everything", "allowlist", "auto_review")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class DaemonConfig:
     cloud_rules_enabled: bool = False
     computer_use_enabled: bool = False
     secret_redaction_enabled: bool = False
+    # One of RUN_MODES. Cloud agents pre-approve most tools, hence run_everything by default.
+    run_mode: str = "run_everything"
     chrome_executable_path: str | None = None
     record_screen_enabled: bool = False
     generate_image_enabled: bool = False
