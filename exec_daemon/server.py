@@ -13,7 +13,7 @@ from hypercorn.config import Config as HypercornConfig
 from agent.v1 import control_pb2, exec_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
-from exec_daemon import hypercorn_fixes
+from exec_daemon import environment, hypercorn_fixes, pty_server
 from exec_daemon.asgi import FrontDoor
 from exec_daemon.codecs import exec_stream_codecs
 from exec_daemon.config import DaemonConfig
@@ -92,7 +92,8 @@ async def serve(config: DaemonConfig) -> None:
         config.port,
     )
     try:
-        await hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        async with pty_server.serving(daemon), environment.started(daemon):
+            await hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
     finally:
         log.info("shutting down")
         await daemon.aclose()
