@@ -199,6 +199,20 @@ async def _serve(config: DaemonConfig) -> None:
     await serve_daemon(config)
 
 
+@main.command()
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The workspace root (default: the current directory).",
+)
+def install(workspace: Path | None) -> None:
+    """Run the `install` command of <workspace>/.cursor/environment.json; exit with its code."""
+    from exec_daemon.environment import run_install
+
+    sys.exit(run_install((workspace or Path.cwd()).resolve()))
+
+
 @main.command("generate-token")
 def generate_token() -> None:
     """Print a fresh random token (64 hex characters)."""

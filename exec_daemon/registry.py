@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from exec_daemon.dispatch import Handler
-from tools import todos
+from tools import todos, vm_setup
 
 HANDLERS: dict[str, Handler] = {
     "update_todos_tool_call": todos.update_todos,
     "read_todos_tool_call": todos.read_todos,
+    "setup_vm_environment_tool_call": vm_setup.setup_vm_environment,
 }
