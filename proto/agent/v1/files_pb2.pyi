@@ -51,7 +51,7 @@ class ReadPdfPage(_message.Message):
     def __init__(self, page_number: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
 
 class ReadToolSuccess(_message.Message):
-    __slots__ = ("path", "ranges", "total_lines", "file_size", "truncated", "image", "pdf_pages", "total_pages", "truncation_note")
+    __slots__ = ("path", "ranges", "total_lines", "file_size", "truncated", "image", "pdf_pages", "total_pages", "truncation_note", "total_lines_unknown")
     PATH_FIELD_NUMBER: _ClassVar[int]
     RANGES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_LINES_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class ReadToolSuccess(_message.Message):
     PDF_PAGES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PAGES_FIELD_NUMBER: _ClassVar[int]
     TRUNCATION_NOTE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LINES_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     path: str
     ranges: _containers.RepeatedCompositeFieldContainer[ReadRange]
     total_lines: int
@@ -70,7 +71,8 @@ class ReadToolSuccess(_message.Message):
     pdf_pages: _containers.RepeatedCompositeFieldContainer[ReadPdfPage]
     total_pages: int
     truncation_note: str
-    def __init__(self, path: _Optional[str] = ..., ranges: _Optional[_Iterable[_Union[ReadRange, _Mapping]]] = ..., total_lines: _Optional[int] = ..., file_size: _Optional[int] = ..., truncated: _Optional[bool] = ..., image: _Optional[_Union[ReadImage, _Mapping]] = ..., pdf_pages: _Optional[_Iterable[_Union[ReadPdfPage, _Mapping]]] = ..., total_pages: _Optional[int] = ..., truncation_note: _Optional[str] = ...) -> None: ...
+    total_lines_unknown: bool
+    def __init__(self, path: _Optional[str] = ..., ranges: _Optional[_Iterable[_Union[ReadRange, _Mapping]]] = ..., total_lines: _Optional[int] = ..., file_size: _Optional[int] = ..., truncated: _Optional[bool] = ..., image: _Optional[_Union[ReadImage, _Mapping]] = ..., pdf_pages: _Optional[_Iterable[_Union[ReadPdfPage, _Mapping]]] = ..., total_pages: _Optional[int] = ..., truncation_note: _Optional[str] = ..., total_lines_unknown: _Optional[bool] = ...) -> None: ...
 
 class NotTextFile(_message.Message):
     __slots__ = ("path", "reason", "detected_type")

@@ -1,0 +1,466 @@
+"""Unified diffs: made for edit results, and applied by apply_agent_diff_tool_call.
+
+Making one: only the changed window of the file goes through difflib (the common prefix and
+suffix are found with memcmp-speed slice compares first), so a one-line edit of a huge file costs
+little. Applying one: every hunk of every file must apply (context matched exactly, first where
+the header says, then the nearest place; header counts are not trusted, agents get them wrong)
+before anything is written; then every file is written atomically, and the files already
+replaced are put back if a later one fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.v1.common_pb2 import PermissionDenied, ToolError
+from agent.v1.files_pb2 import (
+    AppliedFile,
+    ApplyAgentDiffArgs,
+    ApplyAgentDiffResult,
+    ApplyAgentDiffSuccess,
+    DiffDoesNotApply,
+)
+from exec_daemon.dispatch import CallContext
+from tools.workspace import (
+    WriteFailure,
+    atomic_write,
+    display_path,
+    protected_reason,
+    resolve_path,
+)
+
+NO_NEWLINE = "\\ No newline at end of file"
+# Beyond this many lines in the changed window the diff is not computed (counts still are).
+MAX_DIFF_WINDOW_LINES = 50_000
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclass
+class DiffStats:
+    diff: str
+    lines_added: int
+    lines_removed: int
+
+
+def line_count(text: str) -> int:
+    """Lines in `text`; a last line without a newline counts."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _common_prefix_chars(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _common_suffix_chars(a: str, b: str, limit: int) -> int:
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _with_no_newline_markers(lines: Iterator[str]) -> Iterator[str]:
+    for line in lines:
+        if line.endswith("\n"):
+            yield line
+        else:
+            yield line + "\n"
+            yield NO_NEWLINE + "\n"
+
+
+def _aligned_suffix(old: str, new: str, prefix: int) -> int:
+    """The common suffix of whole lines (in both texts) that does not overlap the prefix."""
+    suffix = _common_suffix_chars(old, new, min(len(old), len(new)) - prefix)
+    old_end, new_end = len(old) - suffix, len(new) - suffix
+    at_line_start = (old_end == prefix or old[old_end - 1] == "\n") and (
+        new_end == prefix or new[new_end - 1] == "\n"
+    )
+    if suffix == 0 or at_line_start:
+        return suffix
+    # The suffix text is the same in both: cutting just after one of its newlines aligns both.
+    newline = old.find("\n", old_end, len(old))
+    return 0 if newline == -1 else len(old) - (newline + 1)
+
+
+def _context_start(text: str, at: int, context: int) -> int:
+    for _ in range(context):
+        if at == 0:
+            break
+        at = text.rfind("\n", 0, at - 1) + 1
+    return at
+
+
+def _context_end(text: str, at: int, context: int) -> int:
+    for _ in range(context):
+        if at >= len(text):
+            break
+        newline = text.find("\n", at)
+        at = len(text) if newline == -1 else newline + 1
+    return at
+
+
+def unified_diff(old: str, new: str, name: str, context: int = 3) -> DiffStats:
+    """The unified diff from `old` to `new` (git-style a/ b/ names) with its line counts."""
+    if old == new:
+        return DiffStats("", 0, 0)
+    # Whole lines only: back up to the start of the line the first difference is on.
+    prefix = old.rfind("\n", 0, _common_prefix_chars(old, new)) + 1
+    suffix = _aligned_suffix(old, new, prefix)
+    old_end, new_end = len(old) - suffix, len(new) - suffix
+    window_start = _context_start(old, prefix, context)
+    window_end = _context_end(old, old_end, context)
+    before = old[window_start:prefix]
+    after = old[old_end:window_end]
+    old_window = (before + old[prefix:old_end] + after).splitlines(keepends=True)
+    new_window = (before + new[prefix:new_end] + after).splitlines(keepends=True)
+    if len(old_window) + len(new_window) > MAX_DIFF_WINDOW_LINES:
+        return DiffStats("", line_count(new[prefix:new_end]), line_count(old[prefix:old_end]))
+    shift = old.count("\n", 0, window_start)
+    lines = difflib.unified_diff(
+        old_window, new_window, f"a/{name}", f"b/{name}", n=context, lineterm="\n"
+    )
+    out: list[str] = []
+    added = removed = 0
+    for line in _with_no_newline_markers(lines):
+        match = _HUNK_HEADER.match(line)
+        if match:
+            line = _shifted_header(match, shift) + line[match.end() :]
+        elif line.startswith("+") and not line.startswith("+++ "):
+            added += 1
+        elif line.startswith("-") and not line.startswith("--- "):
+            removed += 1
+        out.append(line)
+    return DiffStats("".join(out), added, removed)
+
+
+def _shifted_header(match: re.Match[str], shift: int) -> str:
+    old_start, old_count, new_start, new_count = match.groups()
+    old_part = f"-{int(old_start) + shift}" + (f",{old_count}" if old_count is not None else "")
+    new_part = f"+{int(new_start) + shift}" + (f",{new_count}" if new_count is not None else "")
+    return f"@@ {old_part} {new_part} @@"
+
+
+def replace_text(
+    text: str, old: str, new: str, replace_all: bool
+) -> tuple[str, int] | tuple[None, int]:
+    """(new text, replacements), or (None, matches) when there is not exactly one match.
+
+    A file with CRLF line ends also matches an old_string written with LF ones.
+    """
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0 or (count > 1 and not replace_all):
+        return None, count
+    return text.replace(old, new) if replace_all else text.replace(old, new, 1), count
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and applying
+
+
+class DiffError(Exception):
+    def __init__(self, path: str, reason: str, hunk_index: int = 0) -> None:
+        super().__init__(reason)
+        self.path = path
+        self.reason = reason
+        self.hunk_index = hunk_index
+
+
+@dataclass
+class Hunk:
+    old_start: int  # 1-based, as the header says (for a pure insertion: the line it follows)
+    old_count: int
+    new_count: int
+    lines: list[str] = field(default_factory=list)  # " x", "-x", "+x" without line ends
+    new_no_newline: bool = False
+
+    def old_lines(self) -> list[str]:
+        return [line[1:] for line in self.lines if line[:1] in (" ", "-")]
+
+    def new_lines(self) -> list[str]:
+        return [line[1:] for line in self.lines if line[:1] in (" ", "+")]
+
+    def complete(self) -> bool:
+        """All the lines the header announced are there (agents' counts may still be wrong)."""
+        olds = sum(1 for line in self.lines if line[:1] in (" ", "-"))
+        news = sum(1 for line in self.lines if line[:1] in (" ", "+"))
+        return olds >= self.old_count and news >= self.new_count
+
+
+@dataclass
+class FilePatch:
+    old_path: str | None  # None = /dev/null (a new file)
+    new_path: str | None  # None = /dev/null (a deleted file)
+    hunks: list[Hunk] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return self.new_path or self.old_path or ""
+
+
+def _strip_prefix(name: str) -> str | None:
+    name = name.split("\t", 1)[0].strip()
+    if name.startswith('"') and name.endswith('"') and len(name) >= 2:
+        name = name[1:-1]
+    if name == "/dev/null":
+        return None
+    if name.startswith(("a/", "b/")):
+        return name[2:]
+    return name
+
+
+def _is_file_header(lines: list[str], index: int, hunk: Hunk | None) -> bool:
+    if not (lines[index].startswith("--- ") and index + 1 < len(lines)):
+        return False
+    if not lines[index + 1].startswith("+++ "):
+        return False
+    # "--- x" could also be the removal of a line "-- x": it is a header when the hunk is done
+    # or a hunk header follows.
+    follows_hunk = index + 2 < len(lines) and lines[index + 2].startswith("@@")
+    return hunk is None or hunk.complete() or follows_hunk
+
+
+def parse_unified_diff(text: str) -> list[FilePatch]:
+    """The file patches of a unified diff (git or plain); header line counts are only hints."""
+    patches: list[FilePatch] = []
+    current: FilePatch | None = None
+    hunk: Hunk | None = None
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if _is_file_header(lines, index, hunk):
+            current = FilePatch(_strip_prefix(line[4:]), _strip_prefix(lines[index + 1][4:]))
+            patches.append(current)
+            hunk = None
+            index += 2
+            continue
+        if line.startswith("@@"):
+            if current is None:
+                raise DiffError("", "a hunk comes before any ---/+++ file header")
+            match = _HUNK_HEADER.match(line)
+            if match is None:
+                raise DiffError(current.path, f"malformed hunk header: {line[:80]}")
+            old_count, new_count = match.group(2), match.group(4)
+            hunk = Hunk(
+                old_start=int(match.group(1)),
+                old_count=1 if old_count is None else int(old_count),
+                new_count=1 if new_count is None else int(new_count),
+            )
+            current.hunks.append(hunk)
+        elif hunk is not None and line.startswith(("+", "-", " ")):
+            hunk.lines.append(line)
+        elif hunk is not None and line == "" and not hunk.complete():
+            # Some tools strip the single space of an empty context line.
+            hunk.lines.append(" ")
+        elif hunk is not None and line.startswith("\\"):
+            if hunk.lines and hunk.lines[-1][:1] in (" ", "+"):
+                hunk.new_no_newline = True
+        else:
+            # git's "diff --git", "index", mode lines, and free text between files.
+            hunk = None
+        index += 1
+    return [patch for patch in patches if patch.hunks or patch.new_path is None]
+
+
+def _find_hunk(lines: list[str], old: list[str], hint: int, floor: int) -> int:
+    """Where `old` occurs in `lines` at or after `floor`, nearest to `hint`; -1 if nowhere."""
+    last_start = len(lines) - len(old)
+    hint = min(max(hint, floor), max(last_start, floor))
+    if not old:
+        return hint
+    for distance in range(max(last_start - floor, 0) + 1):
+        for start in (hint - distance, hint + distance) if distance else (hint,):
+            if floor <= start <= last_start and lines[start : start + len(old)] == old:
+                return start
+    return -1
+
+
+def apply_hunks(original: str, patch: FilePatch) -> str:
+    """The new text of one file, or DiffError naming the hunk that does not apply."""
+    lines = original.split("\n") if original else []
+    ends_with_newline = original.endswith("\n")
+    if ends_with_newline:
+        lines.pop()
+    result: list[str] = []
+    cursor = 0
+    drift = 0  # how far the file's lines are from where the headers said
+    for number, hunk in enumerate(patch.hunks, start=1):
+        old = hunk.old_lines()
+        said = hunk.old_start if not old else hunk.old_start - 1
+        at = _find_hunk(lines, old, said + drift, cursor)
+        if at == -1:
+            where = f" after line {cursor}" if cursor else ""
+            raise DiffError(
+                patch.path,
+                f"hunk {number} does not apply: its context and removed lines are not in the "
+                f"file{where}",
+                number,
+            )
+        result.extend(lines[cursor:at])
+        result.extend(hunk.new_lines())
+        cursor = at + len(old)
+        drift = at - said
+        if cursor == len(lines):
+            ends_with_newline = not hunk.new_no_newline
+    result.extend(lines[cursor:])
+    text = "\n".join(result)
+    return text + "\n" if ends_with_newline and result else text
+
+
+@dataclass
+class PlannedChange:
+    path: Path
+    old_text: str | None  # None: the file does not exist yet
+    new_text: str | None  # None: the file is deleted
+    stats: DiffStats
+
+
+def _read_source(path: Path, shown: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        raise DiffError(shown, f"{shown} does not exist") from None
+    except IsADirectoryError:
+        raise DiffError(shown, f"{shown} is a directory") from None
+    except OSError:
+        raise DiffError(shown, f"{shown} cannot be read") from None
+
+
+def plan_change(patch: FilePatch, base: Path) -> PlannedChange:
+    """One file's new content, computed in memory; DiffError if a hunk does not apply."""
+    path = resolve_path(base, patch.path)
+    old_text: str | None = None
+    if patch.old_path is None:
+        if path.exists():
+            raise DiffError(patch.path, f"{patch.path} already exists but the diff creates it")
+    else:
+        # A diff between two names (x.orig -> x) patches the file that exists, preferring the new.
+        source = path if path.exists() else resolve_path(base, patch.old_path)
+        old_text = _read_source(source, patch.path)
+    new_text = apply_hunks(old_text or "", patch)
+    if patch.new_path is None:
+        if new_text:
+            raise DiffError(patch.path, "the diff deletes the file but not all of its lines")
+        return PlannedChange(path, old_text, None, DiffStats("", 0, line_count(old_text or "")))
+    return PlannedChange(
+        path, old_text, new_text, unified_diff(old_text or "", new_text, patch.path)
+    )
+
+
+def plan_changes(patches: list[FilePatch], base: Path) -> list[PlannedChange]:
+    planned: list[PlannedChange] = []
+    seen: set[Path] = set()
+    for patch in patches:
+        change = plan_change(patch, base)
+        if change.path in seen:
+            raise DiffError(patch.path, "the diff changes this file twice")
+        seen.add(change.path)
+        planned.append(change)
+    return planned
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def commit_changes(planned: list[PlannedChange]) -> None:
+    """Writes every planned change, or none: what was already changed is undone on failure.
+
+    Deleted files are first moved aside (so undoing restores them exactly) and removed at the end.
+    """
+    written: list[PlannedChange] = []
+    moved_aside: list[tuple[Path, Path]] = []
+    try:
+        for change in planned:
+            if change.new_text is None:
+                aside = change.path.with_name(f".{change.path.name}.{os.getpid()}.deleted")
+                os.rename(change.path, aside)
+                moved_aside.append((change.path, aside))
+            else:
+                atomic_write(change.path, _encode(change.new_text))
+                written.append(change)
+    except (OSError, WriteFailure):
+        for change in reversed(written):
+            with contextlib.suppress(OSError, WriteFailure):
+                if change.old_text is None:
+                    os.unlink(change.path)
+                else:
+                    atomic_write(change.path, _encode(change.old_text))
+        for original, aside in reversed(moved_aside):
+            with contextlib.suppress(OSError):
+                os.rename(aside, original)
+        raise
+    for _, aside in moved_aside:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+
+
+def _permission_check(planned: list[PlannedChange], workspace: Path) -> PermissionDenied | None:
+    for change in planned:
+        reason = protected_reason(workspace, change.path)
+        if reason is not None:
+            return PermissionDenied(path=str(change.path), reason=reason)
+    return None
+
+
+def _apply(args: ApplyAgentDiffArgs, workspace: Path) -> ApplyAgentDiffResult:
+    base = resolve_path(workspace, args.base_directory)
+    try:
+        patches = parse_unified_diff(args.diff)
+        if not patches:
+            return ApplyAgentDiffResult(
+                error=ToolError(code="invalid_argument", message="the diff has no file changes")
+            )
+        planned = plan_changes(patches, base)
+    except DiffError as exc:
+        return ApplyAgentDiffResult(
+            does_not_apply=DiffDoesNotApply(
+                path=exc.path, reason=exc.reason, hunk_index=exc.hunk_index
+            )
+        )
+    denied = _permission_check(planned, workspace)
+    if denied is not None:
+        return ApplyAgentDiffResult(permission_denied=denied)
+    try:
+        commit_changes(planned)
+    except WriteFailure as exc:
+        return ApplyAgentDiffResult(error=ToolError(code=exc.code, message=exc.message))
+    except OSError:
+        return ApplyAgentDiffResult(
+            error=ToolError(code="io_error", message="a file of the diff could not be written")
+        )
+    files = [
+        AppliedFile(
+            path=display_path(workspace, change.path),
+            lines_added=change.stats.lines_added,
+            lines_removed=change.stats.lines_removed,
+            created=change.old_text is None,
+            deleted=change.new_text is None,
+        )
+        for change in planned
+    ]
+    return ApplyAgentDiffResult(success=ApplyAgentDiffSuccess(files=files))
+
+
+async def apply_agent_diff(args: ApplyAgentDiffArgs, ctx: CallContext) -> ApplyAgentDiffResult:
+    return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace))
