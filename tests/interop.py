@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 
 from agent.v1.todos_pb2 import (
@@ -118,3 +122,64 @@ def daemon_for_module(factory: pytest.TempPathFactory, *extra_args: str) -> Iter
     workspace.mkdir()
     with running_daemon(workspace, root / "state", *extra_args) as running:
         yield running
+
+
+@dataclass
+class H2Response:
+    headers: dict[str, str]
+    body: bytes
+    trailers: dict[str, str]
+    reset_code: int | None = None
+
+
+def h2_request(
+    daemon: RunningDaemon,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    *,
+    timeout: float = 10.0,
+) -> H2Response:
+    """One HTTP/2 (h2c, prior knowledge) POST written by hand: sends `body` then END_STREAM, even
+    when it is not what its framing promised, and collects what comes back. With `body=None` the
+    request stays open, its body never sent: only the server can end the exchange."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    with socket.create_connection(("127.0.0.1", daemon.port), timeout=timeout) as sock:
+        connection.initiate_connection()
+        stream_id = connection.get_next_available_stream_id()
+        request_headers = [
+            (":method", "POST"), (":scheme", "http"), (":path", path),
+            (":authority", f"127.0.0.1:{daemon.port}"), *headers.items(),
+        ]  # fmt: skip
+        connection.send_headers(stream_id, request_headers)
+        if body is not None:
+            connection.send_data(stream_id, body, end_stream=True)
+        sock.sendall(connection.data_to_send())
+        response = H2Response({}, b"", {})
+        ended = False
+        while not ended:
+            data = sock.recv(65536)
+            if not data:
+                break
+            for event in connection.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    response.headers = _h2_headers(event.headers)
+                elif isinstance(event, h2.events.DataReceived):
+                    response.body += event.data
+                    connection.acknowledge_received_data(event.flow_controlled_length, stream_id)
+                elif isinstance(event, h2.events.TrailersReceived):
+                    response.trailers = _h2_headers(event.headers)
+                elif isinstance(event, h2.events.StreamReset):
+                    response.reset_code = event.error_code
+                    ended = True
+                elif isinstance(event, h2.events.StreamEnded | h2.events.ConnectionTerminated):
+                    ended = True
+            sock.sendall(connection.data_to_send())
+        return response
+
+
+def _h2_headers(headers: Iterable[tuple[bytes | str, bytes | str]]) -> dict[str, str]:
+    def text(value: bytes | str) -> str:
+        return value.decode("latin-1") if isinstance(value, bytes) else value
+
+    return {text(name).lower(): text(value) for name, value in headers}
