@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from exec_daemon.dispatch import Handler
-from tools import todos, vm_setup
+from tools import diffs, files, search, todos, vm_setup
 
 HANDLERS: dict[str, Handler] = {
     "update_todos_tool_call": todos.update_todos,
     "read_todos_tool_call": todos.read_todos,
     "setup_vm_environment_tool_call": vm_setup.setup_vm_environment,
+    "read_tool_call": files.read,
+    "edit_tool_call": files.edit,
+    "delete_tool_call": files.delete,
+    "ls_tool_call": search.ls,
+    "glob_tool_call": search.glob,
+    "grep_tool_call": search.grep,
+    "apply_agent_diff_tool_call": diffs.apply_agent_diff,
 }

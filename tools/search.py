@@ -1,0 +1,710 @@
+"""ls_tool_call, glob_tool_call and grep_tool_call (on ripgrep).
+
+ripgrep runs with the workspace as its cwd so `.cursorignore` (passed as `--ignore-file`, whose
+patterns are relative to the cwd) anchors right, and paths inside the workspace are shown
+relative to it. Both glob and grep keep ripgrep's parallel walk and do the sorting here:
+
+- grep reads `rg --json` per file block (a begin line, the file's matches, an end line; ripgrep
+  never interleaves files) and only looks at the begin line of a block to know its file. It keeps
+  just the blocks that can still be among the first `offset + head_limit` entries in the asked-for
+  order, and parses JSON only for those at the end, so a common word over a large tree costs
+  little more than ripgrep itself. Totals come from ripgrep's summary.
+- glob stats the files for newest-first order in worker threads while ripgrep is still listing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
+from agent.v1.files_pb2 import (
+    GlobToolArgs,
+    GlobToolResult,
+    GlobToolSuccess,
+    GrepArgs,
+    GrepFileCount,
+    GrepFileMatches,
+    GrepInvalidPattern,
+    GrepResult,
+    GrepSuccess,
+    LsArgs,
+    LsDirectoryTreeNode,
+    LsResult,
+    LsSuccess,
+)
+from exec_daemon.dispatch import CallContext
+from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
+
+log = logging.getLogger(__name__)
+
+MAX_LS_ENTRIES = 1000
+MAX_GLOB_FILES = 1000
+# Entries grep returns when head_limit is not given (lines, files or counts, by output mode).
+DEFAULT_GREP_ENTRIES = {"content": 1000, "files_with_matches": 1000, "count": 1000}
+# Content mode also stops at this many bytes of line text.
+MAX_GREP_CONTENT_BYTES = 512 * 1024
+MAX_GREP_LINE_CHARS = 2000
+READ_CHUNK = 1 << 20
+STDERR_LIMIT = 64 * 1024
+OUTPUT_MODES = ("content", "files_with_matches", "count")
+SORTS = ("path", "modified", "none")
+# Files and directories that are never listed (ripgrep already skips .git as hidden VCS data).
+ALWAYS_HIDDEN = frozenset({".git"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Running ripgrep
+
+
+@dataclass
+class RgRun:
+    returncode: int
+    stderr: str
+
+
+class RgProcess:
+    """One ripgrep process: its stdout as chunks, its stderr collected, killed if abandoned."""
+
+    def __init__(self, rg_path: str, args: list[str], cwd: str) -> None:
+        self._command = [rg_path, "--no-config", *args]
+        self._cwd = cwd
+        self._process: asyncio.subprocess.Process | None = None
+        self._stderr_task: asyncio.Task[bytes] | None = None
+
+    async def __aenter__(self) -> RgProcess:
+        self._process = await asyncio.create_subprocess_exec(
+            *self._command,
+            cwd=self._cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=READ_CHUNK * 4,
+        )
+        assert self._process.stderr is not None
+        self._stderr_task = asyncio.create_task(self._process.stderr.read(STDERR_LIMIT))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        if self._stderr_task is not None and not self._stderr_task.done():
+            self._stderr_task.cancel()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        assert self._process is not None and self._process.stdout is not None
+        while chunk := await self._process.stdout.read(READ_CHUNK):
+            yield chunk
+
+    async def finish(self) -> RgRun:
+        assert self._process is not None and self._stderr_task is not None
+        stderr = await self._stderr_task
+        returncode = await self._process.wait()
+        return RgRun(returncode, stderr.decode("utf-8", "replace").strip())
+
+
+def _split_records(buffer: bytearray, chunk: bytes, separator: bytes) -> list[bytes]:
+    """Complete records of `buffer + chunk`; the incomplete tail stays in `buffer`."""
+    buffer += chunk
+    cut = buffer.rfind(separator)
+    if cut == -1:
+        return []
+    records = bytes(buffer[:cut]).split(separator)
+    del buffer[: cut + 1]
+    return records
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+@dataclass
+class SearchRoot:
+    """Where a search runs: ripgrep's cwd, the path argument to give it, whether it is ours."""
+
+    cwd: str
+    target: str | None  # None = the cwd itself
+    in_workspace: bool
+    absolute: Path
+
+
+def _search_root(ctx: CallContext, path: str) -> SearchRoot:
+    workspace = ctx.daemon.workspace
+    absolute = resolve_path(workspace, path)
+    relative = relative_to_workspace(workspace, absolute)
+    if relative is None:
+        return SearchRoot(str(absolute.parent), str(absolute), False, absolute)
+    return SearchRoot(workspace, None if relative == "." else relative, True, absolute)
+
+
+def _hidden_by_cursorignore(ctx: CallContext, root: SearchRoot) -> PermissionDenied | None:
+    ignore = ctx.daemon.service(CursorIgnore)
+    if root.in_workspace and ignore.is_ignored(root.absolute, root.absolute.is_dir()):
+        return PermissionDenied(
+            path=str(root.absolute),
+            reason=f"{root.absolute} is hidden from the agent by .cursorignore",
+        )
+    return None
+
+
+def _ignore_args(ctx: CallContext, root: SearchRoot) -> list[str]:
+    return ctx.daemon.service(CursorIgnore).rg_args() if root.in_workspace else []
+
+
+# ---------------------------------------------------------------------------------------------
+# Grep
+
+
+class _Selection:
+    """Keeps the fewest items that still hold the first `needed` entries in key order."""
+
+    def __init__(self, needed: int) -> None:
+        self.needed = needed
+        self.items: list[tuple[Any, int, Any]] = []  # (key, entries, payload)
+        self._kept_entries = 0
+
+    def add(self, key: Any, entries: int, payload: Any) -> None:
+        self.items.append((key, entries, payload))
+        self._kept_entries += entries
+        if self._kept_entries > 2 * self.needed + 1000 and len(self.items) > 64:
+            self._prune()
+
+    def _prune(self) -> None:
+        self.items.sort(key=lambda item: item[0])
+        kept = 0
+        for index, (_, entries, _) in enumerate(self.items):
+            kept += entries
+            if kept >= self.needed:
+                del self.items[index + 1 :]
+                break
+        self._kept_entries = sum(entries for _, entries, _ in self.items)
+
+    def ordered(self) -> list[tuple[Any, int, Any]]:
+        self._prune()
+        return self.items
+
+
+@dataclass
+class GrepOptions:
+    mode: str
+    sort: str
+    ascending: bool
+    offset: int
+    limit: int
+
+
+class _BlockReader:
+    """Cuts `rg --json` output into per-file blocks without parsing their match lines.
+
+    Every message is one line and begins with its type, and JSON strings escape quotes, so a
+    line starting with {"type":"begin" or {"type":"end" can only be a block's first or last.
+    """
+
+    def __init__(self, on_block: Callable[[str, bytes, int], None]) -> None:
+        self.on_block = on_block
+        self.summary: dict[str, Any] = {}
+        self._carry = b""  # an incomplete last line
+        self._parts: list[bytes] | None = None  # the block being read
+        self._path = ""
+
+    def feed(self, chunk: bytes) -> None:
+        last_newline = chunk.rfind(b"\n")
+        if last_newline == -1:
+            self._carry += chunk
+            return
+        region = self._carry + chunk[: last_newline + 1]
+        self._carry = chunk[last_newline + 1 :]
+        position = 0
+        while position < len(region):
+            if self._parts is not None:
+                end = region.find(b'{"type":"end"', position)
+                if end == -1:
+                    self._parts.append(region[position:])
+                    return
+                line_end = region.index(b"\n", end)
+                self._parts.append(region[position : line_end + 1])
+                block = b"".join(self._parts)
+                self._parts = None
+                # Lines between the begin and end lines: one entry per match or context line.
+                self.on_block(self._path, block, block.count(b"\n") - 2)
+                position = line_end + 1
+                continue
+            begin = region.find(b'{"type":"begin"', position)
+            if begin == -1:
+                self._outside(region[position:])
+                return
+            self._outside(region[position:begin])
+            line_end = region.index(b"\n", begin)
+            self._path = _json_text(json.loads(region[begin:line_end])["data"]["path"])
+            self._parts = [region[begin : line_end + 1]]
+            position = line_end + 1
+
+    def _outside(self, data: bytes) -> None:
+        for line in data.splitlines():
+            if b'"type":"summary"' in line:
+                with contextlib.suppress(ValueError, KeyError):
+                    self.summary = json.loads(line)["data"]["stats"]
+
+    def finish(self) -> None:
+        self.feed(b"\n")
+
+
+def _json_text(value: dict[str, str]) -> str:
+    if "text" in value:
+        return value["text"]
+    return _decode(base64.b64decode(value.get("bytes", "")))
+
+
+def _cut(text: str) -> str:
+    text = text.removesuffix("\n").removesuffix("\r")
+    if len(text) <= MAX_GREP_LINE_CHARS:
+        return text
+    return text[:MAX_GREP_LINE_CHARS] + f" … [line cut: {len(text) - MAX_GREP_LINE_CHARS} more]"
+
+
+def _mtime(cwd: str, path: str) -> float:
+    try:
+        return os.stat(os.path.join(cwd, path)).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _sort_key(options: GrepOptions, cwd: str, path: str, arrival: int) -> Any:
+    if options.sort == "modified":
+        mtime = _mtime(cwd, path)
+        return (mtime if options.ascending else -mtime, path)
+    if options.sort == "none":
+        return arrival
+    return path
+
+
+def _rg_grep_args(args: GrepArgs, mode: str) -> list[str]:
+    flags = ["--hidden"]
+    if args.case_insensitive:
+        flags.append("--ignore-case")
+    if args.multiline:
+        flags += ["--multiline", "--multiline-dotall"]
+    if args.type:
+        flags += ["--type", args.type]
+    if args.glob:
+        flags += ["--glob", args.glob]
+    if mode == "content":
+        flags.append("--json")
+        context = args.context if args.HasField("context") else None
+        before = args.context_before if args.HasField("context_before") else context
+        after = args.context_after if args.HasField("context_after") else context
+        if before:
+            flags += ["--before-context", str(before)]
+        if after:
+            flags += ["--after-context", str(after)]
+    elif mode == "files_with_matches":
+        flags += ["--files-with-matches", "--null"]
+    else:
+        flags += ["--count", "--with-filename", "--null"]
+    # Last, so it wins over a positive --glob: .git is never searched (--hidden would).
+    return [*flags, "--glob", "!.git", "--regexp", args.pattern]
+
+
+def _rg_failure(args: GrepArgs, run: RgRun) -> GrepResult | None:
+    message = run.stderr
+    if "regex parse error" in message or "error parsing regex" in message:
+        return GrepResult(invalid_pattern=GrepInvalidPattern(pattern=args.pattern, reason=message))
+    if "unrecognized file type" in message:
+        return GrepResult(
+            error=ToolError(
+                code="invalid_argument",
+                message=f"unknown file type {args.type!r} (ripgrep's --type-list shows them)",
+            )
+        )
+    if "glob" in message.lower():
+        return GrepResult(error=ToolError(code="invalid_argument", message=message[:2000]))
+    return None
+
+
+def _content_result(
+    selection: _Selection, options: GrepOptions, success: GrepSuccess
+) -> GrepSuccess:
+    skip, left, used = options.offset, options.limit, 0
+    for _, _, block in selection.ordered():
+        if left <= 0 or used > MAX_GREP_CONTENT_BYTES:
+            success.truncated = True
+            break
+        lines = block.split(b"\n")[1:-2]
+        if skip >= len(lines):
+            skip -= len(lines)
+            continue
+        file_matches: GrepFileMatches | None = None
+        for raw in lines[skip:]:
+            skip = 0
+            if left <= 0 or used > MAX_GREP_CONTENT_BYTES:
+                success.truncated = True
+                break
+            message = json.loads(raw)
+            data = message["data"]
+            if file_matches is None:
+                file_matches = success.matches.add(file=_json_text(data["path"]))
+            text = _cut(_json_text(data["lines"]))
+            used += len(text)
+            left -= 1
+            file_matches.lines.add(
+                line_number=data.get("line_number") or 0,
+                content=text,
+                is_context=message["type"] == "context",
+            )
+    return success
+
+
+async def _grep_content(
+    rg: RgProcess, options: GrepOptions, cwd: str, success: GrepSuccess
+) -> None:
+    selection = _Selection(options.offset + options.limit)
+    arrivals = 0
+
+    def on_block(path: str, block: bytes, entries: int) -> None:
+        nonlocal arrivals
+        arrivals += 1
+        selection.add(_sort_key(options, cwd, path, arrivals), entries, block)
+
+    reader = _BlockReader(on_block)
+    async for chunk in rg.chunks():
+        reader.feed(chunk)
+    reader.finish()
+    _content_result(selection, options, success)
+    stats = reader.summary
+    success.total_matches = int(stats.get("matched_lines", 0))
+    success.total_files = int(stats.get("searches_with_match", 0))
+
+
+async def _grep_listing(
+    rg: RgProcess, options: GrepOptions, cwd: str, success: GrepSuccess
+) -> None:
+    buffer = bytearray()
+    entries: list[tuple[str, int]] = []
+    counting = options.mode == "count"
+    async for chunk in rg.chunks():
+        if counting:
+            for record in _split_records(buffer, chunk, b"\n"):
+                path, _, count = record.rpartition(b"\x00")
+                entries.append((_decode(path), int(count or 0)))
+        else:
+            for record in _split_records(buffer, chunk, b"\x00"):
+                entries.append((_decode(record), 1))
+    if options.sort == "none":
+        ordered = entries
+    else:
+        keys = await asyncio.to_thread(
+            lambda: [
+                _sort_key(options, cwd, path, index) for index, (path, _) in enumerate(entries)
+            ]
+        )
+        ordered = [entry for _, entry in sorted(zip(keys, entries, strict=True))]
+    chosen = ordered[options.offset : options.offset + options.limit]
+    success.truncated = len(ordered) > options.offset + options.limit
+    success.total_files = len(entries)
+    if counting:
+        success.counts.extend(GrepFileCount(file=path, count=count) for path, count in chosen)
+        success.total_matches = sum(count for _, count in entries)
+    else:
+        success.files.extend(path for path, _ in chosen)
+
+
+def _grep_options(args: GrepArgs) -> GrepOptions | GrepResult:
+    mode = args.output_mode or "content"
+    sort = args.sort or "path"
+    if mode not in OUTPUT_MODES:
+        return GrepResult(
+            error=ToolError(
+                code="invalid_argument",
+                message=f"output_mode must be one of {', '.join(OUTPUT_MODES)}",
+            )
+        )
+    if sort not in SORTS:
+        return GrepResult(
+            error=ToolError(
+                code="invalid_argument", message=f"sort must be one of {', '.join(SORTS)}"
+            )
+        )
+    limit = args.head_limit or DEFAULT_GREP_ENTRIES[mode]
+    # Paths sort a to z; modification times newest first unless sort_ascending.
+    ascending = args.sort_ascending if sort == "modified" else True
+    return GrepOptions(mode, sort, ascending, args.offset, limit)
+
+
+async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
+    if not args.pattern:
+        return GrepResult(error=ToolError(code="invalid_argument", message="pattern is empty"))
+    options = _grep_options(args)
+    if isinstance(options, GrepResult):
+        return options
+    root = _search_root(ctx, args.path)
+    if not root.absolute.exists():
+        return GrepResult(
+            file_not_found=FileNotFound(
+                path=str(root.absolute), reason=f"{root.absolute} does not exist"
+            )
+        )
+    denied = _hidden_by_cursorignore(ctx, root)
+    if denied is not None:
+        return GrepResult(permission_denied=denied)
+    rg_args = [*_ignore_args(ctx, root), *_rg_grep_args(args, options.mode), "--"]
+    if root.target is not None:
+        rg_args.append(root.target)
+    success = GrepSuccess(pattern=args.pattern, path=str(root.absolute), output_mode=options.mode)
+    async with RgProcess(ctx.daemon.config.rg_path, rg_args, root.cwd) as rg:
+        if options.mode == "content":
+            await _grep_content(rg, options, root.cwd, success)
+        else:
+            await _grep_listing(rg, options, root.cwd, success)
+        run = await rg.finish()
+    if run.returncode == 2 and not success.total_files:
+        failure = _rg_failure(args, run)
+        if failure is not None:
+            return failure
+        log.warning("rg failed (%d): %s", run.returncode, run.stderr[:500])
+        return GrepResult(
+            error=ToolError(code="search_failed", message=f"ripgrep failed: {run.stderr[:2000]}")
+        )
+    return GrepResult(success=success)
+
+
+# ---------------------------------------------------------------------------------------------
+# Glob
+
+_GLOB_SPECIAL = str.maketrans({char: f"\\{char}" for char in "*?[]{}\\"})
+
+
+def glob_pattern_for(pattern: str, prefix: str | None) -> str:
+    """The ripgrep glob for a glob given relative to `prefix` (a directory below the cwd).
+
+    Patterns get `**/` prepended unless they start with `**/` or `/` (anchored at the target).
+    """
+    if pattern.startswith("/"):
+        anchored = pattern.lstrip("/")
+    elif pattern.startswith("**/"):
+        anchored = pattern
+    else:
+        anchored = "**/" + pattern
+    if prefix is None:
+        return "/" + anchored
+    return "/" + prefix.translate(_GLOB_SPECIAL) + "/" + anchored
+
+
+def _split_absolute_glob(pattern: str) -> tuple[str, str] | None:
+    """An absolute pattern `/dir/sub/**/*.py` as (existing directory, rest); None if not one."""
+    parts = pattern.split("/")
+    literal: list[str] = []
+    for part in parts[1:]:
+        if any(char in part for char in "*?[{"):
+            break
+        literal.append(part)
+    for cut in range(len(literal), 0, -1):
+        directory = "/" + "/".join(literal[:cut])
+        if os.path.isdir(directory):
+            return directory, "/".join(parts[cut + 1 :])
+    return None
+
+
+def _stat_batch(cwd: str, names: list[bytes]) -> list[tuple[int, bytes]]:
+    stamped = []
+    for name in names:
+        try:
+            stamped.append((os.stat(os.path.join(cwd.encode(), name)).st_mtime_ns, name))
+        except OSError:
+            stamped.append((0, name))
+    return stamped
+
+
+async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
+    pattern = args.glob_pattern.strip()
+    if not pattern:
+        return GlobToolResult(
+            error=ToolError(code="invalid_argument", message="glob_pattern is empty")
+        )
+    target = args.target_directory
+    if pattern.startswith("/") and (split := _split_absolute_glob(pattern)) is not None:
+        target, pattern = split[0], "/" + split[1]
+    root = _search_root(ctx, target)
+    if not root.absolute.is_dir():
+        if not root.absolute.exists():
+            return GlobToolResult(
+                file_not_found=FileNotFound(
+                    path=str(root.absolute), reason=f"{root.absolute} does not exist"
+                )
+            )
+        return GlobToolResult(
+            error=ToolError(code="not_a_directory", message=f"{root.absolute} is not a directory")
+        )
+    denied = _hidden_by_cursorignore(ctx, root)
+    if denied is not None:
+        return GlobToolResult(permission_denied=denied)
+    if root.in_workspace:
+        cwd, rg_glob = root.cwd, glob_pattern_for(pattern, root.target)
+    else:
+        cwd, rg_glob = str(root.absolute), glob_pattern_for(pattern, None)
+    rg_args = [
+        *_ignore_args(ctx, root),
+        "--files",
+        "--hidden",
+        "--null",
+        "--glob",
+        rg_glob,
+        "--glob",
+        "!.git",
+    ]
+    if root.in_workspace and root.target is not None:
+        rg_args += ["--", root.target]
+    buffer = bytearray()
+    batches: list[asyncio.Future[list[tuple[int, bytes]]]] = []
+    loop = asyncio.get_running_loop()
+    async with RgProcess(ctx.daemon.config.rg_path, rg_args, cwd) as rg:
+        async for chunk in rg.chunks():
+            names = _split_records(buffer, chunk, b"\x00")
+            if names:
+                batches.append(loop.run_in_executor(None, _stat_batch, cwd, names))
+        run = await rg.finish()
+    stamped = [entry for batch in await asyncio.gather(*batches) for entry in batch]
+    if run.returncode == 2 and not stamped and "glob" in run.stderr:
+        return GlobToolResult(error=ToolError(code="invalid_argument", message=run.stderr[:2000]))
+    stamped.sort(key=lambda entry: (-entry[0], entry[1]))
+    shown_root = "" if cwd == root.cwd else cwd + "/"
+    files = [shown_root + _decode(name) for _, name in stamped[:MAX_GLOB_FILES]]
+    return GlobToolResult(
+        success=GlobToolSuccess(
+            pattern=args.glob_pattern,
+            path=str(root.absolute),
+            files=files,
+            total_files=len(stamped),
+            truncated=len(stamped) > MAX_GLOB_FILES,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Ls
+
+
+@dataclass
+class _LsWalk:
+    root: Path
+    ignore: pathspec.GitIgnoreSpec | None
+    cursorignore: CursorIgnore
+    budget: int = MAX_LS_ENTRIES
+    files: int = 0
+    dirs: int = 0
+    truncated: bool = False
+
+    def hidden(self, path: Path, is_dir: bool) -> bool:
+        if path.name in ALWAYS_HIDDEN:
+            return True
+        if self.cursorignore.is_ignored(path, is_dir):
+            return True
+        if self.ignore is None:
+            return False
+        relative = path.relative_to(self.root).as_posix()
+        return bool(self.ignore.match_file(relative + "/" if is_dir else relative))
+
+    def list_dir(self, node: LsDirectoryTreeNode) -> list[LsDirectoryTreeNode]:
+        """Fills `node` with its entries (within the budget); returns its subdirectory nodes."""
+        directory = Path(node.abs_path)
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            return []
+        visible = []
+        for entry in entries:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if not self.hidden(Path(entry.path), is_dir):
+                visible.append((entry, is_dir))
+        shown = visible[: self.budget]
+        node.omitted_entries = len(visible) - len(shown)
+        if node.omitted_entries:
+            self.truncated = True
+        self.budget -= len(shown)
+        children = []
+        for entry, is_dir in shown:
+            if is_dir:
+                self.dirs += 1
+                children.append(node.children_dirs.add(abs_path=entry.path))
+                continue
+            self.files += 1
+            try:
+                info = entry.stat(follow_symlinks=True)
+                regular = stat.S_ISREG(info.st_mode)
+                size, modified_ms = (info.st_size if regular else 0), int(info.st_mtime * 1000)
+            except OSError:
+                size, modified_ms = 0, 0
+            node.children_files.add(
+                name=entry.name,
+                size=size,
+                modified_ms=modified_ms,
+                is_symlink=entry.is_symlink(),
+            )
+        return children
+
+    def walk(self) -> LsSuccess:
+        root_node = LsDirectoryTreeNode(abs_path=str(self.root))
+        level = [root_node]
+        while level:
+            next_level: list[LsDirectoryTreeNode] = []
+            for node in level:
+                if self.budget <= 0:
+                    node.omitted_entries = _count_entries(Path(node.abs_path))
+                    self.truncated = self.truncated or node.omitted_entries > 0
+                    continue
+                next_level.extend(self.list_dir(node))
+            level = next_level
+        return LsSuccess(
+            root=root_node, total_files=self.files, total_dirs=self.dirs, truncated=self.truncated
+        )
+
+
+def _count_entries(directory: Path) -> int:
+    try:
+        with os.scandir(directory) as scan:
+            return sum(1 for _ in scan)
+    except OSError:
+        return 0
+
+
+async def ls(args: LsArgs, ctx: CallContext) -> LsResult:
+    root = resolve_path(ctx.daemon.workspace, args.path)
+    if not root.exists():
+        return LsResult(
+            file_not_found=FileNotFound(path=str(root), reason=f"{root} does not exist")
+        )
+    if not root.is_dir():
+        return LsResult(
+            error=ToolError(code="not_a_directory", message=f"{root} is not a directory")
+        )
+    cursorignore = ctx.daemon.service(CursorIgnore)
+    if cursorignore.is_ignored(root, True):
+        return LsResult(
+            permission_denied=PermissionDenied(
+                path=str(root), reason=f"{root} is hidden from the agent by .cursorignore"
+            )
+        )
+    if not os.access(root, os.R_OK | os.X_OK):
+        return LsResult(
+            permission_denied=PermissionDenied(
+                path=str(root), reason=f"no permission to list {root}"
+            )
+        )
+    patterns = [pattern for pattern in args.ignore if pattern.strip()]
+    spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
+    walk = _LsWalk(root, spec, cursorignore)
+    return LsResult(success=await asyncio.to_thread(walk.walk))
