@@ -6,22 +6,45 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
 from agent.v1.control_connect import ControlService as ControlServiceBase
 from agent.v1.control_pb2 import (
+    DirectoryEntry,
     ExecRequest,
+    GetDiffRequest,
+    GetDiffResponse,
+    GetWorkspaceChangesHashRequest,
+    GetWorkspaceChangesHashResponse,
+    ListDirectoryRequest,
+    ListDirectoryResponse,
     PingRequest,
     PingResponse,
+    ReadBinaryFileRequest,
+    ReadBinaryFileResponse,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
     UpdateEnvironmentVariablesRequest,
     UpdateEnvironmentVariablesResponse,
+    WriteBinaryFileRequest,
+    WriteBinaryFileResponse,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
 )
 from agent.v1.exec_pb2 import ExecServerMessage
 from exec_daemon import __version__
 from exec_daemon.dispatch import Dispatcher, ToolCallError, tool_variant
 from exec_daemon.exec_service import CANCEL_GRACE_SECONDS, OUTBOX_SIZE, CallRunner
+from tools import changes, files
+from tools.changes import RpcFailure
 
 _END = object()
+
+
+def _connect_error(failure: RpcFailure) -> ConnectError:
+    return ConnectError(Code[failure.code.upper()], failure.message)
 
 
 class ControlService(ControlServiceBase):
@@ -73,3 +96,104 @@ class ControlService(ControlServiceBase):
             dict(request.env), replace=request.replace, unset=list(request.unset)
         )
         return UpdateEnvironmentVariablesResponse(variable_count=count)
+
+    # --- Workspace files (logic in tools/files.py and tools/changes.py) ---
+
+    async def list_directory(
+        self,
+        request: ListDirectoryRequest,
+        ctx: RequestContext[ListDirectoryRequest, ListDirectoryResponse],
+    ) -> ListDirectoryResponse:
+        try:
+            entries = await files.list_directory(self._daemon.workspace, request.path)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return ListDirectoryResponse(
+            entries=[
+                DirectoryEntry(
+                    name=entry.name,
+                    is_directory=entry.is_directory,
+                    is_symlink=entry.is_symlink,
+                    size=entry.size,
+                    modified_ms=entry.modified_ms,
+                    mode=entry.mode,
+                )
+                for entry in entries
+            ]
+        )
+
+    async def read_text_file(
+        self,
+        request: ReadTextFileRequest,
+        ctx: RequestContext[ReadTextFileRequest, ReadTextFileResponse],
+    ) -> ReadTextFileResponse:
+        limit = self._daemon.config.max_message_bytes
+        try:
+            content = await files.read_text_file(self._daemon.workspace, request.path, limit)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return ReadTextFileResponse(content=content)
+
+    async def write_text_file(
+        self,
+        request: WriteTextFileRequest,
+        ctx: RequestContext[WriteTextFileRequest, WriteTextFileResponse],
+    ) -> WriteTextFileResponse:
+        data = request.content.encode("utf-8")
+        try:
+            written = await files.write_file(self._daemon.workspace, request.path, data)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return WriteTextFileResponse(bytes_written=written)
+
+    async def read_binary_file(
+        self,
+        request: ReadBinaryFileRequest,
+        ctx: RequestContext[ReadBinaryFileRequest, ReadBinaryFileResponse],
+    ) -> ReadBinaryFileResponse:
+        limit = self._daemon.config.max_message_bytes
+        try:
+            data, size = await files.read_binary_file(
+                self._daemon.workspace, request.path, request.offset, request.length, limit
+            )
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return ReadBinaryFileResponse(
+            data=data, total_size=size, eof=request.offset + len(data) >= size
+        )
+
+    async def write_binary_file(
+        self,
+        request: WriteBinaryFileRequest,
+        ctx: RequestContext[WriteBinaryFileRequest, WriteBinaryFileResponse],
+    ) -> WriteBinaryFileResponse:
+        workspace = self._daemon.workspace
+        try:
+            if request.append:
+                size = await files.append_file(workspace, request.path, request.data)
+            else:
+                size = await files.write_file(workspace, request.path, request.data)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return WriteBinaryFileResponse(bytes_written=len(request.data), total_size=size)
+
+    async def get_diff(
+        self, request: GetDiffRequest, ctx: RequestContext[GetDiffRequest, GetDiffResponse]
+    ) -> GetDiffResponse:
+        limit = self._daemon.config.max_message_bytes - files.MESSAGE_OVERHEAD
+        try:
+            diff = await changes.workspace_diff(self._daemon, request.ref, limit)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return GetDiffResponse(diff=diff)
+
+    async def get_workspace_changes_hash(
+        self,
+        request: GetWorkspaceChangesHashRequest,
+        ctx: RequestContext[GetWorkspaceChangesHashRequest, GetWorkspaceChangesHashResponse],
+    ) -> GetWorkspaceChangesHashResponse:
+        try:
+            digest = await changes.workspace_changes_hash(self._daemon)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return GetWorkspaceChangesHashResponse(hash=digest)

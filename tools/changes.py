@@ -1,0 +1,238 @@
+"""GetDiff and GetWorkspaceChangesHash: what changed in the workspace, from git.
+
+GetDiff shows untracked files too: they are added with `git add --intent-to-add` to a copy of
+the index (GIT_INDEX_FILE), so the user's index is never written.
+
+GetWorkspaceChangesHash hashes `git status --porcelain=v2` (HEAD commit, every changed or
+untracked non-ignored path with its mode and object ids) plus, per listed path, its lstat
+(size, mtime, ctime, inode) and, for files up to CONTENT_HASH_BYTES, its content: so a second
+edit of an already-modified file changes the hash even within one mtime tick. git answers from
+its index's stat cache, so the cost is one lstat per tracked file plus a directory walk for
+untracked ones, not reading the tree. GIT_OPTIONAL_LOCKS=0 keeps it from rewriting the index.
+Outside a git repository the hash covers every file ripgrep lists (gitignore rules apply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from exec_daemon.state import Daemon
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+CONTENT_HASH_BYTES = 1024 * 1024
+GIT_TIMEOUT_SECONDS = 60.0
+
+
+class RpcFailure(Exception):
+    """A file RPC that cannot answer; `code` is the name of a Connect code, lower case."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class GitRun:
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+
+def _git_env(daemon: Daemon, **extra: str) -> dict[str, str]:
+    env = daemon.env.snapshot()
+    env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra})
+    return env
+
+
+async def run_git(
+    daemon: Daemon, *args: str, env: dict[str, str] | None = None, max_output: int | None = None
+) -> GitRun:
+    """Runs git in the workspace. Output beyond `max_output` bytes is a RESOURCE_EXHAUSTED."""
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        *args,
+        cwd=daemon.workspace,
+        env=env or _git_env(daemon),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    stderr_task = asyncio.create_task(process.stderr.read())
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := await process.stdout.read(1 << 20):
+                size += len(chunk)
+                if max_output is not None and size > max_output:
+                    raise RpcFailure(
+                        "resource_exhausted",
+                        f"the output is larger than {max_output} bytes (the message size limit)",
+                    )
+                chunks.append(chunk)
+            stderr = await stderr_task
+            returncode = await process.wait()
+    except TimeoutError:
+        raise RpcFailure("deadline_exceeded", f"git {args[0]} took too long") from None
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        stderr_task.cancel()
+    return GitRun(returncode, b"".join(chunks), stderr.decode("utf-8", "replace").strip())
+
+
+async def _git_dir_index(daemon: Daemon) -> Path | None:
+    """The index file of the workspace's repository; None when it is not in one."""
+    run = await run_git(daemon, "rev-parse", "--path-format=absolute", "--git-path", "index")
+    if run.returncode != 0:
+        return None
+    return Path(run.stdout.decode().strip())
+
+
+async def _resolve_base(daemon: Daemon, ref: str) -> str:
+    if not ref:
+        head = await run_git(daemon, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        return head.stdout.decode().strip() if head.returncode == 0 else EMPTY_TREE
+    if ref.startswith("-"):
+        raise RpcFailure("invalid_argument", f"{ref!r} is not a git revision")
+    run = await run_git(daemon, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if run.returncode != 0:
+        raise RpcFailure("invalid_argument", f"{ref!r} is not a commit of the workspace repository")
+    return run.stdout.decode().strip()
+
+
+async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
+    """The diff of the workspace (tracked and untracked files) against `ref` (empty = HEAD)."""
+    index = await _git_dir_index(daemon)
+    if index is None:
+        raise RpcFailure("failed_precondition", "the workspace is not in a git repository")
+    base = await _resolve_base(daemon, ref)
+    with tempfile.TemporaryDirectory(prefix="exec-daemon-diff-") as scratch:
+        temp_index = Path(scratch) / "index"
+        if index.exists():
+            await asyncio.to_thread(shutil.copyfile, index, temp_index)
+        env = _git_env(daemon, GIT_INDEX_FILE=str(temp_index))
+        added = await run_git(daemon, "add", "--intent-to-add", "--all", "--", ".", env=env)
+        if added.returncode != 0:
+            raise RpcFailure("internal", f"git add --intent-to-add failed: {added.stderr[:500]}")
+        run = await run_git(
+            daemon,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            base,
+            "--",
+            ".",
+            env=env,
+            max_output=max_bytes,
+        )
+    if run.returncode != 0:
+        raise RpcFailure("internal", f"git diff failed: {run.stderr[:500]}")
+    return run.stdout.decode("utf-8", "replace")
+
+
+def _path_fingerprint(root: str, relative: bytes) -> bytes:
+    path = os.path.join(os.fsencode(root), relative)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return b"missing"
+    stamp = f"{info.st_mode}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
+    if not (os.path.isfile(path) and info.st_size <= CONTENT_HASH_BYTES):
+        return stamp.encode()
+    try:
+        with open(path, "rb") as file:
+            return stamp.encode() + hashlib.sha256(file.read()).digest()
+    except OSError:
+        return stamp.encode()
+
+
+def _status_paths(porcelain: bytes) -> list[bytes]:
+    """The worktree paths named by `git status --porcelain=v2 -z` records."""
+    paths: list[bytes] = []
+    records = porcelain.split(b"\x00")
+    index = 0
+    while index < len(records):
+        record = records[index]
+        kind = record[:1]
+        if kind == b"1":
+            paths.append(record.split(b" ", 8)[8])
+        elif kind == b"2":
+            paths.append(record.split(b" ", 9)[9])
+            index += 1  # the original path follows as its own record
+        elif kind == b"u":
+            paths.append(record.split(b" ", 10)[10])
+        elif kind in (b"?", b"!"):
+            paths.append(record[2:])
+        index += 1
+    return paths
+
+
+def _hash_status(root: str, porcelain: bytes) -> str:
+    digest = hashlib.sha256(b"git\x00")
+    digest.update(porcelain)
+    for path in _status_paths(porcelain):
+        digest.update(b"\x00" + path + b"\x00" + _path_fingerprint(root, path))
+    return digest.hexdigest()
+
+
+async def _hash_without_git(daemon: Daemon) -> str:
+    process = await asyncio.create_subprocess_exec(
+        daemon.config.rg_path,
+        "--no-config",
+        "--files",
+        "--hidden",
+        "--null",
+        "--glob",
+        "!.git",
+        cwd=daemon.workspace,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    stdout, _ = await process.communicate()
+    names = sorted(name for name in stdout.split(b"\x00") if name)
+
+    def digest() -> str:
+        hashed = hashlib.sha256(b"files\x00")
+        for name in names:
+            hashed.update(name + b"\x00" + _path_fingerprint(daemon.workspace, name) + b"\x00")
+        return hashed.hexdigest()
+
+    return await asyncio.to_thread(digest)
+
+
+async def workspace_changes_hash(daemon: Daemon) -> str:
+    """Stable while nothing changes; different once any tracked or untracked file changes."""
+    top = await run_git(daemon, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        return await _hash_without_git(daemon)
+    run = await run_git(
+        daemon,
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--branch",
+        "--untracked-files=all",
+        "--ignore-submodules=dirty",
+        "--",
+        ".",
+    )
+    if run.returncode != 0:
+        raise RpcFailure("internal", f"git status failed: {run.stderr[:500]}")
+    # Status paths are relative to the repository's top directory.
+    root = top.stdout.decode("utf-8", "surrogateescape").strip()
+    return await asyncio.to_thread(_hash_status, root, run.stdout)
