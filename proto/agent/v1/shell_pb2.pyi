@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SandboxPolicy(_message.Message):
-    __slots__ = ("type", "network_access", "additional_readwrite_paths", "additional_readonly_paths", "block_git_writes", "disable_tmp_write", "network_allow", "network_deny")
+    __slots__ = ("type", "network_access", "additional_readwrite_paths", "additional_readonly_paths", "block_git_writes", "disable_tmp_write", "network_allow", "network_deny", "network_mode", "notes")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         TYPE_UNSPECIFIED: _ClassVar[SandboxPolicy.Type]
@@ -20,6 +20,16 @@ class SandboxPolicy(_message.Message):
     TYPE_INSECURE_NONE: SandboxPolicy.Type
     TYPE_WORKSPACE_READWRITE: SandboxPolicy.Type
     TYPE_WORKSPACE_READONLY: SandboxPolicy.Type
+    class NetworkMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        NETWORK_MODE_UNSPECIFIED: _ClassVar[SandboxPolicy.NetworkMode]
+        NETWORK_MODE_NONE: _ClassVar[SandboxPolicy.NetworkMode]
+        NETWORK_MODE_PROXY: _ClassVar[SandboxPolicy.NetworkMode]
+        NETWORK_MODE_FULL: _ClassVar[SandboxPolicy.NetworkMode]
+    NETWORK_MODE_UNSPECIFIED: SandboxPolicy.NetworkMode
+    NETWORK_MODE_NONE: SandboxPolicy.NetworkMode
+    NETWORK_MODE_PROXY: SandboxPolicy.NetworkMode
+    NETWORK_MODE_FULL: SandboxPolicy.NetworkMode
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NETWORK_ACCESS_FIELD_NUMBER: _ClassVar[int]
     ADDITIONAL_READWRITE_PATHS_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +38,8 @@ class SandboxPolicy(_message.Message):
     DISABLE_TMP_WRITE_FIELD_NUMBER: _ClassVar[int]
     NETWORK_ALLOW_FIELD_NUMBER: _ClassVar[int]
     NETWORK_DENY_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_MODE_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     type: SandboxPolicy.Type
     network_access: bool
     additional_readwrite_paths: _containers.RepeatedScalarFieldContainer[str]
@@ -36,7 +48,9 @@ class SandboxPolicy(_message.Message):
     disable_tmp_write: bool
     network_allow: _containers.RepeatedScalarFieldContainer[str]
     network_deny: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, type: _Optional[_Union[SandboxPolicy.Type, str]] = ..., network_access: _Optional[bool] = ..., additional_readwrite_paths: _Optional[_Iterable[str]] = ..., additional_readonly_paths: _Optional[_Iterable[str]] = ..., block_git_writes: _Optional[bool] = ..., disable_tmp_write: _Optional[bool] = ..., network_allow: _Optional[_Iterable[str]] = ..., network_deny: _Optional[_Iterable[str]] = ...) -> None: ...
+    network_mode: SandboxPolicy.NetworkMode
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, type: _Optional[_Union[SandboxPolicy.Type, str]] = ..., network_access: _Optional[bool] = ..., additional_readwrite_paths: _Optional[_Iterable[str]] = ..., additional_readonly_paths: _Optional[_Iterable[str]] = ..., block_git_writes: _Optional[bool] = ..., disable_tmp_write: _Optional[bool] = ..., network_allow: _Optional[_Iterable[str]] = ..., network_deny: _Optional[_Iterable[str]] = ..., network_mode: _Optional[_Union[SandboxPolicy.NetworkMode, str]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ShellParsingResult(_message.Message):
     __slots__ = ("parsing_failed", "executable_commands", "has_redirects", "has_command_substitution")
