@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from exec_daemon.dispatch import Handler
-from tools import diffs, files, search, todos, vm_setup
+from tools import diffs, files, search, tasks, todos, vm_setup
 
 HANDLERS: dict[str, Handler] = {
     "update_todos_tool_call": todos.update_todos,
@@ -16,4 +16,5 @@ HANDLERS: dict[str, Handler] = {
     "glob_tool_call": search.glob,
     "grep_tool_call": search.grep,
     "apply_agent_diff_tool_call": diffs.apply_agent_diff,
+    "task_tool_call": tasks.task,
 }

@@ -21,6 +21,7 @@ from exec_daemon.control_service import ControlService
 from exec_daemon.dispatch import Dispatcher, Handler, Middleware
 from exec_daemon.errors import ErrorMappingInterceptor
 from exec_daemon.exec_service import ExecService
+from exec_daemon.guards import guard_middlewares
 from exec_daemon.reflection import reflection_apps
 from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
@@ -34,8 +35,12 @@ GRACEFUL_SECONDS = 1.0
 
 
 def middlewares(daemon: Daemon) -> Sequence[Middleware]:
-    """The cross-cutting wrappers of every tool call, outermost first."""
-    return ()
+    """The cross-cutting wrappers of every tool call, outermost first.
+
+    Tracing (when built) goes first; then the guards: redaction, permissions, hooks (why this
+    order: exec_daemon/guards/__init__.py).
+    """
+    return (*guard_middlewares(daemon),)
 
 
 def build_app(daemon: Daemon, handlers: Mapping[str, Handler] = HANDLERS) -> FrontDoor:

@@ -1,0 +1,96 @@
+"""User configuration files (permissions.json, hooks.json, .claude/settings.json), re-read when they change.
+
+Every tool call consults them, so each file is parsed once and only re-parsed when its stat
+(mtime, size, inode) changes: a call costs one `stat` per file. A file that does not parse is
+logged once per change and treated as absent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import json5
+
+from exec_daemon.state import Daemon
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_Stamp = tuple[int, int, int]
+
+
+class WatchedJson:
+    """One JSON (with comments and trailing commas) file; `value()` is its parsed content or None."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: _Stamp | None = None
+        self._value: Any = None
+
+    def value(self) -> Any:
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            self._stamp, self._value = None, None
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self._value = self._load()
+        return self._value
+
+    def _load(self) -> Any:
+        try:
+            return json5.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            log.warning("ignoring %s: it is not valid JSON (%s)", self.path, exc)
+            return None
+
+
+def home_dir(daemon: Daemon) -> Path:
+    """The agent's home: HOME of the environment the daemon gives its processes."""
+    home = daemon.env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+class WatchedConfig(Generic[T]):
+    """A value built from several watched files; rebuilt only when one of them changed.
+
+    `paths(daemon)` lists the files (they may depend on HOME, so they are listed again when
+    HOME changes); `build` gets (path, parsed document or None) pairs in that order.
+    """
+
+    def __init__(
+        self,
+        daemon: Daemon,
+        paths: Callable[[Daemon], Sequence[Path]],
+        build: Callable[[list[tuple[Path, Any]]], T],
+    ) -> None:
+        self._daemon = daemon
+        self._paths = paths
+        self._build = build
+        self._home: str | None = None
+        self._files: list[WatchedJson] = []
+        self._documents: list[Any] | None = None
+        self._value: T | None = None
+
+    def get(self) -> T:
+        home = self._daemon.env.get("HOME")
+        if home != self._home or not self._files:
+            unique = dict.fromkeys(self._paths(self._daemon))
+            self._files = [WatchedJson(path) for path in unique]
+            self._home = home
+            self._documents = None
+        documents = [watched.value() for watched in self._files]
+        if self._documents is None or any(
+            old is not new for old, new in zip(self._documents, documents, strict=True)
+        ):
+            self._documents = documents
+            self._value = self._build(
+                [(watched.path, doc) for watched, doc in zip(self._files, documents, strict=True)]
+            )
+        return self._value  # type: ignore[return-value]

@@ -1,0 +1,751 @@
+"""Hooks: the user's scripts around tool calls, as Cursor and Claude Code define them.
+
+Where they come from (all that exist are used, in this order):
+- `~/.cursor/hooks.json` and `<workspace>/.cursor/hooks.json`:
+      {"version": 1, "hooks": {"beforeShellExecution": [
+          {"command": "./hooks/guard.sh", "matcher": "rm -rf", "timeout": 10, "failClosed": true}]}}
+  The command runs with the `.cursor` folder holding the file as its working directory.
+- Claude Code's `~/.claude/settings.json`, `<workspace>/.claude/settings.json` and
+  `settings.local.json`: {"hooks": {"PreToolUse": [{"matcher": "Bash|Write",
+  "hooks": [{"type": "command", "command": "...", "timeout": 60}]}], "PostToolUse": [...]}},
+  run in the workspace.
+
+Events: before a call `preToolUse` (every tool), `beforeShellExecution`, `beforeReadFile`,
+`beforeMCPExecution`; after it `postToolUse` (it ran) or `postToolUseFailure`, and
+`afterShellExecution`, `afterFileEdit`, `afterMCPExecution`. A `matcher` is matched against the
+tool's names (Cursor's `Shell`, `Read`, `Write`, ...; Claude's `Bash`, `Edit`, `mcp__srv__tool`;
+the variant name): plain names (`Edit|Write`) must match exactly, anything else is a regular
+expression searched in the name. For shell and file events it is also searched in the command
+or the path (`"matcher": "rm -rf"`). No matcher, `""` or `*` matches everything.
+
+A hook gets one JSON object on stdin (hook_event_name, conversation_id, tool_name, tool_input,
+tool_use_id, cwd, workspace_roots and the event's own fields: command, file_path, output, ...)
+and may answer one JSON object on stdout: `permission` allow/deny/ask (Claude's
+`hookSpecificOutput.permissionDecision` and `decision: block` too), `user_message`,
+`agent_message`, `updated_input`, `additional_context`. Exit code 2 denies (stderr is the
+message). A crash, a timeout or output that is not JSON fails open — the call goes on and the
+daemon logs why — unless the hook says `failClosed`, then the call is refused.
+
+All hooks of one step run at once, each in its own process group, killed at its timeout; none
+blocks the event loop. Any deny wins over ask, ask over allow. Deny → the tool's `rejected`
+case (source "hook", with the hook's messages); ask → `rejected` with needs_approval, unless the
+call itself carries run_mode RUN_MODE_RUN_EVERYTHING (a person approved it). Rewritten input is
+judged again by the permission rules before it runs, and the answer then carries the args that
+ran (hook_feedback.input_rewritten). `additional_context` and the messages of allowing hooks go
+into the answer's hook_feedback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from agent.v1.common_pb2 import Rejected, RunMode
+from exec_daemon.dispatch import Invocation, Middleware, Next, ToolCallError
+from exec_daemon.guards.config_files import WatchedConfig, home_dir
+from exec_daemon.guards.permissions import Judge
+from exec_daemon.guards.rejections import rejected_result
+from exec_daemon.state import Daemon
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+# What the daemon keeps of a hook's stdout/stderr (the rest is read and dropped).
+OUTPUT_CAP_BYTES = 1024 * 1024
+# After a hook exits, how long its output pipes may stay open (a background child holding them).
+PIPE_GRACE_SECONDS = 0.5
+# beforeReadFile hooks get the file's content when it is at most this big.
+READ_CONTENT_CAP_BYTES = 1024 * 1024
+
+PRE_TOOL_USE = "preToolUse"
+POST_TOOL_USE = "postToolUse"
+POST_TOOL_USE_FAILURE = "postToolUseFailure"
+BEFORE_SHELL = "beforeShellExecution"
+AFTER_SHELL = "afterShellExecution"
+BEFORE_READ = "beforeReadFile"
+AFTER_EDIT = "afterFileEdit"
+BEFORE_MCP = "beforeMCPExecution"
+AFTER_MCP = "afterMCPExecution"
+EVENTS = frozenset(
+    {
+        PRE_TOOL_USE,
+        POST_TOOL_USE,
+        POST_TOOL_USE_FAILURE,
+        BEFORE_SHELL,
+        AFTER_SHELL,
+        BEFORE_READ,
+        AFTER_EDIT,
+        BEFORE_MCP,
+        AFTER_MCP,
+    }
+)
+_CLAUDE_EVENTS = {
+    "PreToolUse": PRE_TOOL_USE,
+    "PostToolUse": POST_TOOL_USE,
+    "PostToolUseFailure": POST_TOOL_USE_FAILURE,
+}
+_CLAUDE_EVENT_NAMES = {ours: theirs for theirs, ours in _CLAUDE_EVENTS.items()}
+
+SHELL, READ, EDIT, MCP = "shell_tool_call", "read_tool_call", "edit_tool_call", "mcp_tool_call"
+_PRE_EVENTS = {SHELL: BEFORE_SHELL, READ: BEFORE_READ, MCP: BEFORE_MCP}
+# Result cases after which the tool counts as having run (postToolUse, not ...Failure).
+_RAN_CASES = frozenset({"success", "failure"})
+
+_CURSOR_NAMES = {
+    "ls_tool_call": "LS",
+    "read_mcp_resource_tool_call": "FetchMcpResource",
+    "mcp_tool_call": "MCP",
+}
+_CLAUDE_NAMES = {
+    "shell_tool_call": "Bash",
+    "update_todos_tool_call": "TodoWrite",
+    "fetch_tool_call": "WebFetch",
+    "web_fetch_tool_call": "WebFetch",
+    "ls_tool_call": "LS",
+}
+_PLAIN_MATCHER = re.compile(r"[\w\s,|-]*")
+
+
+@dataclass(frozen=True)
+class Hook:
+    event: str
+    command: str
+    matcher: str
+    timeout: float
+    fail_closed: bool
+    cwd: Path
+    dialect: str  # "cursor" or "claude"
+    origin: Path
+
+
+@dataclass
+class HookAnswer:
+    hook: Hook
+    decision: str | None = None  # allow, deny, ask
+    user_message: str = ""
+    agent_message: str = ""
+    updated_input: dict[str, Any] | None = None
+    additional_context: str = ""
+    failure: str | None = None
+
+    @property
+    def denies(self) -> bool:
+        return self.decision == "deny" or (self.failure is not None and self.hook.fail_closed)
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+
+def _timeout(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return DEFAULT_TIMEOUT_SECONDS
+
+
+def cursor_hooks(document: Any, origin: Path) -> list[Hook]:
+    if not isinstance(document, dict) or not isinstance(document.get("hooks"), dict):
+        return []
+    hooks: list[Hook] = []
+    for event, entries in document["hooks"].items():
+        if event not in EVENTS or not isinstance(entries, list):
+            log.debug("%s: ignoring hooks of event %r", origin, event)
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+                continue
+            if entry.get("type", "command") != "command":
+                log.warning("%s: only command hooks can run in the daemon", origin)
+                continue
+            hooks.append(
+                Hook(
+                    event=event,
+                    command=entry["command"],
+                    matcher=str(entry.get("matcher") or ""),
+                    timeout=_timeout(entry.get("timeout")),
+                    fail_closed=bool(entry.get("failClosed", False)),
+                    cwd=origin.parent,
+                    dialect="cursor",
+                    origin=origin,
+                )
+            )
+    return hooks
+
+
+def claude_hooks(document: Any, origin: Path, workspace: Path) -> list[Hook]:
+    if not isinstance(document, dict) or not isinstance(document.get("hooks"), dict):
+        return []
+    hooks: list[Hook] = []
+    for claude_event, groups in document["hooks"].items():
+        event = _CLAUDE_EVENTS.get(claude_event)
+        if event is None or not isinstance(groups, list):
+            continue
+        for group in groups:
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            for entry in group["hooks"]:
+                if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+                    continue
+                if entry.get("type", "command") != "command":
+                    continue
+                hooks.append(
+                    Hook(
+                        event=event,
+                        command=entry["command"],
+                        matcher=str(group.get("matcher") or ""),
+                        timeout=_timeout(entry.get("timeout")),
+                        fail_closed=bool(entry.get("failClosed", False)),
+                        cwd=workspace,
+                        dialect="claude",
+                        origin=origin,
+                    )
+                )
+    return hooks
+
+
+def hook_files(daemon: Daemon) -> list[Path]:
+    home, workspace = home_dir(daemon), Path(daemon.workspace)
+    return [
+        home / ".cursor/hooks.json",
+        workspace / ".cursor/hooks.json",
+        home / ".claude/settings.json",
+        workspace / ".claude/settings.json",
+        workspace / ".claude/settings.local.json",
+    ]
+
+
+def _hooks_from(found: list[tuple[Path, Any]], workspace: Path) -> tuple[Hook, ...]:
+    hooks: list[Hook] = []
+    for path, document in found:
+        if path.parent.name == ".claude":
+            hooks.extend(claude_hooks(document, path, workspace))
+        else:
+            hooks.extend(cursor_hooks(document, path))
+    return tuple(hooks)
+
+
+class HookFiles:
+    def __init__(self, daemon: Daemon) -> None:
+        workspace = Path(daemon.workspace)
+        self._config = WatchedConfig(
+            daemon, hook_files, lambda found: _hooks_from(found, workspace)
+        )
+
+    def hooks(self) -> tuple[Hook, ...]:
+        return self._config.get()
+
+
+# --- the call as hooks see it --------------------------------------------------------------------
+
+
+def _camel(tool: str) -> str:
+    return "".join(part.capitalize() for part in tool.removesuffix("_tool_call").split("_"))
+
+
+@dataclass(frozen=True)
+class CallView:
+    """The names, input and subjects of one call, computed once for all its hooks."""
+
+    tool: str
+    cursor_name: str
+    claude_name: str
+    names: tuple[str, ...]
+    tool_input: dict[str, Any]
+    subject: str  # the command (shell), the path (read/edit), else ""
+
+    @staticmethod
+    def of(inv: Invocation) -> CallView:
+        args = inv.args
+        cursor_name = _CURSOR_NAMES.get(inv.tool, _camel(inv.tool))
+        claude_name = _CLAUDE_NAMES.get(inv.tool, cursor_name)
+        names = [cursor_name, claude_name, inv.tool]
+        subject = ""
+        if inv.tool == EDIT:
+            whole = args.HasField("contents")  # type: ignore[attr-defined]
+            cursor_name = claude_name = "Write" if whole else "Edit"
+            names = [cursor_name, "StrReplace" if not whole else "Write", "Edit", inv.tool]
+        if inv.tool == MCP:
+            server = getattr(args, "provider_identifier", "")
+            tool_name = getattr(args, "tool_name", "") or getattr(args, "name", "")
+            claude_name = f"mcp__{server}__{tool_name}"
+            names += [claude_name, f"{server}:{tool_name}", tool_name]
+        if inv.tool == SHELL:
+            subject = args.command  # type: ignore[attr-defined]
+        elif inv.tool in (READ, EDIT):
+            subject = args.path  # type: ignore[attr-defined]
+        tool_input = json_format.MessageToDict(args, preserving_proto_field_name=True)
+        if "path" in tool_input:
+            tool_input.setdefault("file_path", tool_input["path"])
+        if inv.tool == EDIT and "contents" in tool_input:
+            tool_input.setdefault("content", tool_input["contents"])
+        return CallView(
+            tool=inv.tool,
+            cursor_name=cursor_name,
+            claude_name=claude_name,
+            names=tuple(dict.fromkeys(name for name in names if name)),
+            tool_input=tool_input,
+            subject=subject,
+        )
+
+
+def _matches_names(matcher: str, names: Sequence[str]) -> bool:
+    if _PLAIN_MATCHER.fullmatch(matcher):
+        wanted = {part.strip() for part in re.split(r"[|,]", matcher) if part.strip()}
+        return any(name in wanted for name in names)
+    return any(_search(matcher, name) for name in names)
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return pattern == text
+
+
+def hook_applies(hook: Hook, view: CallView) -> bool:
+    matcher = hook.matcher.strip()
+    if matcher in ("", "*"):
+        return True
+    if _matches_names(matcher, view.names):
+        return True
+    subject_events = (BEFORE_SHELL, AFTER_SHELL, BEFORE_READ, AFTER_EDIT)
+    return hook.event in subject_events and bool(view.subject) and _search(matcher, view.subject)
+
+
+# --- running one hook ----------------------------------------------------------------------------
+
+
+async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
+    if stream is None:
+        return b""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        if len(kept) < OUTPUT_CAP_BYTES:
+            kept += chunk[: OUTPUT_CAP_BYTES - len(kept)]
+    return bytes(kept)
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    stdin = process.stdin
+    if stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.close()
+
+
+async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> HookAnswer:
+    """Runs one hook process to its end or its timeout; never raises (but for cancellation)."""
+    started = time.monotonic()
+    try:
+        process = await asyncio.create_subprocess_shell(
+            hook.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=hook.cwd if hook.cwd.is_dir() else None,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return _failed(hook, f"could not start ({exc.strerror or exc})")
+    readers = [
+        asyncio.ensure_future(_read_capped(process.stdout)),
+        asyncio.ensure_future(_read_capped(process.stderr)),
+    ]
+    try:
+        async with asyncio.timeout(hook.timeout):
+            await _feed(process, json.dumps(payload).encode())
+            await process.wait()
+        # Output still arriving (or a background child holding the pipes): a short grace.
+        await asyncio.wait(readers, timeout=PIPE_GRACE_SECONDS)
+    except TimeoutError:
+        _kill_group(process)
+        await process.wait()
+        return _failed(hook, f"timed out after {hook.timeout:g}s")
+    except BaseException:
+        _kill_group(process)
+        raise
+    finally:
+        for reader in readers:
+            reader.cancel()
+    stdout = readers[0].result() if readers[0].done() and not readers[0].cancelled() else b""
+    stderr = readers[1].result() if readers[1].done() and not readers[1].cancelled() else b""
+    log.debug(
+        "hook %r (%s) exited %s in %.0f ms",
+        hook.command,
+        hook.event,
+        process.returncode,
+        (time.monotonic() - started) * 1000,
+    )
+    return answer_from(hook, process.returncode or 0, stdout, stderr)
+
+
+def _failed(hook: Hook, why: str) -> HookAnswer:
+    closed = " (failClosed: the call is refused)" if hook.fail_closed else " (the call goes on)"
+    log.warning("%s hook %r from %s %s%s", hook.event, hook.command, hook.origin, why, closed)
+    return HookAnswer(hook, failure=why)
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _decision(value: Any) -> str | None:
+    word = _text(value).lower()
+    return {
+        "allow": "allow",
+        "approve": "allow",
+        "deny": "deny",
+        "block": "deny",
+        "ask": "ask",
+    }.get(word)
+
+
+def answer_from(hook: Hook, exit_code: int, stdout: bytes, stderr: bytes) -> HookAnswer:
+    err_text = stderr.decode("utf-8", "replace").strip()[:4096]
+    if exit_code == 2:
+        message = err_text or "blocked by a hook"
+        return HookAnswer(hook, decision="deny", user_message=message, agent_message=message)
+    if exit_code != 0:
+        return _failed(hook, f"exited with {exit_code}: {err_text[:200]}")
+    out_text = stdout.decode("utf-8", "replace").strip()
+    if not out_text:
+        return HookAnswer(hook)
+    try:
+        data = json.loads(out_text)
+    except ValueError:
+        return _failed(hook, "answered something that is not JSON")
+    if not isinstance(data, dict):
+        return _failed(hook, "answered JSON that is not an object")
+    specific = data.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    decision = _decision(specific.get("permissionDecision")) or _decision(
+        data.get("permission") or data.get("decision")
+    )
+    agent_message = (
+        _text(data.get("agent_message"))
+        or _text(data.get("agentMessage"))
+        or _text(specific.get("permissionDecisionReason"))
+        or _text(data.get("reason"))
+    )
+    if data.get("continue") is False:
+        decision = "deny"
+        agent_message = agent_message or _text(data.get("stopReason"))
+    updated = data.get("updated_input", data.get("updatedInput", specific.get("updatedInput")))
+    return HookAnswer(
+        hook,
+        decision=decision,
+        user_message=_text(data.get("user_message"))
+        or _text(data.get("userMessage"))
+        or _text(data.get("systemMessage")),
+        agent_message=agent_message,
+        updated_input=updated if isinstance(updated, dict) else None,
+        additional_context=_text(data.get("additional_context"))
+        or _text(data.get("additionalContext"))
+        or _text(specific.get("additionalContext")),
+    )
+
+
+# --- the middleware ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Step:
+    """The hooks of one step of a call (before or after it) with their payloads."""
+
+    runs: list[tuple[Hook, dict[str, Any]]] = field(default_factory=list)
+
+    def add(self, hook: Hook, payload: dict[str, Any]) -> None:
+        self.runs.append((hook, payload))
+
+
+class HookRunner:
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._files = daemon.service(HookFiles)
+        self._judge = daemon.service(Judge)
+
+    def _env(self) -> dict[str, str]:
+        env = self._daemon.env.snapshot()
+        env["CURSOR_PROJECT_DIR"] = env["CLAUDE_PROJECT_DIR"] = self._daemon.workspace
+        return env
+
+    def _payload(
+        self, hook: Hook, event: str, inv: Invocation, view: CallView, extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        claude = hook.dialect == "claude"
+        tool_use_id = getattr(inv.args, "tool_call_id", "") or str(inv.ctx.call_id)
+        payload: dict[str, Any] = {
+            "hook_event_name": _CLAUDE_EVENT_NAMES.get(event, event) if claude else event,
+            "conversation_id": inv.ctx.agent_id,
+            "session_id": inv.ctx.agent_id,
+            "generation_id": str(inv.ctx.call_id),
+            "tool_name": view.claude_name if claude else view.cursor_name,
+            "tool_input": view.tool_input,
+            "tool_use_id": tool_use_id,
+            "cwd": getattr(inv.args, "working_directory", "") or self._daemon.workspace,
+            "workspace_roots": [self._daemon.workspace],
+        }
+        payload.update(extra)
+        return payload
+
+    async def _run_step(self, step: _Step) -> list[HookAnswer]:
+        if not step.runs:
+            return []
+        env = self._env()
+        return list(await asyncio.gather(*(run_hook(h, p, env) for h, p in step.runs)))
+
+    async def __call__(self, inv: Invocation, call_next: Next) -> Message:
+        hooks = self._files.hooks()
+        if not hooks:
+            return await call_next(inv)
+        view = CallView.of(inv)
+        before = await self._before_step(hooks, inv, view)
+        answers = await self._run_step(before)
+        refusal = _refusal(answers, approved=inv.ctx.run_mode == RunMode.RUN_MODE_RUN_EVERYTHING)
+        if refusal is not None:
+            return rejected_result(inv.tool, inv.args, refusal)
+        inv, refusal = self._rewrite(inv, answers)
+        if refusal is not None:
+            return rejected_result(inv.tool, inv.args, refusal)
+        _note(inv, answers)
+        if inv.ctx.report.feedback.input_rewritten:
+            view = CallView.of(inv)
+        started = time.monotonic()
+        try:
+            result = await call_next(inv)
+        except ToolCallError as exc:
+            failure = {"error": exc.message, "duration": _ms_since(started)}
+            await self._after(hooks, inv, view, None, failure, started)
+            raise
+        await self._after(hooks, inv, view, result, {}, started)
+        return result
+
+    async def _before_step(self, hooks: Sequence[Hook], inv: Invocation, view: CallView) -> _Step:
+        step = _Step()
+        events = [PRE_TOOL_USE]
+        if inv.tool in _PRE_EVENTS:
+            events.append(_PRE_EVENTS[inv.tool])
+        for hook in hooks:
+            if hook.event in events and hook_applies(hook, view):
+                extra = await self._before_fields(hook.event, inv, view)
+                step.add(hook, self._payload(hook, hook.event, inv, view, extra))
+        return step
+
+    async def _before_fields(self, event: str, inv: Invocation, view: CallView) -> dict[str, Any]:
+        if event == BEFORE_SHELL:
+            return {"command": view.subject}
+        if event == BEFORE_READ:
+            path = self._absolute(view.subject)
+            fields: dict[str, Any] = {"file_path": path, "attachments": []}
+            content = await asyncio.to_thread(_small_text_file, path)
+            if content is not None:
+                fields["content"] = content
+            return fields
+        if event == BEFORE_MCP:
+            return _mcp_fields(inv.args)
+        return {}
+
+    def _absolute(self, path: str) -> str:
+        return str(Path(self._daemon.workspace, path)) if path else path
+
+    def _rewrite(
+        self, inv: Invocation, answers: list[HookAnswer]
+    ) -> tuple[Invocation, Rejected | None]:
+        updates = [a.updated_input for a in answers if a.updated_input]
+        if not updates:
+            return inv, None
+        args = type(inv.args)()
+        args.CopyFrom(inv.args)
+        known = set(args.DESCRIPTOR.fields_by_name)
+        for update in updates:
+            values = dict(update)
+            if "file_path" in values and "path" in known:
+                values["path"] = values.pop("file_path")
+            if "content" in values and "contents" in known:
+                values["contents"] = values.pop("content")
+            try:
+                json_format.ParseDict(
+                    {k: v for k, v in values.items() if k in known},
+                    args,
+                    ignore_unknown_fields=True,
+                )
+            except json_format.ParseError as exc:
+                log.warning("a hook's updated_input does not fit %s: %s", inv.tool, exc)
+                return inv, Rejected(
+                    reason="a hook rewrote the input into something invalid", source="hook"
+                )
+        rewritten = replace(inv, args=args)
+        verdict = self._judge(rewritten)
+        if verdict.refusal is not None:
+            return inv, verdict.refusal
+        inv.ctx.report.args_run = verdict.invocation.args
+        inv.ctx.report.feedback.input_rewritten = True
+        return verdict.invocation, None
+
+    async def _after(
+        self,
+        hooks: Sequence[Hook],
+        inv: Invocation,
+        view: CallView,
+        result: Message | None,
+        failure: dict[str, Any],
+        started: float,
+    ) -> None:
+        case = result.WhichOneof("result") if result is not None else None  # type: ignore[attr-defined]
+        ran = case in _RAN_CASES
+        events = [POST_TOOL_USE if ran else POST_TOOL_USE_FAILURE]
+        if inv.tool == SHELL and case in ("success", "failure", "timeout"):
+            events.append(AFTER_SHELL)
+        elif inv.tool == EDIT and case == "success":
+            events.append(AFTER_EDIT)
+        elif inv.tool == MCP and case not in (None, "rejected", "aborted"):
+            events.append(AFTER_MCP)
+        selected = [h for h in hooks if h.event in events and hook_applies(h, view)]
+        if not selected:
+            return
+        output = _result_dict(result)
+        duration = _ms_since(started)
+        step = _Step()
+        for hook in selected:
+            extra = _after_fields(hook, inv, view, output, duration) | failure
+            step.add(hook, self._payload(hook, hook.event, inv, view, extra))
+        feedback = inv.ctx.report.feedback
+        for answer in await self._run_step(step):
+            if answer.additional_context:
+                feedback.additional_context.append(answer.additional_context)
+            if answer.agent_message:
+                feedback.agent_messages.append(answer.agent_message)
+            if answer.user_message:
+                feedback.user_messages.append(answer.user_message)
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _result_dict(result: Message | None) -> dict[str, Any]:
+    if result is None:
+        return {}
+    return json_format.MessageToDict(result, preserving_proto_field_name=True)
+
+
+def _case_fields(output: dict[str, Any]) -> dict[str, Any]:
+    for value in output.values():
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def _after_fields(
+    hook: Hook, inv: Invocation, view: CallView, output: dict[str, Any], duration: int
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {"duration": duration}
+    if hook.event in (POST_TOOL_USE, POST_TOOL_USE_FAILURE):
+        fields["tool_output"] = json.dumps(output)
+        fields["tool_response"] = output
+    elif hook.event == AFTER_SHELL:
+        case = _case_fields(output)
+        fields["command"] = view.subject
+        fields["output"] = case.get("interleaved_output") or (
+            str(case.get("stdout", "")) + str(case.get("stderr", ""))
+        )
+        fields["exit_code"] = case.get("exit_code", 0)
+    elif hook.event == AFTER_EDIT:
+        args = inv.args
+        whole = args.HasField("contents")  # type: ignore[attr-defined]
+        fields["file_path"] = str(Path(inv.ctx.daemon.workspace, args.path))  # type: ignore[attr-defined]
+        fields["edits"] = [
+            {"old_string": "", "new_string": args.contents}  # type: ignore[attr-defined]
+            if whole
+            else {"old_string": args.old_string, "new_string": args.new_string}  # type: ignore[attr-defined]
+        ]
+    elif hook.event == AFTER_MCP:
+        fields |= _mcp_fields(inv.args)
+        fields["result_json"] = json.dumps(output)
+    return fields
+
+
+def _mcp_fields(args: Message) -> dict[str, Any]:
+    arguments = getattr(args, "args", None)
+    tool_input = json_format.MessageToDict(arguments) if arguments is not None else {}
+    return {
+        "tool_name": getattr(args, "tool_name", "") or getattr(args, "name", ""),
+        "tool_input": tool_input,
+        "server": getattr(args, "provider_identifier", ""),
+    }
+
+
+def _small_text_file(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(READ_CONTENT_CAP_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > READ_CONTENT_CAP_BYTES or b"\0" in data:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _joined(answers: list[HookAnswer], attribute: str) -> str:
+    return "\n".join(text for a in answers if (text := getattr(a, attribute)))
+
+
+def _refusal(answers: list[HookAnswer], *, approved: bool) -> Rejected | None:
+    denying = [a for a in answers if a.denies]
+    if denying:
+        message = _joined(denying, "agent_message") or _joined(denying, "user_message")
+        if not message:
+            message = "; ".join(f"a failClosed hook {a.failure}" for a in denying if a.failure)
+        return Rejected(
+            reason=f"blocked by a {denying[0].hook.event} hook: {message or 'denied'}",
+            source="hook",
+            user_message=_joined(denying, "user_message"),
+            agent_message=_joined(denying, "agent_message"),
+        )
+    asking = [a for a in answers if a.decision == "ask"]
+    if asking and not approved:
+        message = _joined(asking, "user_message") or _joined(asking, "agent_message")
+        return Rejected(
+            reason=f"a {asking[0].hook.event} hook asks for approval: {message or 'ask'}",
+            source="hook",
+            needs_approval=True,
+            user_message=_joined(asking, "user_message"),
+            agent_message=_joined(asking, "agent_message"),
+        )
+    return None
+
+
+def _note(inv: Invocation, answers: list[HookAnswer]) -> None:
+    feedback = inv.ctx.report.feedback
+    for answer in answers:
+        if answer.additional_context:
+            feedback.additional_context.append(answer.additional_context)
+        if answer.user_message:
+            feedback.user_messages.append(answer.user_message)
+        if answer.agent_message:
+            feedback.agent_messages.append(answer.agent_message)
+
+
+def hooks_middleware(daemon: Daemon) -> Middleware:
+    return daemon.service(HookRunner)

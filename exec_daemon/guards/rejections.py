@@ -1,0 +1,41 @@
+"""Turns a refusal (agent.v1.Rejected) into the `rejected` case of any tool's result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import Message
+
+from agent.v1.common_pb2 import Rejected
+from exec_daemon.dispatch import ToolCallError, result_class
+
+# Fields a tool's own rejected message (e.g. ShellRejected) may echo from the call's args.
+_ECHOED_ARGS = ("command", "working_directory", "path")
+
+
+def rejected_result(tool: str, args: Message, rejected: Rejected) -> Message:
+    """The result of `tool` with its `rejected` case set from `rejected`.
+
+    Most tools use agent.v1.Rejected itself; shell has ShellRejected, which carries the details
+    in `details` and echoes the command.
+    """
+    result = result_class(tool)()
+    if "rejected" not in result.DESCRIPTOR.fields_by_name:
+        raise ToolCallError("permission_denied", rejected.reason)
+    case: Any = result.rejected  # type: ignore[attr-defined]
+    case.SetInParent()
+    if case.DESCRIPTOR.full_name == Rejected.DESCRIPTOR.full_name:
+        case.CopyFrom(rejected)
+        return result
+    fields = case.DESCRIPTOR.fields_by_name
+    if "details" in fields:
+        case.details.CopyFrom(rejected)
+    if "reason" in fields:
+        case.reason = rejected.reason
+    if "is_readonly" in fields:
+        case.is_readonly = rejected.source == "readonly_agent"
+    arg_fields = args.DESCRIPTOR.fields_by_name
+    for name in _ECHOED_ARGS:
+        if name in fields and name in arg_fields:
+            setattr(case, name, getattr(args, name))
+    return result
