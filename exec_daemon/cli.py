@@ -33,7 +33,6 @@ NOT_BUILT_YET = (
     "http_mcp_tools_file",
     "cloud_rules_enabled",
     "computer_use_enabled",
-    "secret_redaction_enabled",
     "chrome_executable_path",
     "record_screen_enabled",
     "generate_image_enabled",
