@@ -43,9 +43,15 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
         "/.cursor/**/*.json",
         "Cursor configuration (MCP servers, hooks, permissions, environment) can run code",
     ),
-    # Rules, commands, skills and agents are the user's prompts, not configuration.
+    ProtectedRule(
+        "/.claude/**/*.json",
+        "Claude configuration (settings, hooks, MCP servers) can run code",
+    ),
+    # Rules, commands, skills and agents are the user's prompts, not configuration; worktrees
+    # are checkouts the agent works in.
     ProtectedRule("!/.cursor/rules/**", ""),
     ProtectedRule("!/.cursor/commands/**", ""),
+    ProtectedRule("!/.cursor/worktrees/**", ""),
     ProtectedRule("!/.cursor/skills/**", ""),
     ProtectedRule("!/.cursor/agents/**", ""),
 )
