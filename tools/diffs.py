@@ -147,7 +147,16 @@ def unified_diff(old: str, new: str, name: str, context: int = 3) -> DiffStats:
         elif line.startswith("-") and not line.startswith("--- "):
             removed += 1
         out.append(line)
-    return DiffStats("".join(out), added, removed)
+    return DiffStats(_displayable("".join(out)), added, removed)
+
+
+def _displayable(text: str) -> str:
+    """Text read with surrogateescape (undecodable bytes) made valid for a protobuf string."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
 
 
 def _shifted_header(match: re.Match[str], shift: int) -> str:
