@@ -198,7 +198,9 @@ class ExecStream:
         if call_id is None:
             call_id = self._next_id
         self._next_id = max(self._next_id, call_id + 1)
-        call = self._calls[call_id] = StreamCall(call_id)
+        # Answers are matched by id: a second call with a pending id shares its StreamCall.
+        call = self._calls.get(call_id) or StreamCall(call_id)
+        self._calls[call_id] = call
         await self.send(
             ExecStreamElement(
                 exec_client_message=ExecClientMessage(

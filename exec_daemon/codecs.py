@@ -18,6 +18,7 @@ from google.protobuf.json_format import ParseError
 from google.protobuf.message import DecodeError, Message
 
 from agent.v1.exec_pb2 import ExecStreamElement
+from exec_daemon.wire import first_field
 
 log = logging.getLogger(__name__)
 
@@ -28,53 +29,12 @@ class MalformedElement:
     reason: str
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _find_field(data: bytes, number: int, wire_type: int) -> bytes | int | None:
-    """The first occurrence of field `number` in serialized protobuf `data`, best effort."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        field_number, field_type = key >> 3, key & 7
-        if field_type == 0:
-            value, pos = _read_varint(data, pos)
-            if field_number == number and wire_type == 0:
-                return value
-        elif field_type == 2:
-            length, pos = _read_varint(data, pos)
-            chunk = data[pos : pos + length]
-            pos += length
-            if field_number == number and wire_type == 2:
-                return chunk
-        elif field_type == 1:
-            pos += 8
-        elif field_type == 5:
-            pos += 4
-        else:
-            return None
-    return None
-
-
 def _call_id_from_binary(data: bytes) -> int | None:
-    try:
-        client_message = _find_field(data, 1, 2)
-        if not isinstance(client_message, bytes):
-            return None
-        call_id = _find_field(client_message, 1, 0)
-        return call_id if isinstance(call_id, int) else None
-    except ValueError:
+    client_message = first_field(data, 1, 2)
+    if not isinstance(client_message, bytes):
         return None
+    call_id = first_field(client_message, 1, 0)
+    return call_id if isinstance(call_id, int) else None
 
 
 def _call_id_from_json(data: bytes | bytearray) -> int | None:

@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from google.protobuf import unknown_fields
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import HookFeedback
 from agent.v1.exec_pb2 import ExecError
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.state import Daemon
+from exec_daemon.wire import fields
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,7 @@ def tool_variant(tool_call: ToolCall) -> str:
     variant = tool_call.WhichOneof("tool")
     if variant is not None:
         return variant
-    unknown = unknown_fields.UnknownFieldSet(tool_call)
-    numbers = sorted({unknown[i].field_number for i in range(len(unknown))})
+    numbers = [number for number, _type, _value in fields(tool_call.SerializeToString())]
     if numbers:
         raise ToolCallError(
             "invalid_argument", f"unknown tool: ToolCall field {numbers[0]} is not a known variant"

@@ -1,0 +1,79 @@
+"""Serves the daemon's app inside the test's event loop, with handlers the test chooses.
+
+For tests of the spine itself (stream semantics, auth, traps): the transport, the front door and
+the dispatcher are the real ones, over a real loopback socket; only the tool handlers are the
+test's, so a test can make a call that sleeps, streams, records its cancellation or crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hypercorn.asyncio import serve as hypercorn_serve
+
+from exec_daemon import hypercorn_fixes
+from exec_daemon.client import ExecDaemonClient
+from exec_daemon.config import DaemonConfig
+from exec_daemon.dispatch import Handler
+from exec_daemon.server import build_app, hypercorn_config
+from exec_daemon.state import Daemon
+from tests.daemon_process import free_port
+
+
+@dataclass
+class InProcessDaemon:
+    daemon: Daemon
+    url: str
+    token: str
+
+    @property
+    def port(self) -> int:
+        return self.daemon.config.port
+
+    def client(self, **kwargs: Any) -> ExecDaemonClient:
+        return ExecDaemonClient(self.url, self.token, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def serve_in_process(
+    handlers: Mapping[str, Handler], **overrides: Any
+) -> AsyncIterator[InProcessDaemon]:
+    hypercorn_fixes.install()
+    token = secrets.token_hex(32)
+    with tempfile.TemporaryDirectory() as workspace:
+        config = DaemonConfig(auth_token=token, workspace=Path(workspace), host="127.0.0.1")
+        config = replace(config, port=free_port(), **overrides)
+        daemon = Daemon(config)
+        stop = asyncio.Event()
+        server = asyncio.create_task(
+            hypercorn_serve(
+                build_app(daemon, handlers),  # type: ignore[arg-type]
+                hypercorn_config(config),
+                shutdown_trigger=stop.wait,
+            )
+        )
+        try:
+            await _wait_listening(config.port)
+            yield InProcessDaemon(daemon, f"http://127.0.0.1:{config.port}", token)
+        finally:
+            stop.set()
+            await asyncio.wait_for(server, 10)
+            await daemon.aclose()
+
+
+async def _wait_listening(port: int) -> None:
+    for _ in range(200):
+        with contextlib.suppress(OSError):
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        await asyncio.sleep(0.02)
+    raise RuntimeError(f"in-process daemon did not listen on {port}")
