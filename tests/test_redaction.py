@@ -1,0 +1,323 @@
+"""Secret redaction (exec_daemon/guards/redaction.py): no injected secret reaches a client."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from google.protobuf import struct_pb2
+
+from agent.v1.control_pb2 import UpdateEnvironmentVariablesRequest
+from agent.v1.files_pb2 import ReadImage
+from agent.v1.mcp_pb2 import McpArgs
+from agent.v1.web_pb2 import FetchArgs
+from exec_daemon.client import CallOutcome, ExecDaemonClient
+from exec_daemon.dispatch import ToolCallError
+from exec_daemon.guards.redaction import (
+    REDACTED,
+    SECRET_NAMES_VARIABLE,
+    SecretMatcher,
+    StreamRedactor,
+    redact_message,
+)
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.guards_support import (
+    PYTHON,
+    SHELL_BUILT,
+    GuardedDispatcher,
+    bash_one_byte_per_delta,
+    call,
+    case,
+    fails_with_message,
+    hook_script,
+    result_of,
+    shell,
+    shell_output,
+    write_config,
+)
+
+SECRET_A = "sk-live-4f9c2e7a1b3d5f60"
+SECRET_B = "ghp_Zq8XkLm2Np4Rt6Vw"
+# Contains SECRET_C: the longer one must win where both match.
+SECRET_C = "ghp_Zq8X"
+SHORT = "abc"
+SECRET_ENV = {
+    "SECRET_A": SECRET_A,
+    "SECRET_B": SECRET_B,
+    "SECRET_C": SECRET_C,
+    "SECRET_SHORT": SHORT,
+    SECRET_NAMES_VARIABLE: "SECRET_A, SECRET_B,SECRET_C,SECRET_SHORT,NOT_SET",
+}
+ALL_SECRETS = (SECRET_A, SECRET_B, SECRET_C)
+
+needs_shell = pytest.mark.skipif(not SHELL_BUILT, reason="shell_tool_call (issue #3) not built yet")
+
+
+def assert_clean(outcome: CallOutcome, *secrets: str) -> None:
+    """Nothing the client received, deltas or answer or error, holds a secret's bytes."""
+    received = b"".join(d.SerializeToString() for d in outcome.deltas)
+    if outcome.result is not None:
+        received += outcome.result.SerializeToString()
+    if outcome.error is not None:
+        received += outcome.error.SerializeToString()
+    for secret in secrets or ALL_SECRETS:
+        assert secret.encode() not in received
+
+
+# --- the matcher ---------------------------------------------------------------------------------
+
+
+def test_longest_secret_wins_and_values_under_4_chars_are_skipped() -> None:
+    matcher = SecretMatcher([SECRET_A, SECRET_B, SECRET_C, SHORT])
+    text = f"a={SECRET_B} c={SECRET_C}x abc {SECRET_A}"
+    assert matcher.redact(text) == f"a={REDACTED} c={REDACTED}x abc {REDACTED}"
+    assert matcher.redact("nothing here") == "nothing here"
+
+
+def test_stream_redaction_equals_whole_text_redaction_however_the_text_is_split() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        secrets = ["".join(rng.choice("abxy") for _ in range(rng.randint(4, 9))) for _ in range(3)]
+        matcher = SecretMatcher(secrets)
+        text = "".join(rng.choice("abxyz") for _ in range(rng.randint(0, 80)))
+        stream = StreamRedactor()
+        pieces = []
+        position = 0
+        while position < len(text):
+            size = rng.randint(1, 6)
+            pieces.append(stream.feed(matcher, text[position : position + size]))
+            position += size
+        pieces.append(stream.flush(matcher))
+        assert "".join(pieces) == matcher.redact(text), (secrets, text)
+
+
+def test_only_a_possible_secret_prefix_is_held_back() -> None:
+    matcher = SecretMatcher([SECRET_A])
+    stream = StreamRedactor()
+    # "sk-li" could still become the secret: held; "done\n" could not: sent at once.
+    assert stream.feed(matcher, "out: sk-li") == "out: "
+    assert stream.feed(matcher, "ve-4f9c2e7a1b3d5f60 done\n") == f"{REDACTED} done\n"
+    assert stream.feed(matcher, "plain line\n") == "plain line\n"
+    assert stream.flush(matcher) == ""
+
+
+def test_long_text_is_redacted_across_its_internal_slices() -> None:
+    matcher = SecretMatcher([SECRET_A])
+    filler = "x" * (256 * 1024 - 5)
+    text = (filler + SECRET_A) * 6
+    assert matcher.redact(text) == (filler + REDACTED) * 6
+
+
+def test_bytes_maps_and_structs_inside_results_are_redacted() -> None:
+    matcher = SecretMatcher(ALL_SECRETS)
+    image = ReadImage(data=b"\x89PNG" + SECRET_A.encode(), mime_type="image/png")
+    fetch = FetchArgs(url="https://x", headers={"authorization": f"Bearer {SECRET_B}"})
+    arguments = struct_pb2.Struct()
+    arguments.update({"nested": {"list": [f"key={SECRET_A}"]}})
+    mcp = McpArgs(name="t", args=arguments)
+    for message in (image, fetch, mcp):
+        redact_message(message, matcher)
+        assert all(s.encode() not in message.SerializeToString() for s in ALL_SECRETS)
+    assert fetch.headers["authorization"] == f"Bearer {REDACTED}"
+    assert mcp.args["nested"]["list"][0] == f"key={REDACTED}"
+
+
+# --- the middleware, around handlers in this process --------------------------------------------
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> GuardedDispatcher:
+    handlers = {
+        "shell_tool_call": bash_one_byte_per_delta,
+        "read_lints_tool_call": fails_with_message,
+    }
+    return GuardedDispatcher.create(
+        tmp_path, handlers, env=SECRET_ENV, secret_redaction_enabled=True
+    )
+
+
+SPELL_SECRET = 's=$SECRET_A; for ((i=0; i<${#s}; i++)); do printf %s "${s:i:1}"; done'
+
+
+async def test_a_secret_printed_one_byte_per_flush_never_reaches_a_delta(
+    guarded: GuardedDispatcher,
+) -> None:
+    answer = await guarded.run(shell(f"printf 'key='; {SPELL_SECRET}; echo ' end'"))
+    pieces = [delta.shell_tool_call_delta.stdout for delta in guarded.deltas]
+    # Byte by byte around it; the secret's bytes were held until whole, then replaced.
+    assert pieces[:5] == ["k", "e", "y", "=", REDACTED]
+    assert "".join(pieces) == f"key={REDACTED} end\n"
+    assert answer.shell_tool_call.result.success.stdout == f"key={REDACTED} end\n"
+    for delta in guarded.deltas:
+        assert SECRET_A[:6] not in delta.shell_tool_call_delta.stdout
+
+
+async def test_a_secret_on_stderr_is_redacted_in_deltas_and_result(
+    guarded: GuardedDispatcher,
+) -> None:
+    answer = await guarded.run(shell(f'({SPELL_SECRET}) >&2; echo "$SECRET_B" >&2; exit 3'))
+    assert shell_output(guarded.deltas, "stderr") == f"{REDACTED}{REDACTED}\n"
+    assert answer.shell_tool_call.result.failure.stderr == f"{REDACTED}{REDACTED}\n"
+
+
+async def test_a_secret_at_the_very_end_of_the_output_is_sent_redacted_at_the_end(
+    guarded: GuardedDispatcher,
+) -> None:
+    await guarded.run(shell('printf %s "$SECRET_A"'))
+    assert shell_output(guarded.deltas) == REDACTED
+
+
+async def test_an_exec_error_message_is_redacted(guarded: GuardedDispatcher) -> None:
+    with pytest.raises(ToolCallError) as raised:
+        await guarded.run(call("read_lints_tool_call", paths=["x"]))
+    assert raised.value.message == f"cannot use {REDACTED}"
+
+
+async def test_without_the_flag_nothing_is_redacted(tmp_path: Path) -> None:
+    plain = GuardedDispatcher.create(
+        tmp_path, {"shell_tool_call": bash_one_byte_per_delta}, env=SECRET_ENV
+    )
+    await plain.run(shell('echo "$SECRET_A"'))
+    assert shell_output(plain.deltas) == SECRET_A + "\n"
+
+
+# --- the real daemon -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("redaction")
+    workspace = root / "workspace"
+    workspace.mkdir()
+    env = {**SECRET_ENV, "HOME": str(root / "home")}
+    with running_daemon(
+        workspace, root / "state", "--secret-redaction-enabled", env=env
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
+    async with daemon.client() as connected:
+        yield connected
+
+
+@pytest.fixture
+def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
+    path = daemon.workspace / request.node.name[:60]
+    path.mkdir()
+    return path
+
+
+async def test_read_result_is_redacted(client: ExecDaemonClient, space: Path) -> None:
+    (space / ".env").write_text(f"A={SECRET_A}\nB={SECRET_B}\nC={SECRET_C}\n")
+    outcome = await client.run(call("read_tool_call", path=str(space / ".env")))
+    contents = result_of(outcome).success.ranges[0].contents
+    assert contents == f"A={REDACTED}\nB={REDACTED}\nC={REDACTED}"
+    assert_clean(outcome)
+
+
+async def test_grep_result_is_redacted_in_lines_and_file_names(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    (space / f"token-{SECRET_A}.txt").write_text(f"password: {SECRET_B}\n")
+    outcome = await client.run(call("grep_tool_call", pattern="password", path=str(space)))
+    matches = result_of(outcome).success.matches
+    assert [m.lines[0].content for m in matches] == [f"password: {REDACTED}"]
+    assert REDACTED in matches[0].file
+    assert_clean(outcome)
+
+
+async def test_output_file_of_a_background_process_is_redacted_when_read_back(
+    client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    # A process the agent started writes its output file as it goes (raw, on disk); what the
+    # agent reads back through its tools is redacted.
+    terminals = daemon.state_dir / "terminals"
+    terminals.mkdir(parents=True, exist_ok=True)
+    output = terminals / "job-1.txt"
+    script = "import os,sys; print('token', os.environ['SECRET_B'], flush=True)"
+    with output.open("w") as sink:
+        subprocess.run([sys.executable, "-c", script], stdout=sink, env=SECRET_ENV, check=True)
+    assert SECRET_B in output.read_text()
+    outcome = await client.run(call("read_tool_call", path=str(output)))
+    assert result_of(outcome).success.ranges[0].contents == f"token {REDACTED}"
+    grep = await client.run(call("grep_tool_call", pattern="token", path=str(terminals)))
+    assert result_of(grep).success.matches[0].lines[0].content == f"token {REDACTED}"
+    assert_clean(outcome)
+    assert_clean(grep)
+
+
+async def test_a_secret_added_later_is_redacted_from_then_on(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    late = "late-secret-9d8c7b6a"
+    (space / "late.txt").write_text(f"value {late}\n")
+    before = await client.run(call("read_tool_call", path=str(space / "late.txt")))
+    assert result_of(before).success.ranges[0].contents == f"value {late}"
+    names = f"{SECRET_ENV[SECRET_NAMES_VARIABLE]},LATE_SECRET"
+    await client.control.update_environment_variables(
+        UpdateEnvironmentVariablesRequest(env={"LATE_SECRET": late, SECRET_NAMES_VARIABLE: names}),
+        headers=client.headers,
+    )
+    after = await client.run(call("read_tool_call", path=str(space / "late.txt")))
+    assert result_of(after).success.ranges[0].contents == f"value {REDACTED}"
+    assert_clean(after, late, *ALL_SECRETS)
+
+
+async def test_a_hook_message_and_the_rejection_it_causes_are_redacted(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    hooks = daemon.workspace / ".cursor" / "hooks.json"
+    command = hook_script(
+        space,
+        "leaky",
+        "print('refused, key', os.environ['SECRET_A'], file=sys.stderr); sys.exit(2)",
+    )
+    write_config(hooks, {"version": 1, "hooks": {"beforeReadFile": [{"command": command}]}})
+    try:
+        (space / "f.txt").write_text("x\n")
+        outcome = await client.run(call("read_tool_call", path=str(space / "f.txt")))
+    finally:
+        hooks.unlink()
+    result = result_of(outcome)
+    assert case(result) == "rejected"
+    assert result.rejected.agent_message == f"refused, key {REDACTED}"
+    assert_clean(outcome)
+
+
+@needs_shell
+async def test_shell_secret_one_byte_per_flush_and_stderr_never_reach_the_client(
+    client: ExecDaemonClient,
+) -> None:
+    script = (
+        "import os, sys, time\n"
+        "for ch in os.environ['SECRET_A']:\n"
+        "    sys.stdout.write(ch); sys.stdout.flush(); time.sleep(0.002)\n"
+        "print(); print(os.environ['SECRET_B'], file=sys.stderr)\n"
+    )
+    async with client.exec_stream() as stream:
+        running = await stream.start(shell(f'{PYTHON} -c "{script}"'))
+        outcome = await running.wait()
+    assert shell_output(outcome.deltas) == f"{REDACTED}\n"
+    assert REDACTED in shell_output(outcome.deltas, "stderr")
+    assert_clean(outcome)
+
+
+@needs_shell
+async def test_background_shell_output_file_is_redacted_when_read_back(
+    client: ExecDaemonClient,
+) -> None:
+    started = await client.run(shell('echo "bg $SECRET_A"; sleep 0.2', is_background=True))
+    started_result = result_of(started)
+    assert_clean(started)
+    output_file = started_result.output_file
+    assert output_file
+    await client.run(shell("sleep 0.5"))
+    outcome = await client.run(call("read_tool_call", path=output_file))
+    assert f"bg {REDACTED}" in result_of(outcome).success.ranges[0].contents
+    assert_clean(outcome)
