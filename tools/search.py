@@ -93,7 +93,7 @@ class RgProcess:
             limit=READ_CHUNK * 4,
         )
         assert self._process.stderr is not None
-        self._stderr_task = asyncio.create_task(self._process.stderr.read(STDERR_LIMIT))
+        self._stderr_task = asyncio.create_task(_read_capped(self._process.stderr))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -115,6 +115,15 @@ class RgProcess:
         stderr = await self._stderr_task
         returncode = await self._process.wait()
         return RgRun(returncode, stderr.decode("utf-8", "replace").strip())
+
+
+async def _read_capped(stream: asyncio.StreamReader) -> bytes:
+    """Everything until EOF, keeping the first STDERR_LIMIT bytes."""
+    kept = b""
+    while chunk := await stream.read(STDERR_LIMIT):
+        if len(kept) < STDERR_LIMIT:
+            kept += chunk[: STDERR_LIMIT - len(kept)]
+    return kept
 
 
 def _split_records(buffer: bytearray, chunk: bytes, separator: bytes) -> list[bytes]:
@@ -176,10 +185,12 @@ class _Selection:
         self.needed = needed
         self.items: list[tuple[Any, int, Any]] = []  # (key, entries, payload)
         self._kept_entries = 0
+        self.total_entries = 0
 
     def add(self, key: Any, entries: int, payload: Any) -> None:
         self.items.append((key, entries, payload))
         self._kept_entries += entries
+        self.total_entries += entries
         if self._kept_entries > 2 * self.needed + 1000 and len(self.items) > 64:
             self._prune()
 
@@ -335,23 +346,20 @@ def _rg_failure(args: GrepArgs, run: RgRun) -> GrepResult | None:
     return None
 
 
-def _content_result(
-    selection: _Selection, options: GrepOptions, success: GrepSuccess
-) -> GrepSuccess:
+def _content_result(selection: _Selection, options: GrepOptions, success: GrepSuccess) -> None:
     skip, left, used = options.offset, options.limit, 0
-    for _, _, block in selection.ordered():
-        if left <= 0 or used > MAX_GREP_CONTENT_BYTES:
-            success.truncated = True
-            break
-        lines = block.split(b"\n")[1:-2]
-        if skip >= len(lines):
-            skip -= len(lines)
+    for _, entries, block in selection.ordered():
+        if skip >= entries:
+            skip -= entries
             continue
+        if left <= 0 or used > MAX_GREP_CONTENT_BYTES:
+            break
+        # A block is its begin line, one line per entry, its end line.
+        lines = block.split(b"\n")[1 + skip : 1 + entries]
+        skip = 0
         file_matches: GrepFileMatches | None = None
-        for raw in lines[skip:]:
-            skip = 0
+        for raw in lines:
             if left <= 0 or used > MAX_GREP_CONTENT_BYTES:
-                success.truncated = True
                 break
             message = json.loads(raw)
             data = message["data"]
@@ -365,7 +373,8 @@ def _content_result(
                 content=text,
                 is_context=message["type"] == "context",
             )
-    return success
+    shown = options.limit - left
+    success.truncated = options.offset + shown < selection.total_entries
 
 
 async def _grep_content(
