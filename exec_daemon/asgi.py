@@ -51,14 +51,23 @@ async def send_error(scope: Scope, send: Send, code: Code, message: str) -> None
     content_type = _header(scope, b"content-type").decode("latin-1")
     headers: list[tuple[bytes, bytes]]
     if content_type.startswith("application/grpc"):
-        # A trailers-only response: the status travels in the headers (gRPC and gRPC-Web).
-        headers = [
-            (b"content-type", content_type.encode("latin-1")),
+        status_headers = [
             (b"grpc-status", str(_GRPC_STATUS[code]).encode()),
             (b"grpc-message", quote(message).encode()),
         ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        headers = [(b"content-type", content_type.encode("latin-1"))]
+        if content_type.startswith("application/grpc-web"):
+            # gRPC-Web: a trailers-only response carries the status in the headers.
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": headers + status_headers}
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": headers, "trailers": True}
+        )
         await send({"type": "http.response.body", "body": b""})
+        await send({"type": "http.response.trailers", "headers": status_headers})
         return
     error = {"code": code.value, "message": message}
     if content_type.startswith("application/connect+"):
@@ -70,6 +79,7 @@ async def send_error(scope: Scope, send: Send, code: Code, message: str) -> None
         body = json.dumps(error).encode()
         status = _HTTP_STATUS[code]
         headers = [(b"content-type", b"application/json")]
+    headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
