@@ -1,1 +1,25 @@
-"""Command confinement: the sandbox policy model and the confinement helper."""
+"""Command confinement: the sandbox policy model and the confinement helper.
+
+- `policy`: `SandboxPolicy` (proto) + sandbox.json files -> `EffectivePolicy`.
+- `protected`: the protected paths (one definition: `tools.workspace.PROTECTED_PATH_RULES`) as
+  mount targets.
+- `plan`: `EffectivePolicy` -> the helper's command line.
+- `helper.c` / `build`: the confinement helper (namespaces, mounts, Landlock, seccomp) in C,
+  built once with gcc: a command's confinement costs a fork+exec of a small static binary,
+  not an interpreter start.
+- `probe`: what the kernel supports; one status line at start.
+- `proxy`: the network allowlist proxy.
+- `service`: `SandboxService`, the daemon's entry point (`daemon.service(SandboxService)`).
+"""
+
+from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
+from sandbox.service import Confinement, SandboxService
+
+__all__ = [
+    "Confinement",
+    "EffectivePolicy",
+    "NetworkMode",
+    "SandboxRejected",
+    "SandboxService",
+    "SandboxType",
+]

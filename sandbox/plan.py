@@ -1,0 +1,227 @@
+"""Turns an effective policy into the confinement helper's command line (see helper.c).
+
+What a confined command gets:
+- Landlock: read (and execute) everywhere; read-write on the workspace (`workspace_readwrite`),
+  the additional read-write paths and the temp dirs (/tmp, /var/tmp, /dev/shm, $TMPDIR) unless
+  `disable_tmp_write`; writes to a few device files (/dev/null, /dev/tty, ...).
+- Mounts: the protected paths read-only (placeholders where missing, so they cannot be
+  created); additional read-only paths inside writable areas read-only; the workspace itself
+  read-only for `workspace_readonly` when it lies inside a writable area (e.g. under /tmp);
+  the workspace, its ancestors inside writable areas and `.git` pinned (a mount point cannot be
+  renamed away and replaced by a lookalike the daemon would then use).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
+from sandbox.protected import ProtectedTarget, protected_targets
+
+PROXY_PORT = 3128
+PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
+PROXY_VARIABLES = (
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+)
+NO_PROXY_VARIABLES = ("no_proxy", "NO_PROXY")
+WRITABLE_DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+)
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+@dataclass
+class Plan:
+    options: list[str] = field(default_factory=list)
+    # Set in the command's environment / removed from it.
+    env: dict[str, str] = field(default_factory=dict)
+    unset_env: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+
+    def apply_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        result = {k: v for k, v in env.items() if k not in self.unset_env}
+        result.update(self.env)
+        return result
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
+def temp_dirs(env: Mapping[str, str]) -> list[str]:
+    candidates = [*TEMP_DIRS, env.get("TMPDIR", "")]
+    found: dict[str, None] = {}
+    for candidate in candidates:
+        if candidate and os.path.isdir(candidate):
+            found[os.path.realpath(candidate)] = None
+    return list(found)
+
+
+class _Mounts:
+    """Mount operations in the order the helper must apply them."""
+
+    def __init__(self) -> None:
+        self.pins: dict[str, None] = {}
+        self.read_only: dict[str, str] = {}  # path -> helper option
+        self.writable: dict[str, None] = {}
+
+    def options(self) -> list[str]:
+        result: list[str] = []
+        for path in sorted(self.pins, key=_depth):
+            result += ["--pin", path]
+        for path in sorted(self.read_only, key=_depth):
+            result += [self.read_only[path], path]
+        for path in sorted(self.writable, key=_depth):
+            result += ["--rw-bind", path]
+        return result
+
+
+def build_plan(
+    policy: EffectivePolicy,
+    workspace: Path | str,
+    cwd: Path | str,
+    *,
+    env: Mapping[str, str],
+    ctl_fd: int | None = None,
+    keep_fds: Sequence[int] = (),
+    mount_proc: bool = True,
+    targets: tuple[ProtectedTarget, ...] | None = None,
+) -> Plan:
+    """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced."""
+    plan = Plan()
+    root = os.path.realpath(workspace)
+    readwrite: list[str] = []
+    if policy.type == SandboxType.WORKSPACE_READWRITE:
+        readwrite.append(root)
+        for path in policy.readwrite_paths:
+            if os.path.exists(path):
+                readwrite.append(os.path.realpath(path))
+            else:
+                plan.notes.append(f"additional read-write path {path} does not exist (ignored)")
+    if not policy.disable_tmp_write:
+        readwrite += temp_dirs(env)
+
+    def writable(path: str) -> bool:
+        return any(_under(path, area) for area in readwrite)
+
+    mounts = _Mounts()
+    _pin_renamable(root, writable, mounts)
+    if writable(root):
+        if policy.type != SandboxType.WORKSPACE_READWRITE:
+            mounts.read_only[root] = "--ro"
+        else:
+            _protect_workspace(root, policy, writable, mounts, targets or protected_targets())
+    for path in policy.readonly_paths:
+        real = os.path.realpath(path)
+        if os.path.exists(real) and writable(real):
+            mounts.read_only.setdefault(real, "--ro")
+
+    mode = policy.network.mode
+    options = ["--net", mode.value, "--cwd", os.path.abspath(cwd)]
+    if mode == NetworkMode.PROXY:
+        options += ["--proxy-port", str(PROXY_PORT)]
+    if ctl_fd is not None:
+        options += ["--ctl-fd", str(ctl_fd)]
+    for fd in keep_fds:
+        options += ["--keep-fd", str(fd)]
+    if not mount_proc:
+        options.append("--no-proc")
+    for area in dict.fromkeys(readwrite):
+        options += ["--rw", area]
+    for device in WRITABLE_DEVICES:
+        options += ["--dev-rw", device]
+    plan.options = options + mounts.options()
+
+    plan.env = {"CURSOR_SANDBOX": "native", "CURSOR_ORIG_UID": str(os.getuid())}
+    if mode == NetworkMode.PROXY:
+        plan.env.update(dict.fromkeys(PROXY_VARIABLES, PROXY_URL))
+        plan.unset_env = NO_PROXY_VARIABLES
+    return plan
+
+
+def _pin_renamable(root: str, writable: Callable[[str], bool], mounts: _Mounts) -> None:
+    """Pins the workspace and each ancestor that sits in a writable directory."""
+    path = Path(root)
+    for candidate in [*reversed(path.parents), path]:
+        text = str(candidate)
+        if text != "/" and writable(str(candidate.parent)):
+            mounts.pins[text] = None
+
+
+def _protect_workspace(
+    root: str,
+    policy: EffectivePolicy,
+    writable: Callable[[str], bool],
+    mounts: _Mounts,
+    targets: tuple[ProtectedTarget, ...],
+) -> None:
+    git = os.path.join(root, ".git")
+    git_dirs = _git_dirs(git, policy, mounts)
+    for target in targets:
+        if target.relative.startswith(".git/"):
+            inside = target.relative.removeprefix(".git/")
+            for git_dir in git_dirs:
+                path = os.path.join(git_dir, inside)
+                if writable(path):
+                    mounts.read_only[path] = "--ro-file" if target.kind == "file" else "--ro-dir"
+            continue
+        path = os.path.join(root, target.relative)
+        mounts.read_only[path] = "--ro-file" if target.kind == "file" else "--ro-dir"
+        for exception in target.writable:
+            writable_path = os.path.join(root, exception)
+            if os.path.isdir(writable_path) and not os.path.islink(writable_path):
+                mounts.writable[writable_path] = None
+
+
+def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
+    """The git directories whose config and hooks need protecting (pinning `.git` on the way).
+
+    `.git` may be a directory, a file pointing elsewhere (worktrees, submodules: that file is
+    protected too), or missing (a placeholder then keeps a repository from being created).
+    """
+    if os.path.islink(git):
+        raise SandboxRejected(
+            f"{git} is a symbolic link: the sandbox cannot protect the repository configuration"
+        )
+    if not os.path.lexists(git) or policy.block_git_writes:
+        mounts.read_only[git] = "--ro" if os.path.lexists(git) else "--ro-dir"
+        return []
+    if os.path.isdir(git):
+        mounts.pins[git] = None
+        return [git]
+    mounts.read_only[git] = "--ro"
+    try:
+        text = Path(git).read_text(errors="replace")
+    except OSError as exc:
+        raise SandboxRejected(f"cannot read {git}: {exc.strerror}") from exc
+    match = re.match(r"gitdir:\s*(.+)", text.strip())
+    if match is None:
+        return []
+    git_dir = os.path.realpath(os.path.join(os.path.dirname(git), match.group(1).strip()))
+    dirs = [git_dir]
+    try:
+        common = Path(git_dir, "commondir").read_text().strip()
+        dirs.append(os.path.realpath(os.path.join(git_dir, common)))
+    except OSError:
+        pass
+    return [path for path in dict.fromkeys(dirs) if os.path.isdir(path)]

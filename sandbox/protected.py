@@ -1,0 +1,70 @@
+"""The protected paths as concrete mount targets, derived from the one list the file tools use.
+
+`tools.workspace.PROTECTED_PATH_RULES` (gitignore syntax) is the single definition. A rule naming
+a literal path (`/.vscode`, `**/.git/config`) protects that path; a rule with a glob below a
+literal prefix (`/.cursor/**/*.json`) protects the whole prefix directory, and the negated rules
+under it (`!/.cursor/rules/**`) are kept writable. Directories stand for everything beneath them,
+so the sandbox protects a superset of what the rules name (e.g. all of `.cursor/` except the
+writable subdirectories). Only the workspace root is covered: nested repositories'
+`.git/config` would need a scan of the whole tree per command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tools.workspace import PROTECTED_PATH_RULES, ProtectedRule
+
+# Literal targets that are files (a missing one gets an empty file as placeholder); every other
+# literal target is a directory.
+_FILE_TARGETS = frozenset({".git/config", ".cursorignore"})
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class ProtectedTarget:
+    # POSIX path relative to the workspace root.
+    relative: str
+    kind: Literal["file", "dir"]
+    # Subdirectories (relative to the workspace root) that stay writable.
+    writable: tuple[str, ...] = ()
+
+
+def _body(pattern: str) -> str:
+    body = pattern.lstrip("!")
+    for prefix in ("**/", "/"):
+        body = body.removeprefix(prefix)
+    return body.removesuffix("/**").rstrip("/")
+
+
+def _literal_prefix(body: str) -> str:
+    literal: list[str] = []
+    for segment in body.split("/"):
+        if _GLOB_CHARS & set(segment):
+            break
+        literal.append(segment)
+    return "/".join(literal)
+
+
+def protected_targets(
+    rules: tuple[ProtectedRule, ...] = PROTECTED_PATH_RULES,
+) -> tuple[ProtectedTarget, ...]:
+    negated = [_body(rule.pattern) for rule in rules if rule.pattern.startswith("!")]
+    targets: dict[str, ProtectedTarget] = {}
+    for rule in rules:
+        if rule.pattern.startswith("!"):
+            continue
+        body = _body(rule.pattern)
+        relative = _literal_prefix(body)
+        if not relative:
+            continue
+        is_literal = relative == body
+        kind: Literal["file", "dir"] = "file" if is_literal and relative in _FILE_TARGETS else "dir"
+        writable = tuple(
+            _literal_prefix(exception)
+            for exception in negated
+            if _literal_prefix(exception).startswith(relative + "/")
+        )
+        targets[relative] = ProtectedTarget(relative, kind, writable)
+    return tuple(targets.values())

@@ -1,0 +1,251 @@
+"""The network allowlist proxy: HTTP CONNECT and plain HTTP, one listener per confined command.
+
+The listener is created by the helper inside the command's own network namespace (so
+127.0.0.1:3128 there is the only way out) and handed to the daemon, which accepts on it here.
+Every request is decided with that command's network policy:
+- the host name is matched first: a deny entry refuses it (deny wins);
+- the proxy resolves the name itself (the command has no DNS) and connects to the address it
+  resolved (no second lookup to rebind); any resolved address in a deny CIDR refuses the host;
+- private, loopback, link-local (cloud metadata), multicast and other non-global addresses are
+  refused after resolution, except for networks the daemon's operator lists in
+  EXEC_DAEMON_SANDBOX_PROXY_ALLOW_PRIVATE (e.g. "127.0.0.0/8", for tests);
+- an address is used when the host name is allowed (exact host or `*.domain`), the address is
+  in an allowed CIDR, or the policy allows by default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from sandbox.policy import NetworkPolicy
+
+log = logging.getLogger(__name__)
+
+ALLOW_PRIVATE_ENV = "EXEC_DAEMON_SANDBOX_PROXY_ALLOW_PRIVATE"
+HEAD_LIMIT = 64 * 1024
+HEAD_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+RELAY_CHUNK = 64 * 1024
+_HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class Refused(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def private_exceptions_from_env() -> tuple[IPNetwork, ...]:
+    text = os.environ.get(ALLOW_PRIVATE_ENV, "")
+    networks = []
+    for part in text.split(","):
+        if part.strip():
+            networks.append(ipaddress.ip_network(part.strip(), strict=False))
+    return tuple(networks)
+
+
+@dataclass(frozen=True)
+class ProxyRules:
+    policy: NetworkPolicy
+    private_exceptions: tuple[IPNetwork, ...] = ()
+
+    def refusal_of_address(self, address: IPAddress) -> str | None:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if any(address in net for net in self.private_exceptions if net.version == address.version):
+            return None
+        if address.is_multicast or not address.is_global:
+            return f"{address} is a private, local or metadata address"
+        return None
+
+    async def addresses_for(self, host: str, port: int) -> list[IPAddress]:
+        """The addresses the command may reach for host:port; raises Refused with the reason."""
+        name = host.strip("[]").lower().rstrip(".")
+        policy = self.policy
+        try:
+            literal: IPAddress | None = ipaddress.ip_address(name)
+        except ValueError:
+            literal = None
+        if literal is None:
+            if any(pattern.matches_name(name) for pattern in policy.deny):
+                raise Refused(403, f"{name} is denied by the sandbox network policy")
+            name_allowed = policy.default_allow or any(p.matches_name(name) for p in policy.allow)
+            addresses = await _resolve(name, port)
+        else:
+            name_allowed = policy.default_allow
+            addresses = [literal]
+        for address in addresses:
+            if any(pattern.matches_address(address) for pattern in policy.deny):
+                raise Refused(403, f"{name} ({address}) is denied by the sandbox network policy")
+        usable: list[IPAddress] = []
+        refusals: list[str] = []
+        for address in addresses:
+            refusal = self.refusal_of_address(address)
+            if refusal is not None:
+                refusals.append(refusal)
+            elif name_allowed or any(p.matches_address(address) for p in policy.allow):
+                usable.append(address)
+        if usable:
+            return usable
+        if refusals:
+            raise Refused(403, f"{name}: " + "; ".join(refusals))
+        raise Refused(403, f"{name} is not in the sandbox network allowlist")
+
+
+async def _resolve(name: str, port: int) -> list[IPAddress]:
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise Refused(502, f"cannot resolve {name}: {exc.strerror}") from None
+    addresses: dict[IPAddress, None] = {}
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        addresses[ipaddress.ip_address(str(sockaddr[0]).split("%")[0])] = None
+    return list(addresses)
+
+
+@dataclass
+class _Request:
+    method: str
+    host: str
+    port: int
+    version: str
+    # For plain HTTP: the head to send upstream (origin-form request line, hop-by-hop removed).
+    upstream_head: bytes = b""
+
+
+def _parse_head(head: bytes) -> _Request:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise Refused(400, "malformed request line")
+    method, target, version = parts
+    if method.upper() == "CONNECT":
+        host, _, port_text = target.rpartition(":")
+        if not host or not port_text.isdigit():
+            raise Refused(400, "CONNECT needs host:port")
+        return _Request("CONNECT", host, int(port_text), version)
+    url = urlsplit(target)
+    if url.scheme != "http" or not url.hostname:
+        raise Refused(400, "only absolute http:// URLs are proxied (use CONNECT for https)")
+    try:
+        port = url.port or 80
+    except ValueError:
+        raise Refused(400, "bad port") from None
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    headers = [
+        line
+        for line in lines[1:]
+        if line and line.split(":", 1)[0].strip().lower() not in _HOP_BY_HOP
+    ]
+    upstream = "\r\n".join([f"{method} {path} {version}", *headers, "Connection: close", "", ""])
+    return _Request(method, url.hostname, port, version, upstream.encode("latin-1"))
+
+
+async def _refuse(writer: asyncio.StreamWriter, status: int, reason: str) -> None:
+    titles = {400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large"}
+    body = f"exec-daemon sandbox: {reason}\n".encode()
+    head = (
+        f"HTTP/1.1 {status} {titles.get(status, 'Bad Gateway')}\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "X-Exec-Daemon-Sandbox: refused\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        writer.write(head.encode() + body)
+        await writer.drain()
+
+
+async def _open_upstream(
+    addresses: Iterable[IPAddress], port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    last_error: OSError | None = None
+    for address in addresses:
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection(str(address), port), CONNECT_TIMEOUT_SECONDS
+            )
+        except (OSError, TimeoutError) as exc:
+            last_error = exc if isinstance(exc, OSError) else OSError("timed out")
+    raise Refused(502, f"cannot connect to port {port}: {last_error}")
+
+
+async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(RELAY_CHUNK):
+            writer.write(chunk)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:
+        pass
+
+
+class ProxyServer:
+    """Serves one confined command's proxy listener until closed."""
+
+    def __init__(self, listener: socket.socket, rules: ProxyRules) -> None:
+        self.rules = rules
+        self._listener = listener
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._listener.setblocking(False)
+        self._server = await asyncio.start_server(
+            self._handle, sock=self._listener, limit=HEAD_LIMIT
+        )
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        upstream_writer: asyncio.StreamWriter | None = None
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_SECONDS)
+            except asyncio.LimitOverrunError:
+                raise Refused(431, "request head too large") from None
+            except (asyncio.IncompleteReadError, TimeoutError):
+                return
+            request = _parse_head(head)
+            addresses = await self.rules.addresses_for(request.host, request.port)
+            upstream_reader, upstream_writer = await _open_upstream(addresses, request.port)
+            log.debug("sandbox proxy: %s %s:%d allowed", request.method, request.host, request.port)
+            if request.method == "CONNECT":
+                writer.write(f"{request.version} 200 Connection established\r\n\r\n".encode())
+                await writer.drain()
+            else:
+                upstream_writer.write(request.upstream_head)
+            await asyncio.gather(_relay(reader, upstream_writer), _relay(upstream_reader, writer))
+        except Refused as refused:
+            log.info("sandbox proxy refused a request: %s", refused.reason)
+            await _refuse(writer, refused.status, refused.reason)
+        except OSError as exc:
+            log.debug("sandbox proxy connection failed: %s", exc)
+        finally:
+            self._connections.discard(task)
+            for stream in (writer, upstream_writer):
+                if stream is not None:
+                    stream.close()

@@ -1,0 +1,246 @@
+"""The daemon's sandbox: probes the kernel once, resolves policies, confines commands.
+
+Use (the shell tool's one spawn path):
+
+    sandbox = daemon.service(SandboxService)
+    policy = sandbox.resolve(args.requested_sandbox_policy)    # raises SandboxRejected
+    if policy.sandboxed:
+        confinement = await sandbox.confine(policy, cwd, env=env)  # raises SandboxRejected
+        process = spawn(confinement.argv(command), env=confinement.env(env),
+                        pass_fds=confinement.pass_fds)
+        await confinement.started()      # raises SandboxRejected if set-up failed
+    # confinement cleans itself up when the sandbox ends; confinement.aclose() on error paths.
+
+The helper's pid is the one to signal: SIGTERM/SIGHUP are forwarded into the sandbox, SIGKILL of
+the helper (or of its process group) ends every process the command started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.state import Daemon
+from sandbox.build import HelperBuildError, ensure_helper
+from sandbox.plan import Plan, build_plan
+from sandbox.policy import ConfigFiles, EffectivePolicy, SandboxRejected, resolve_policy
+from sandbox.probe import KernelSupport, probe_kernel
+from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
+
+log = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT_SECONDS = 15.0
+_MESSAGE_SIZE = 4096
+
+
+class SandboxService:
+    """One per daemon: `daemon.service(SandboxService)`."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.enabled = daemon.config.sandbox_enabled
+        self.workspace = Path(daemon.workspace)
+        self.helper: str | None = daemon.config.sandbox_helper_path
+        self.support: KernelSupport | None = None
+        self.configs = ConfigFiles(self.workspace)
+        self._private_exceptions = private_exceptions_from_env()
+        self._start_lock = asyncio.Lock()
+        self._live: set[Confinement] = set()
+
+    async def start(self) -> KernelSupport:
+        """Builds/locates the helper and probes the kernel (once); logs one status line."""
+        async with self._start_lock:
+            if self.support is None:
+                self.support = await self._probe()
+                log.info("%s", self.support.status_line(self.enabled))
+            return self.support
+
+    async def _probe(self) -> KernelSupport:
+        if self.helper is None:
+            try:
+                self.helper = str(await asyncio.to_thread(ensure_helper))
+            except HelperBuildError as exc:
+                log.error("sandbox helper cannot be built: %s", exc)
+                return KernelSupport(helper_error="it could not be built")
+        elif not os.access(self.helper, os.X_OK):
+            return KernelSupport(helper_error=f"{self.helper} is not executable")
+        return await probe_kernel(self.helper)
+
+    def resolve(self, requested: SandboxPolicy | None) -> EffectivePolicy:
+        """The effective policy of a call; raises SandboxRejected (reason for the user)."""
+        user, project = self.configs.load()
+        return resolve_policy(
+            requested,
+            sandbox_enabled=self.enabled,
+            workspace=self.workspace,
+            user=user,
+            project=project,
+        )
+
+    async def confine(
+        self,
+        policy: EffectivePolicy,
+        cwd: Path | str,
+        *,
+        env: Mapping[str, str],
+        keep_fds: Sequence[int] = (),
+    ) -> Confinement:
+        """What the spawn path needs to run a command under `policy`. Raises SandboxRejected."""
+        support = await self.start()
+        missing = support.missing()
+        if missing:
+            raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
+        assert self.helper is not None
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            plan = build_plan(
+                policy,
+                self.workspace,
+                cwd,
+                env=env,
+                ctl_fd=child.fileno(),
+                keep_fds=keep_fds,
+                mount_proc=support.proc_mount,
+            )
+        except BaseException:
+            parent.close()
+            child.close()
+            raise
+        confinement = Confinement(self, policy, plan, self.helper, parent, child)
+        self._live.add(confinement)
+        return confinement
+
+    def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:
+        return ProxyRules(policy.network, self._private_exceptions)
+
+    def _forget(self, confinement: Confinement) -> None:
+        self._live.discard(confinement)
+
+    async def aclose(self) -> None:
+        for confinement in list(self._live):
+            await confinement.aclose()
+
+
+class Confinement:
+    """One confined command: its helper command line, environment and control channel."""
+
+    def __init__(
+        self,
+        service: SandboxService,
+        policy: EffectivePolicy,
+        plan: Plan,
+        helper: str,
+        control: socket.socket,
+        child_control: socket.socket,
+    ) -> None:
+        self.service = service
+        self.policy = policy
+        self.plan = plan
+        self.helper = helper
+        self._control = control
+        self._child_control: socket.socket | None = child_control
+        self._proxy: ProxyServer | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._closed = False
+        control.setblocking(False)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self._child_control.fileno(),) if self._child_control is not None else ()
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        return [self.helper, *self.plan.options, "--", *command]
+
+    def env(self, base: Mapping[str, str]) -> dict[str, str]:
+        return self.plan.apply_env(base)
+
+    def effective_policy(self) -> SandboxPolicy:
+        message = self.policy.to_proto()
+        message.notes.extend(self.plan.notes)
+        return message
+
+    async def started(self) -> None:
+        """Waits until the command runs confined. Call it right after spawning the helper.
+
+        Raises SandboxRejected with the helper's reason when the sandbox could not be set up (the
+        command then never ran).
+        """
+        self._close_child_end()
+        try:
+            async with asyncio.timeout(STARTUP_TIMEOUT_SECONDS):
+                while True:
+                    data, fds = await self._receive()
+                    if data == b"PROXY" and len(fds) == 1:
+                        await self._serve_proxy(fds[0])
+                        continue
+                    for fd in fds:
+                        os.close(fd)
+                    if data == b"OK":
+                        break
+                    elif data.startswith(b"ERR "):
+                        reason = data[4:].decode(errors="replace")
+                        raise SandboxRejected(f"the sandbox could not be set up: {reason}")
+                    elif not data:
+                        raise SandboxRejected("the sandbox helper ended before the command started")
+        except BaseException:
+            await self.aclose()
+            raise
+        self._watcher = asyncio.create_task(self._watch_until_exit())
+
+    async def _receive(self) -> tuple[bytes, list[int]]:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(self._control, _MESSAGE_SIZE, 1)
+                return data, fds
+            except BlockingIOError:
+                pass
+            readable: asyncio.Future[None] = loop.create_future()
+
+            def wake(future: asyncio.Future[None] = readable) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            loop.add_reader(self._control.fileno(), wake)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(self._control.fileno())
+
+    async def _serve_proxy(self, fd: int) -> None:
+        listener = socket.socket(fileno=fd)
+        if self._proxy is not None:
+            listener.close()
+            return
+        self._proxy = ProxyServer(listener, self.service.proxy_rules(self.policy))
+        await self._proxy.start()
+
+    async def _watch_until_exit(self) -> None:
+        """The helper keeps the control channel open until the sandbox ends: then clean up."""
+        with contextlib.suppress(OSError):
+            while (await self._receive())[0]:
+                pass
+        await self.aclose()
+
+    def _close_child_end(self) -> None:
+        if self._child_control is not None:
+            self._child_control.close()
+            self._child_control = None
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_child_end()
+        if self._watcher is not None and self._watcher is not asyncio.current_task():
+            self._watcher.cancel()
+        if self._proxy is not None:
+            await self._proxy.aclose()
+        self._control.close()
+        self.service._forget(self)
