@@ -59,6 +59,9 @@ def setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # Their debug output is per frame and per header: noise even when debugging the daemon.
+    for chatty in ("hpack", "h2", "h11"):
+        logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
 @click.group()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 
@@ -33,14 +32,12 @@ from agent.v1.control_pb2 import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
-from agent.v1.exec_pb2 import ExecServerMessage
+from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
-from exec_daemon.dispatch import Dispatcher, ToolCallError, tool_variant
-from exec_daemon.exec_service import CANCEL_GRACE_SECONDS, OUTBOX_SIZE, CallRunner
+from exec_daemon.dispatch import Dispatcher
+from exec_daemon.exec_service import ExecStreamSession
 from tools import changes, files
 from tools.changes import RpcFailure
-
-_END = object()
 
 
 def _connect_error(failure: RpcFailure) -> ConnectError:
@@ -62,30 +59,12 @@ class ControlService(ControlServiceBase):
             workspace=self._daemon.workspace,
         )
 
-    async def exec(
+    def exec(
         self, request: ExecRequest, ctx: RequestContext[ExecRequest, ExecServerMessage]
     ) -> AsyncIterator[ExecServerMessage]:
-        try:
-            tool_variant(request.tool_call)
-        except ToolCallError as exc:
-            yield ExecServerMessage(error=exc.to_exec_error())
-            return
-        outbox: asyncio.Queue[object] = asyncio.Queue(OUTBOX_SIZE)
-        runner = CallRunner(self._dispatcher, outbox)
-
-        async def run_then_end() -> None:
-            await runner.run(0, request.tool_call, request.agent_id, request.run_mode)
-            await outbox.put(_END)
-
-        task = asyncio.create_task(run_then_end())
-        try:
-            while (item := await outbox.get()) is not _END:
-                assert isinstance(item, ExecServerMessage)
-                yield item
-        finally:
-            runner.closing = True
-            task.cancel()
-            await asyncio.wait([task], timeout=CANCEL_GRACE_SECONDS)
+        """One call, answered exactly like id 0 of an ExecStream (heartbeats included)."""
+        session = ExecStreamSession(self._dispatcher, self._daemon.config.heartbeat_seconds)
+        return session.serve(_single_call(request))
 
     async def update_environment_variables(
         self,
@@ -197,3 +176,11 @@ class ControlService(ControlServiceBase):
         except RpcFailure as failure:
             raise _connect_error(failure) from None
         return GetWorkspaceChangesHashResponse(hash=digest)
+
+
+async def _single_call(request: ExecRequest) -> AsyncIterator[ExecStreamElement]:
+    yield ExecStreamElement(
+        exec_client_message=ExecClientMessage(
+            id=0, tool_call=request.tool_call, agent_id=request.agent_id
+        )
+    )

@@ -102,6 +102,7 @@ class ExecStreamSession:
     """One ExecStream: reads client elements, runs calls concurrently, yields server messages."""
 
     def __init__(self, dispatcher: Dispatcher, heartbeat_seconds: float) -> None:
+        self._stopping = dispatcher.daemon.stopping
         self._outbox: asyncio.Queue[object] = asyncio.Queue(OUTBOX_SIZE)
         self._runner = CallRunner(dispatcher, self._outbox)
         self._calls: dict[int, asyncio.Task[None]] = {}
@@ -117,6 +118,7 @@ class ExecStreamSession:
         # reaches us (design.md): without it a dead client would leave its calls running.
         reader = asyncio.create_task(self._read(requests))
         beater = asyncio.create_task(self._heartbeat())
+        watcher = asyncio.create_task(self._end_on_shutdown())
         try:
             while True:
                 item = await self._outbox.get()
@@ -129,11 +131,11 @@ class ExecStreamSession:
                 raise self._input_error
         finally:
             self._runner.closing = True
-            reader.cancel()
-            beater.cancel()
+            for task in (reader, beater, watcher):
+                task.cancel()
             await self._cancel_calls()
             with contextlib.suppress(BaseException):
-                await asyncio.gather(reader, beater, return_exceptions=True)
+                await asyncio.gather(reader, beater, watcher, return_exceptions=True)
 
     async def _cancel_calls(self) -> None:
         calls = list(self._calls.values())
@@ -232,6 +234,18 @@ class ExecStreamSession:
             return True
         return False
 
+    async def _end_on_shutdown(self) -> None:
+        await self._stopping.wait()
+        self._end_with(ConnectError(Code.UNAVAILABLE, "the daemon is shutting down"))
+
+    def _end_with(self, error: ConnectError) -> None:
+        """Ends the stream now with `error`; running calls are cancelled as it closes."""
+        self._input_error = error
+        self._input_done = True
+        self._runner.closing = True
+        with contextlib.suppress(asyncio.QueueFull):
+            self._outbox.put_nowait(_END)
+
     async def _heartbeat(self) -> None:
         interval = self._heartbeat_seconds
         while True:
@@ -242,11 +256,7 @@ class ExecStreamSession:
                     "ExecStream peer silent for %.0fs: closing the stream",
                     now - self._last_received,
                 )
-                self._input_error = ConnectError(
-                    Code.DEADLINE_EXCEEDED, "no heartbeat from the client"
-                )
-                self._input_done = True
-                await self._outbox.put(_END)
+                self._end_with(ConnectError(Code.DEADLINE_EXCEEDED, "no heartbeat from the client"))
                 return
             if now - self._last_sent >= interval:
                 await self._runner.post(

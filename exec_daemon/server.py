@@ -30,8 +30,10 @@ log = logging.getLogger(__name__)
 
 # hypercorn would GOAWAY a busy HTTP/2 connection after 1000 requests, mid-call (design.md).
 KEEP_ALIVE_MAX_REQUESTS = 2**62
-# In-flight calls get this long after SIGTERM before they are cancelled.
+# After SIGTERM, streams are ended at once; connections get this long to finish their last frames.
 GRACEFUL_SECONDS = 1.0
+# The HTTP server must have stopped within this long after SIGTERM, or it is cancelled.
+STOP_SECONDS = 3.0
 
 
 def middlewares(daemon: Daemon) -> Sequence[Middleware]:
@@ -98,7 +100,24 @@ async def serve(config: DaemonConfig) -> None:
     )
     try:
         async with pty_server.serving(daemon), environment.started(daemon):
-            await hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+            http = asyncio.create_task(
+                hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+            )
+            await asyncio.wait(
+                [http, asyncio.create_task(stop.wait())], return_when="FIRST_COMPLETED"
+            )
+            log.info("shutting down")
+            daemon.stopping.set()
+            await _stop_within(http, STOP_SECONDS)
     finally:
-        log.info("shutting down")
         await daemon.aclose()
+
+
+async def _stop_within(task: asyncio.Task[None], seconds: float) -> None:
+    """hypercorn waits for open connections to close; an idle client may never close its own."""
+    done, _pending = await asyncio.wait([task], timeout=seconds)
+    if not done:
+        task.cancel()
+        await asyncio.wait([task])
+    elif task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]

@@ -77,6 +77,8 @@ class Daemon:
         self.config = config
         self.started_monotonic = time.monotonic()
         self.env = EnvironmentStore(initial_environment(config))
+        # Set when the daemon begins to shut down: streams end and their calls are cancelled.
+        self.stopping = asyncio.Event()
         self._services: dict[type, Any] = {}
 
     @property
