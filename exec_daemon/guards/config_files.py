@@ -28,12 +28,13 @@ class WatchedJson:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._name = str(path)
         self._stamp: _Stamp | None = None
         self._value: Any = None
 
     def value(self) -> Any:
         try:
-            stat = os.stat(self.path)
+            stat = os.stat(self._name)
         except OSError:
             self._stamp, self._value = None, None
             return None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -39,7 +38,6 @@ from exec_daemon.state import Daemon
 log = logging.getLogger(__name__)
 
 REDACTED = "[REDACTED]"
-_LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 SECRET_NAMES_VARIABLE = "CLOUD_AGENT_INJECTED_SECRET_NAMES"
 MIN_SECRET_LENGTH = 4
 # Texts longer than this are redacted slice by slice (the automaton is fastest on slices).
@@ -86,13 +84,21 @@ class SecretMatcher:
         return self._splice(text, self._matches(text))
 
     def _matches(self, text: str) -> list[tuple[int, int, int]]:
-        assert self._text is not None
-        try:
+        """(secret index, start, end) in characters, leftmost-longest, not overlapping."""
+        assert self._text is not None and self._bytes is not None
+        if text.isascii():
             return self._text.find_matches_as_indexes(text)
-        except UnicodeEncodeError:
-            # Lone surrogates (undecodable bytes kept by surrogateescape) cannot be UTF-8: search
-            # a same-length copy where they are replacement characters.
-            return self._text.find_matches_as_indexes(_LONE_SURROGATES.sub("\ufffd", text))
+        # Other text is searched as UTF-8 (faster than the str automaton's own conversion, and
+        # lone surrogates from undecodable bytes pass); byte offsets become character offsets.
+        data = text.encode("utf-8", "surrogatepass")
+        found = self._bytes.find_matches_as_indexes(data)
+        matches: list[tuple[int, int, int]] = []
+        byte_position = char_position = 0
+        for index, start, _stop in found:
+            char_position += len(data[byte_position:start].decode("utf-8", "surrogatepass"))
+            byte_position = start
+            matches.append((index, char_position, char_position + len(self.secrets[index])))
+        return matches
 
     @staticmethod
     def _splice(text: str, matches: list[tuple[int, int, int]], end: int | None = None) -> str:
