@@ -254,6 +254,34 @@ async def test_glob_anchored_absolute_and_gitignore(client: ExecDaemonClient, sp
     assert sorted(everything.success.files) == [f"{space.name}/sub/x.py", f"{space.name}/x.py"]
 
 
+async def test_glob_and_grep_globs_do_not_reveal_gitignored_files(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    git_init(space)
+    tree(space, {".gitignore": "*.log\nbuild/\n", "a.log": "hit\n", "build/b.txt": "hit\n"})
+    tree(space, {"keep.txt": "hit\n"})
+    logs = await result_of(client, glob_call("*.log", space.name))
+    assert list(logs.success.files) == []
+    built = await result_of(client, glob_call("build/*", space.name))
+    assert list(built.success.files) == []
+    grep_logs = await result_of(
+        client, grep_call("hit", path=space.name, glob="*.log", output_mode="count")
+    )
+    assert list(grep_logs.success.counts) == []
+    grep_txt = await result_of(
+        client, grep_call("hit", path=space.name, glob="*.txt", output_mode="files_with_matches")
+    )
+    assert list(grep_txt.success.files) == [f"{space.name}/keep.txt"]
+
+
+async def test_invalid_globs_are_typed_errors(client: ExecDaemonClient, space: Path) -> None:
+    tree(space, {"a.txt": "hit\n"})
+    glob_result = await result_of(client, glob_call("src/[", space.name))
+    assert case(glob_result) == "error" and "invalid glob" in glob_result.error.message
+    grep_result = await result_of(client, grep_call("hit", path=space.name, glob="{a,b"))
+    assert case(grep_result) == "error" and "invalid glob" in grep_result.error.message
+
+
 async def test_glob_bounds_its_result(client: ExecDaemonClient, space: Path) -> None:
     for index in range(search.MAX_GLOB_FILES + 5):
         (space / f"f{index}.txt").touch()

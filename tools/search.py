@@ -10,6 +10,10 @@ relative to it. Both glob and grep keep ripgrep's parallel walk and do the sorti
   order, and parses JSON only for those at the end, so a common word over a large tree costs
   little more than ripgrep itself. Totals come from ripgrep's summary.
 - glob stats the files for newest-first order in worker threads while ripgrep is still listing.
+
+Globs (glob's pattern, grep's `glob`) are never given to ripgrep as --glob: that flag overrides
+every ignore rule and would list gitignored, hidden or .cursorignore'd files. They go in as the
+lowest-precedence --ignore-file instead (see GlobFilters).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import stat
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +51,7 @@ from agent.v1.files_pb2 import (
     LsSuccess,
 )
 from exec_daemon.dispatch import CallContext
+from exec_daemon.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 
 log = logging.getLogger(__name__)
@@ -172,6 +179,72 @@ def _hidden_by_cursorignore(ctx: CallContext, root: SearchRoot) -> PermissionDen
 
 def _ignore_args(ctx: CallContext, root: SearchRoot) -> list[str]:
     return ctx.daemon.service(CursorIgnore).rg_args() if root.in_workspace else []
+
+
+class GlobFilters:
+    """Ignore files that let through only what a glob matches, for ripgrep's --ignore-file.
+
+    ripgrep's --glob overrides every ignore rule (.gitignore, .cursorignore, hidden files), so
+    a glob would reveal ignored files. Given as an --ignore-file ("ignore everything except
+    directories and what the glob matches"), it filters only what the real ignore rules let
+    through: ripgrep consults such a file only for paths no other ignore rule decided.
+    One small file per distinct glob, kept while the daemon runs.
+    """
+
+    MAX_FILES = 1000
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._directory: tempfile.TemporaryDirectory[str] | None = None
+        self._paths: dict[str, str] = {}
+
+    @staticmethod
+    def lines(glob: str) -> list[str]:
+        return ["*", "!*/", "!" + glob]
+
+    def path_for(self, glob: str) -> str:
+        path = self._paths.get(glob)
+        if path is not None:
+            return path
+        if self._directory is None or len(self._paths) >= self.MAX_FILES:
+            self.aclose()
+            self._directory = tempfile.TemporaryDirectory(prefix="exec-daemon-globs-")
+        name = hashlib.sha256(glob.encode()).hexdigest()[:32]
+        path = os.path.join(self._directory.name, name)
+        Path(path).write_text("\n".join(self.lines(glob)) + "\n")
+        self._paths[glob] = path
+        return path
+
+    def spec(self, glob: str) -> pathspec.GitIgnoreSpec:
+        return pathspec.GitIgnoreSpec.from_lines(self.lines(glob))
+
+    def aclose(self) -> None:
+        if self._directory is not None:
+            self._directory.cleanup()
+        self._directory = None
+        self._paths.clear()
+
+
+def _glob_args(ctx: CallContext, root: SearchRoot, glob: str | None) -> list[str]:
+    """--ignore-file arguments: the glob filter first (lowest precedence), then .cursorignore."""
+    filters = ["--ignore-file", ctx.daemon.service(GlobFilters).path_for(glob)] if glob else []
+    return [*filters, *_ignore_args(ctx, root)]
+
+
+def _glob_rejects(ctx: CallContext, root: SearchRoot, glob: str | None) -> Callable[[str], bool]:
+    """A check for the one case ripgrep's filtering misses: a `!` exception in .cursorignore
+    outranks the glob filter, so a file it re-allows shows up even if the glob does not match."""
+    if not glob or not (root.in_workspace and ctx.daemon.service(CursorIgnore).has_exceptions()):
+        return lambda _path: False
+    spec = ctx.daemon.service(GlobFilters).spec(glob)
+    return lambda path: bool(spec.match_file(path))
+
+
+def _glob_error(glob: str, stderr: str) -> str | None:
+    at = stderr.find("error parsing glob")
+    if at == -1:
+        return None
+    detail = stderr[at:].split("\n", 1)[0].split("': ", 1)[-1]
+    return f"invalid glob {glob!r}: {detail}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,8 +384,6 @@ def _rg_grep_args(args: GrepArgs, mode: str) -> list[str]:
         flags += ["--multiline", "--multiline-dotall"]
     if args.type:
         flags += ["--type", args.type]
-    if args.glob:
-        flags += ["--glob", args.glob]
     if mode == "content":
         flags.append("--json")
         context = args.context if args.HasField("context") else None
@@ -326,7 +397,7 @@ def _rg_grep_args(args: GrepArgs, mode: str) -> list[str]:
         flags += ["--files-with-matches", "--null"]
     else:
         flags += ["--count", "--with-filename", "--null"]
-    # Last, so it wins over a positive --glob: .git is never searched (--hidden would).
+    # --hidden would search .git too.
     return [*flags, "--glob", "!.git", "--regexp", args.pattern]
 
 
@@ -341,8 +412,9 @@ def _rg_failure(args: GrepArgs, run: RgRun) -> GrepResult | None:
                 message=f"unknown file type {args.type!r} (ripgrep's --type-list shows them)",
             )
         )
-    if "glob" in message.lower():
-        return GrepResult(error=ToolError(code="invalid_argument", message=message[:2000]))
+    glob_error = _glob_error(args.glob, message)
+    if glob_error is not None:
+        return GrepResult(error=ToolError(code="invalid_argument", message=glob_error))
     return None
 
 
@@ -378,13 +450,19 @@ def _content_result(selection: _Selection, options: GrepOptions, success: GrepSu
 
 
 async def _grep_content(
-    rg: RgProcess, options: GrepOptions, cwd: str, success: GrepSuccess
+    rg: RgProcess,
+    options: GrepOptions,
+    cwd: str,
+    rejects: Callable[[str], bool],
+    success: GrepSuccess,
 ) -> None:
     selection = _Selection(options.offset + options.limit)
     arrivals = 0
 
     def on_block(path: str, block: bytes, entries: int) -> None:
         nonlocal arrivals
+        if rejects(path):
+            return
         arrivals += 1
         selection.add(_sort_key(options, cwd, path, arrivals), entries, block)
 
@@ -399,7 +477,11 @@ async def _grep_content(
 
 
 async def _grep_listing(
-    rg: RgProcess, options: GrepOptions, cwd: str, success: GrepSuccess
+    rg: RgProcess,
+    options: GrepOptions,
+    cwd: str,
+    rejects: Callable[[str], bool],
+    success: GrepSuccess,
 ) -> None:
     buffer = bytearray()
     entries: list[tuple[str, int]] = []
@@ -412,6 +494,7 @@ async def _grep_listing(
         else:
             for record in _split_records(buffer, chunk, b"\x00"):
                 entries.append((_decode(record), 1))
+    entries = [entry for entry in entries if not rejects(entry[0])]
     if options.sort == "none":
         ordered = entries
     else:
@@ -469,20 +552,22 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
     denied = _hidden_by_cursorignore(ctx, root)
     if denied is not None:
         return GrepResult(permission_denied=denied)
-    rg_args = [*_ignore_args(ctx, root), *_rg_grep_args(args, options.mode), "--"]
+    glob = args.glob.strip() or None
+    rg_args = [*_glob_args(ctx, root, glob), *_rg_grep_args(args, options.mode), "--"]
     if root.target is not None:
         rg_args.append(root.target)
+    rejects = _glob_rejects(ctx, root, glob)
     success = GrepSuccess(pattern=args.pattern, path=str(root.absolute), output_mode=options.mode)
     async with RgProcess(ctx.daemon.config.rg_path, rg_args, root.cwd) as rg:
         if options.mode == "content":
-            await _grep_content(rg, options, root.cwd, success)
+            await _grep_content(rg, options, root.cwd, rejects, success)
         else:
-            await _grep_listing(rg, options, root.cwd, success)
+            await _grep_listing(rg, options, root.cwd, rejects, success)
         run = await rg.finish()
+    failure = _rg_failure(args, run) if run.returncode != 0 and not success.total_files else None
+    if failure is not None:
+        return failure
     if run.returncode == 2 and not success.total_files:
-        failure = _rg_failure(args, run)
-        if failure is not None:
-            return failure
         log.warning("rg failed (%d): %s", run.returncode, run.stderr[:500])
         return GrepResult(
             error=ToolError(code="search_failed", message=f"ripgrep failed: {run.stderr[:2000]}")
@@ -497,7 +582,7 @@ _GLOB_SPECIAL = str.maketrans({char: f"\\{char}" for char in "*?[]{}\\"})
 
 
 def glob_pattern_for(pattern: str, prefix: str | None) -> str:
-    """The ripgrep glob for a glob given relative to `prefix` (a directory below the cwd).
+    """The gitignore-style glob, anchored at ripgrep's cwd, for a glob relative to `prefix`.
 
     Patterns get `**/` prepended unless they start with `**/` or `/` (anchored at the target).
     """
@@ -561,21 +646,14 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
     if denied is not None:
         return GlobToolResult(permission_denied=denied)
     if root.in_workspace:
-        cwd, rg_glob = root.cwd, glob_pattern_for(pattern, root.target)
+        cwd, glob_filter = root.cwd, glob_pattern_for(pattern, root.target)
     else:
-        cwd, rg_glob = str(root.absolute), glob_pattern_for(pattern, None)
-    rg_args = [
-        *_ignore_args(ctx, root),
-        "--files",
-        "--hidden",
-        "--null",
-        "--glob",
-        rg_glob,
-        "--glob",
-        "!.git",
-    ]
+        cwd, glob_filter = str(root.absolute), glob_pattern_for(pattern, None)
+    rg_args = [*_glob_args(ctx, root, glob_filter), "--files", "--hidden", "--null"]
+    rg_args += ["--glob", "!.git"]
     if root.in_workspace and root.target is not None:
         rg_args += ["--", root.target]
+    rejects = _glob_rejects(ctx, root, glob_filter)
     buffer = bytearray()
     batches: list[asyncio.Future[list[tuple[int, bytes]]]] = []
     loop = asyncio.get_running_loop()
@@ -586,8 +664,10 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
                 batches.append(loop.run_in_executor(None, _stat_batch, cwd, names))
         run = await rg.finish()
     stamped = [entry for batch in await asyncio.gather(*batches) for entry in batch]
-    if run.returncode == 2 and not stamped and "glob" in run.stderr:
-        return GlobToolResult(error=ToolError(code="invalid_argument", message=run.stderr[:2000]))
+    glob_error = _glob_error(args.glob_pattern, run.stderr) if not stamped else None
+    if glob_error is not None:
+        return GlobToolResult(error=ToolError(code="invalid_argument", message=glob_error))
+    stamped = [entry for entry in stamped if not rejects(_decode(entry[1]))]
     stamped.sort(key=lambda entry: (-entry[0], entry[1]))
     shown_root = "" if cwd == root.cwd else cwd + "/"
     files = [shown_root + _decode(name) for _, name in stamped[:MAX_GLOB_FILES]]

@@ -174,6 +174,11 @@ class CursorIgnore:
     def exists(self) -> bool:
         return self._current_spec() is not None
 
+    def has_exceptions(self) -> bool:
+        """Whether the file re-allows paths with `!` lines."""
+        spec = self._current_spec()
+        return spec is not None and any(pattern.include is False for pattern in spec.patterns)
+
     def is_ignored(self, path: Path | str, is_dir: bool = False) -> bool:
         spec = self._current_spec()
         if spec is None:
