@@ -1,0 +1,72 @@
+"""`exec-daemon serve`: the seed's flags, the token sources, log levels, not-yet-built flags."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from exec_daemon.cli import main
+from tests.daemon_process import running_daemon
+
+SEED_FLAGS = {
+    "--port": "8080", "--pty-websocket-port": "8081", "--auth-token": None, "--log-level": "info",
+    "--rg-path": "rg", "--browser-enabled": None, "--cursor-self-control-enabled": None,
+    "--mcp-config": None, "--mcp-oauth-server-urls": None, "--http-mcp-tools-file": None,
+    "--cloud-rules-enabled": None, "--computer-use-enabled": None,
+    "--secret-redaction-enabled": None, "--chrome-executable-path": None,
+    "--record-screen-enabled": None, "--generate-image-enabled": None, "--sandbox-enabled": None,
+    "--sandbox-helper-path": None, "--claude-md-enabled": "True", "--no-claude-md-enabled": None,
+    "--trace-endpoint": None, "--trace-auth-token": None, "--ghost-mode": "True",
+    "--trace-insecure": None, "--host": None, "--workspace": None, "--max-message-bytes": None,
+}  # fmt: skip
+
+
+def test_serve_accepts_every_flag_of_the_seed_with_its_default() -> None:
+    result = CliRunner().invoke(main, ["serve", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for flag, default in SEED_FLAGS.items():
+        assert re.search(rf"{re.escape(flag)}\b", text), flag
+        if default is not None:
+            option = text[text.index(flag) :]
+            assert f"default: {default}" in option.split("--", 2)[1] + option[:300], flag
+    assert "-p, --port" in text
+
+
+def test_serve_without_a_token_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "exec_daemon", "serve", "--workspace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "--auth-token" in result.stderr
+
+
+async def test_token_from_the_environment_and_not_built_flags_are_said_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(
+        workspace, tmp_path / "state", "--generate-image-enabled", "--log-level", "info"
+    ) as daemon:
+        async with daemon.client() as client:
+            assert (await client.ping()).workspace == str(workspace)
+        await asyncio.sleep(0.2)
+        log = daemon.log()
+    assert log.count("--generate-image-enabled is accepted but its feature is not built yet") == 1
+    assert "DEBUG" not in log
+
+
+async def test_log_level_error_hides_info(workspace: Path, tmp_path: Path) -> None:
+    with running_daemon(workspace, tmp_path / "state", "--log-level", "error") as daemon:
+        async with daemon.client() as client:
+            await client.ping()
+        log = daemon.log()
+    assert " INFO " not in log and " DEBUG " not in log
