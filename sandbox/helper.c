@@ -180,12 +180,16 @@ static void format_error(char *buf, size_t size, int err, const char *fmt, va_li
     if (err && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ": %s", strerror(err));
 }
 
+static void release_placeholders(void);
+static pid_t outer_pid;
+
 static __attribute__((noreturn, format(printf, 2, 3))) void fail(int err, const char *fmt, ...) {
     char buf[1024];
     va_list args;
     va_start(args, fmt);
     format_error(buf, sizeof buf, err, fmt, args);
     va_end(args);
+    if (getpid() == outer_pid) release_placeholders();
     send_ctl(buf, -1);
     _exit(SETUP_FAILED);
 }
@@ -766,6 +770,7 @@ static __attribute__((noreturn)) void exit_like(int status) {
 }
 
 static int run_sandbox(void) {
+    outer_pid = getpid();
     signal(SIGCHLD, SIG_DFL);
     uid_t uid = geteuid();
     gid_t gid = getegid();

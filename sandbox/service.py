@@ -185,6 +185,9 @@ class Confinement:
                         break
                     elif data.startswith(b"ERR "):
                         reason = data[4:].decode(errors="replace")
+                        # The helper is done (placeholders removed) when it closes the channel.
+                        while (await self._receive())[0]:
+                            pass
                         raise SandboxRejected(f"the sandbox could not be set up: {reason}")
                     elif not data:
                         raise SandboxRejected("the sandbox helper ended before the command started")

@@ -1,0 +1,498 @@
+"""The sandbox on this kernel: the real helper confining real bash, as root and as a plain user.
+
+Each test runs a script inside the sandbox and checks what a user would notice: which writes
+land, which fail, what the network and the process table look like, what is left afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.v1.shell_pb2 import SandboxPolicy
+from sandbox.policy import SandboxRejected
+from sandbox.probe import SIMULATE_MISSING_ENV, KernelSupport
+from tests.sandbox_harness import (
+    RW,
+    Identity,
+    SandboxHarness,
+    identities,
+    owned_directory,
+    processes_with_argument,
+    remove_tree,
+    sandbox_service,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+PY = "/usr/bin/python3"
+
+
+@pytest.fixture(params=identities(), ids=lambda identity: identity.name)
+def identity(request: pytest.FixtureRequest) -> Identity:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def sandbox_workspace(identity: Identity) -> Iterator[Path]:
+    path = owned_directory(identity, "sbx-ws-")
+    yield path
+    remove_tree(path)
+
+
+@pytest.fixture
+def outside_dir(identity: Identity) -> Iterator[Path]:
+    """A directory the user could write by permissions, but outside every sandbox grant."""
+    path = Path(
+        tempfile.mkdtemp(
+            prefix="exec-daemon-sbx-outside-", dir="/opt" if os.geteuid() == 0 else None
+        )
+    )
+    path.chmod(0o777)
+    yield path
+    remove_tree(path)
+
+
+@pytest.fixture
+async def harness(sandbox_workspace: Path, identity: Identity) -> AsyncIterator[SandboxHarness]:
+    service = sandbox_service(sandbox_workspace)
+    yield SandboxHarness(sandbox_workspace, identity, service)
+    await service.aclose()
+
+
+def as_identity(identity: Identity, *argv: str, cwd: Path) -> None:
+    subprocess.run(identity.wrap(argv), cwd=cwd, check=True, capture_output=True)
+
+
+def make_repository(identity: Identity, workspace: Path) -> None:
+    as_identity(identity, "git", "init", "-q", ".", cwd=workspace)
+    for directory in (".vscode", ".cursor/rules", ".cursor/deep", ".claude"):
+        (workspace / directory).mkdir(parents=True)
+    files = {
+        ".vscode/settings.json": "{}",
+        ".cursorignore": "secret\n",
+        ".cursor/mcp.json": "{}",
+        ".cursor/deep/hooks.json": "{}",
+        ".claude/settings.json": "{}",
+        ".git/hooks/post-commit": "#!/bin/sh\n",
+    }
+    for name, text in files.items():
+        (workspace / name).write_text(text)
+    if identity.uid != os.geteuid():
+        subprocess.run(
+            ["chown", "-R", f"{identity.uid}:{identity.gid}", str(workspace)], check=True
+        )
+
+
+def snapshot(workspace: Path, names: list[str]) -> dict[str, str | None]:
+    result: dict[str, str | None] = {}
+    for name in names:
+        path = workspace / name
+        result[name] = path.read_text() if path.is_file() else ("<dir>" if path.is_dir() else None)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+async def test_writes_land_in_workspace_and_tmp_and_nowhere_else(
+    harness: SandboxHarness, outside_dir: Path
+) -> None:
+    tmp_file = Path(tempfile.gettempdir()) / f"sbx-{os.getpid()}-{time.monotonic_ns()}"
+    result = await harness.run(
+        f"""
+        echo inside > inside.txt && echo ok-workspace
+        echo tmp > {tmp_file} && echo ok-tmp
+        echo out > {outside_dir}/x || echo denied-outside
+        touch /etc/sbx-test || echo denied-etc
+        echo hi > /dev/null && echo ok-devnull
+        echo "sandbox=$CURSOR_SANDBOX uid=$(id -u)"
+        """
+    )
+    try:
+        assert "ok-workspace" in result.stdout and "ok-tmp" in result.stdout
+        assert "denied-outside" in result.stdout and "denied-etc" in result.stdout
+        assert "ok-devnull" in result.stdout
+        assert f"sandbox=native uid={harness.identity.uid}" in result.stdout
+        assert (harness.workspace / "inside.txt").read_text() == "inside\n"
+        assert tmp_file.read_text() == "tmp\n"
+        assert not (outside_dir / "x").exists() and not Path("/etc/sbx-test").exists()
+    finally:
+        tmp_file.unlink(missing_ok=True)
+
+
+async def test_disable_tmp_write_and_readonly_workspace(harness: SandboxHarness) -> None:
+    tmp_file = Path(tempfile.gettempdir()) / f"sbx-notmp-{os.getpid()}"
+    no_tmp = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE, disable_tmp_write=True)
+    result = await harness.run(
+        f"echo x > {tmp_file} || echo denied-tmp; echo y > w.txt && echo ok", no_tmp
+    )
+    assert "denied-tmp" in result.stdout and "ok" in result.stdout
+    assert not tmp_file.exists()
+
+    readonly = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READONLY)
+    result = await harness.run(
+        "cat w.txt; echo z > w.txt || echo denied-ws; rm w.txt || echo denied-rm", readonly
+    )
+    assert result.stdout.startswith("y\n")
+    assert "denied-ws" in result.stdout and "denied-rm" in result.stdout
+    assert (harness.workspace / "w.txt").read_text() == "y\n"
+
+
+PROTECTED_WRITES = {
+    ".git/config": "echo '[core]' >> .git/config",
+    ".git/hooks/pre-commit": "echo evil > .git/hooks/pre-commit",
+    ".vscode/settings.json": "echo evil > .vscode/settings.json",
+    ".vscode/tasks.json": "echo evil > .vscode/tasks.json",
+    ".cursorignore": "echo > .cursorignore",
+    ".cursor/mcp.json": "echo evil > .cursor/mcp.json",
+    ".cursor/new.json": "echo evil > .cursor/new.json",
+    ".cursor/deep/hooks.json": "echo evil > .cursor/deep/hooks.json",
+    ".claude/settings.json": "echo evil > .claude/settings.json",
+}
+
+
+async def test_protected_paths_that_exist_stay_read_only(
+    harness: SandboxHarness, identity: Identity
+) -> None:
+    make_repository(identity, harness.workspace)
+    names = [*PROTECTED_WRITES, ".git/hooks/post-commit"]
+    before = snapshot(harness.workspace, names)
+    script = "\n".join(
+        f"{command} 2>/dev/null && echo WROTE {name}" for name, command in PROTECTED_WRITES.items()
+    )
+    script += (
+        "\necho rule > .cursor/rules/new.mdc && echo ok-rules\necho x > src.txt && echo ok-src"
+    )
+    result = await harness.run(script)
+    assert "WROTE" not in result.stdout, result.stdout
+    assert "ok-rules" in result.stdout and "ok-src" in result.stdout
+    assert snapshot(harness.workspace, names) == before
+    assert (harness.workspace / ".cursor/rules/new.mdc").read_text() == "rule\n"
+
+
+async def test_protected_paths_that_do_not_exist_cannot_be_created(harness: SandboxHarness) -> None:
+    creations = {
+        ".git": "git init -q . && git config core.hooksPath /tmp",
+        ".vscode": "mkdir .vscode && echo {} > .vscode/settings.json",
+        ".cursorignore": "echo '*' > .cursorignore",
+        ".cursor": "mkdir -p .cursor/x && echo {} > .cursor/mcp.json",
+        ".claude": "mkdir -p .claude && echo {} > .claude/settings.json",
+    }
+    script = "\n".join(
+        f"({command}) 2>/dev/null && echo CREATED {name}" for name, command in creations.items()
+    )
+    script += "\nrm -rf .vscode .cursorignore 2>/dev/null; ln -s /tmp/x .cursorignore 2>/dev/null && echo CREATED link"
+    script += "\nls -A"
+    result = await harness.run(script)
+    assert "CREATED" not in result.stdout, result.stdout
+    # Inside, the placeholders were there; afterwards nothing is left in the workspace.
+    assert ".vscode" in result.stdout
+    assert sorted(os.listdir(harness.workspace)) == []
+
+
+async def test_mv_rm_symlink_and_hardlink_tricks(
+    harness: SandboxHarness, identity: Identity
+) -> None:
+    make_repository(identity, harness.workspace)
+    names = [".git/config", ".git/hooks/post-commit", ".vscode/settings.json", ".cursorignore"]
+    before = snapshot(harness.workspace, names)
+    tricks = [
+        "mv .git/config /tmp/stolen-config",
+        "rm -f .git/config",
+        "rm -rf .git/hooks",
+        "mv .git/hooks .git/hooks.old",
+        "mv .git .git-moved",
+        "mv .vscode vscode",
+        "rm -rf .vscode",
+        "mv .cursorignore x",
+        "ln -s /tmp/evil-hook .git/hooks/pre-commit",
+        "ln .git/config hardlink && echo evil >> hardlink",
+        "ln .cursorignore hardlink2 && echo evil >> hardlink2",
+        "cp /etc/hostname .git/config",
+        "git config core.fsmonitor 'touch /tmp/pwned'",
+        f"mv {harness.workspace} {harness.workspace}-moved",
+        "cd .. && mv " + harness.workspace.name + " moved",
+    ]
+    script = "\n".join(f"({trick}) 2>/dev/null && echo 'SUCCEEDED {trick}'" for trick in tricks)
+    result = await harness.run(script)
+    assert "SUCCEEDED" not in result.stdout, result.stdout
+    assert harness.workspace.is_dir()
+    assert snapshot(harness.workspace, names) == before
+    assert not (harness.workspace / ".git/hooks/pre-commit").exists()
+    assert "fsmonitor" not in (harness.workspace / ".git/config").read_text()
+
+
+async def test_git_works_inside_while_its_config_and_hooks_do_not_change(
+    harness: SandboxHarness, identity: Identity
+) -> None:
+    make_repository(identity, harness.workspace)
+    result = await harness.run(
+        "git -c user.name=a -c user.email=a@b add -A && "
+        "git -c user.name=a -c user.email=a@b commit -qm first && git log --oneline | wc -l"
+    )
+    assert result.returncode == 0, result.output
+    assert result.stdout.strip().endswith("1")
+
+
+async def test_block_git_writes(harness: SandboxHarness, identity: Identity) -> None:
+    make_repository(identity, harness.workspace)
+    policy = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE, block_git_writes=True)
+    result = await harness.run(
+        "git add -A 2>&1 || echo blocked; echo x > file.txt && echo ok", policy
+    )
+    assert "blocked" in result.stdout and "ok" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# System calls and processes
+
+SYSCALLS_SCRIPT = f"""
+{PY} - <<'EOF'
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+calls = {{
+    "ptrace": (101, 16, 1, 0, 0),       # PTRACE_ATTACH to pid 1
+    "unshare": (272, 0x10000000, 0, 0, 0),  # CLONE_NEWUSER
+    "mount": (165, 0, 0, 0, 0),
+    "umount2": (166, 0, 0, 0, 0),
+    "io_uring_setup": (425, 8, 0, 0, 0),
+    "bpf": (321, 0, 0, 0, 0),
+    "setns": (308, 0, 0, 0, 0),
+    "open_by_handle_at": (304, 0, 0, 0, 0),
+}}
+for name, (nr, *args) in calls.items():
+    ctypes.set_errno(0)
+    result = libc.syscall(nr, *args)
+    print(name, "ALLOWED" if result >= 0 else errno.errorcode.get(ctypes.get_errno()))
+EOF
+umount /proc 2>/dev/null && echo UMOUNTED
+unshare -r true 2>/dev/null && echo UNSHARED
+"""
+
+
+async def test_ptrace_mount_unshare_io_uring_bpf_are_refused(harness: SandboxHarness) -> None:
+    result = await harness.run(SYSCALLS_SCRIPT)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    for name in (
+        "ptrace",
+        "unshare",
+        "mount",
+        "umount2",
+        "io_uring_setup",
+        "bpf",
+        "setns",
+        "open_by_handle_at",
+    ):
+        assert lines.get(name) == "EPERM", result.output
+    assert "UMOUNTED" not in result.stdout and "UNSHARED" not in result.stdout
+
+
+async def test_pid_namespace_hides_and_protects_outside_processes(harness: SandboxHarness) -> None:
+    daemon_pid = os.getpid()
+    result = await harness.run(
+        f"""
+        kill -TERM {daemon_pid} 2>/dev/null && echo KILLED-DAEMON
+        kill -9 -1 2>/dev/null; true
+        echo pids: $(ls /proc | grep -E '^[0-9]+$' | wc -l)
+        echo self: $$
+        """
+    )
+    # `kill -9 -1` ended the sandbox's own shell; the test process (the "daemon") is untouched.
+    assert "KILLED-DAEMON" not in result.stdout
+    assert os.getpid() == daemon_pid
+    result = await harness.run(
+        "echo pids: $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '); echo self=$$"
+    )
+    pids = result.stdout.split("pids:")[1].split("self=")[0].split()
+    # Only the sandbox's own few processes (init, bash, the pipeline): nothing from outside.
+    assert len(pids) <= 8 and all(int(pid) < 20 for pid in pids), result.stdout
+
+
+async def test_setsid_grandchild_dies_with_the_command(harness: SandboxHarness) -> None:
+    marker = f"{3000 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
+    result = await harness.run(
+        f"setsid sleep {marker} > /dev/null 2>&1 < /dev/null & disown; echo started"
+    )
+    assert "started" in result.stdout
+    await asyncio.sleep(0.2)
+    assert processes_with_argument(marker) == []
+
+
+async def test_killing_the_helper_kills_everything_it_started(harness: SandboxHarness) -> None:
+    marker = f"{4000 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
+    process, _ = await harness.spawn(
+        f"setsid sleep {marker} >/dev/null 2>&1 </dev/null & (sleep {marker} &) ; sleep {marker}"
+    )
+    deadline = time.monotonic() + 5
+    while len(processes_with_argument(marker)) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert len(processes_with_argument(marker)) == 3
+    process.kill()  # SIGKILL to the helper alone, not to its process group
+    await process.wait()
+    deadline = time.monotonic() + 5
+    while processes_with_argument(marker) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert processes_with_argument(marker) == []
+
+
+async def test_sigterm_reaches_the_command_and_the_exit_status_comes_back(
+    harness: SandboxHarness,
+) -> None:
+    process, _ = await harness.spawn(
+        "trap 'echo got-term; exit 42' TERM; echo ready; sleep 30 & wait"
+    )
+    assert process.stdout is not None
+    assert (await process.stdout.readline()).strip() == b"ready"
+    process.send_signal(signal.SIGTERM)
+    out, _err = await asyncio.wait_for(process.communicate(), 10)
+    assert b"got-term" in out and process.returncode == 42
+    result = await harness.run("kill -KILL $$")
+    assert result.returncode == -signal.SIGKILL
+
+
+# ---------------------------------------------------------------------------------------------
+# Network and sockets
+
+
+class LoopbackServers:
+    """A TCP and a UDP server on 127.0.0.1 that record whatever reaches them."""
+
+    def __init__(self) -> None:
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.received: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        return self.tcp.getsockname()[1], self.udp.getsockname()[1]
+
+    def _serve(self) -> None:
+        self.tcp.settimeout(0.05)
+        self.udp.settimeout(0.05)
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                connection, _ = self.tcp.accept()
+                self.received.append(b"tcp-connection")
+                connection.close()
+            with contextlib.suppress(TimeoutError):
+                self.received.append(self.udp.recv(100))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.tcp.close()
+        self.udp.close()
+
+
+async def test_network_is_denied_by_default_and_open_when_granted(harness: SandboxHarness) -> None:
+    servers = LoopbackServers()
+    tcp_port, udp_port = servers.ports
+    script = f"""
+        (echo hi > /dev/tcp/127.0.0.1/{tcp_port}) 2>/dev/null && echo TCP-OK
+        (echo hi > /dev/udp/127.0.0.1/{udp_port}) 2>/dev/null && echo UDP-SENT
+        {PY} -c 'import socket; socket.socket(socket.AF_INET)' 2>&1 | tail -1
+        true
+    """
+    try:
+        result = await harness.run(script)
+        await asyncio.sleep(0.3)
+        assert "TCP-OK" not in result.stdout and "UDP-SENT" not in result.stdout
+        assert "Address family not supported" in result.stdout
+        assert servers.received == []
+        granted = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE, network_access=True)
+        result = await harness.run(script, granted)
+        await asyncio.sleep(0.3)
+        assert "TCP-OK" in result.stdout and "UDP-SENT" in result.stdout
+        assert b"tcp-connection" in servers.received
+    finally:
+        servers.close()
+
+
+async def test_unix_socket_outside_is_unreachable_inside_ones_work(
+    harness: SandboxHarness, identity: Identity
+) -> None:
+    directory = owned_directory(identity, "sbx-sock-")
+    path = directory / "outside.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen()
+    server.settimeout(0.5)
+    try:
+        result = await harness.run(
+            f"""{PY} - <<'EOF'
+import socket, os
+try:
+    socket.socket(socket.AF_UNIX).connect({str(path)!r}); print("CONNECTED-OUTSIDE")
+except OSError as exc:
+    print("refused", exc.errno)
+inner = socket.socket(socket.AF_UNIX); inner.bind("inner.sock"); inner.listen()
+client = socket.socket(socket.AF_UNIX); client.connect("inner.sock"); print("inner-ok")
+EOF"""
+        )
+        assert "CONNECTED-OUTSIDE" not in result.stdout and "inner-ok" in result.stdout, (
+            result.output
+        )
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+        remove_tree(directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# Honest degradation
+
+
+@pytest.mark.parametrize("feature", ["landlock", "namespaces", "seccomp"])
+async def test_a_missing_kernel_feature_rejects_the_call(
+    feature: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(SIMULATE_MISSING_ENV, feature)
+    service = sandbox_service(tmp_path)
+    support = await service.start()
+    assert isinstance(support, KernelSupport)
+    assert "UNAVAILABLE" in support.status_line(True)
+    with pytest.raises(SandboxRejected) as rejected:
+        await service.confine(service.resolve(RW), tmp_path, env=os.environ)
+    expected = {"landlock": "Landlock ABI", "namespaces": "namespaces", "seccomp": "seccomp"}[
+        feature
+    ]
+    assert expected in rejected.value.reason
+    # Unconfined calls are not affected.
+    assert not service.resolve(SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)).sandboxed
+
+
+async def test_probe_reports_this_kernel(tmp_path: Path) -> None:
+    support = await sandbox_service(tmp_path).start()
+    assert support.landlock_abi >= 3 and support.namespaces and support.seccomp
+    assert support.missing() == []
+    assert support.status_line(True).startswith("sandbox: enabled; kernel: Landlock ABI")
+
+
+async def test_a_setup_failure_in_the_helper_is_a_rejection(harness: SandboxHarness) -> None:
+    (harness.workspace / ".vscode").symlink_to("/tmp")
+    with pytest.raises(SandboxRejected, match=r"\.vscode is a symbolic link"):
+        await harness.run("echo SHOULD-NOT-RUN > ran.txt")
+    assert not (harness.workspace / "ran.txt").exists()
+    (harness.workspace / ".vscode").unlink()
+    (harness.workspace / ".git").symlink_to("/tmp")
+    with pytest.raises(SandboxRejected, match="symbolic link"):
+        await harness.run("true")
