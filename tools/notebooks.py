@@ -164,7 +164,16 @@ def _serialize(notebook: NotebookNode, indent: int) -> bytes:
     except ValidationError as exc:
         log.info("notebook edit would be invalid: %s", exc.message)
         raise _error("invalid_notebook", "the edit would make the notebook invalid") from None
-    text = nbformat.writes(notebook, indent=indent)
+    text = nbformat.writes(notebook)
+    if indent != 1:
+        # nbformat always writes indent=1; re-indent like the original file.
+        text = json.dumps(
+            json.loads(text),
+            indent=indent,
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ": "),
+        )
     return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
