@@ -82,13 +82,17 @@ class ProxyRules:
             if any(pattern.matches_name(name) for pattern in policy.deny):
                 raise Refused(403, f"{name} is denied by the sandbox network policy")
             name_allowed = policy.default_allow or any(p.matches_name(name) for p in policy.allow)
+            if not name_allowed and not any(p.network is not None for p in policy.allow):
+                # Not even resolved: a DNS query for any name would itself leak data.
+                raise Refused(403, f"{name} is not in the sandbox network allowlist")
             addresses = await _resolve(name, port)
         else:
             name_allowed = policy.default_allow
             addresses = [literal]
         for address in addresses:
             if any(pattern.matches_address(address) for pattern in policy.deny):
-                raise Refused(403, f"{name} ({address}) is denied by the sandbox network policy")
+                shown = name if literal is not None else f"{name} ({address})"
+                raise Refused(403, f"{shown} is denied by the sandbox network policy")
         usable: list[IPAddress] = []
         refusals: list[str] = []
         for address in addresses:
