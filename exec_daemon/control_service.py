@@ -181,6 +181,6 @@ class ControlService(ControlServiceBase):
 async def _single_call(request: ExecRequest) -> AsyncIterator[ExecStreamElement]:
     yield ExecStreamElement(
         exec_client_message=ExecClientMessage(
-            id=0, tool_call=request.tool_call, agent_id=request.agent_id
+            id=0, tool_call=request.tool_call, agent_id=request.agent_id, run_mode=request.run_mode
         )
     )

@@ -525,7 +525,7 @@ class HookRunner:
         refusal = _refusal(answers, approved=inv.ctx.run_mode == RunMode.RUN_MODE_RUN_EVERYTHING)
         if refusal is not None:
             return rejected_result(inv.tool, inv.args, refusal)
-        inv, refusal = self._rewrite(inv, answers)
+        inv, refusal = await self._rewrite(inv, answers)
         if refusal is not None:
             return rejected_result(inv.tool, inv.args, refusal)
         _note(inv, answers)
@@ -569,7 +569,7 @@ class HookRunner:
     def _absolute(self, path: str) -> str:
         return str(Path(self._daemon.workspace, path)) if path else path
 
-    def _rewrite(
+    async def _rewrite(
         self, inv: Invocation, answers: list[HookAnswer]
     ) -> tuple[Invocation, Rejected | None]:
         updates = [a.updated_input for a in answers if a.updated_input]
@@ -596,7 +596,7 @@ class HookRunner:
                     reason="a hook rewrote the input into something invalid", source="hook"
                 )
         rewritten = replace(inv, args=args)
-        verdict = self._judge(rewritten)
+        verdict = await self._judge(rewritten)
         if verdict.refusal is not None:
             return inv, verdict.refusal
         inv.ctx.report.args_run = verdict.invocation.args

@@ -41,6 +41,7 @@ from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import rejected_result
 from exec_daemon.state import Daemon
+from sandbox.service import SandboxService
 from tools.tasks import SubagentSessions
 
 RUN_EVERYTHING, ALLOWLIST, AUTO_REVIEW = "run_everything", "allowlist", "auto_review"
@@ -125,11 +126,15 @@ class PermissionFiles:
         return self._config.get()
 
 
-def sandbox_available(daemon: Daemon) -> bool:
-    """The sandbox confines commands only when enabled and built (see exec_daemon.cli)."""
+async def sandbox_available(daemon: Daemon) -> bool:
+    """Shell commands can run confined: --sandbox-enabled, the feature is built (see
+    exec_daemon.cli) and the kernel has what the sandbox needs (probed once)."""
     from exec_daemon.cli import NOT_BUILT_YET
 
-    return daemon.config.sandbox_enabled and "sandbox_enabled" not in NOT_BUILT_YET
+    if not daemon.config.sandbox_enabled or "sandbox_enabled" in NOT_BUILT_YET:
+        return False
+    support = await daemon.service(SandboxService).start()
+    return not support.missing()
 
 
 def effective_run_mode(inv: Invocation) -> str:
@@ -172,9 +177,9 @@ class Judge:
         self._files = daemon.service(PermissionFiles)
         self._subagents = daemon.service(SubagentSessions)
 
-    def __call__(self, inv: Invocation) -> Verdict:
+    async def __call__(self, inv: Invocation) -> Verdict:
         if inv.ctx.agent_id and self._subagents.is_readonly(inv.ctx.agent_id):
-            verdict = self._read_only_agent(inv)
+            verdict = await self._read_only_agent(inv)
             if verdict.refusal is not None:
                 return verdict
             inv = verdict.invocation
@@ -185,19 +190,19 @@ class Judge:
         why_not = self._why_not_allowlisted(inv, rules)
         if why_not is None:
             return Verdict(inv)
-        if mode == AUTO_REVIEW and inv.tool == SHELL and self._sandboxable(inv):
+        if mode == AUTO_REVIEW and inv.tool == SHELL and await self._sandboxable(inv):
             policy = inv.args.requested_sandbox_policy.type  # type: ignore[attr-defined]
             if policy in _UNCONFINED:
                 return Verdict(_with_sandbox(inv, SandboxPolicy.TYPE_WORKSPACE_READWRITE))
             return Verdict(inv)
         return Verdict(inv, self._needs_someone(inv, mode, why_not, rules))
 
-    def _sandboxable(self, inv: Invocation) -> bool:
+    async def _sandboxable(self, inv: Invocation) -> bool:
         asked = inv.args.requested_sandbox_policy.type  # type: ignore[attr-defined]
         explicit_full_access = inv.args.HasField("requested_sandbox_policy") and (  # type: ignore[attr-defined]
             asked == SandboxPolicy.TYPE_INSECURE_NONE
         )
-        return sandbox_available(self._daemon) and not explicit_full_access
+        return not explicit_full_access and await sandbox_available(self._daemon)
 
     def _why_not_allowlisted(self, inv: Invocation, rules: PermissionRules) -> str | None:
         if inv.tool == SHELL:
@@ -225,7 +230,7 @@ class Judge:
             source="permissions",
         )
 
-    def _read_only_agent(self, inv: Invocation) -> Verdict:
+    async def _read_only_agent(self, inv: Invocation) -> Verdict:
         refusal = _read_only_refusal(inv)
         if refusal is not None:
             return Verdict(
@@ -234,7 +239,7 @@ class Judge:
                     reason=f"read-only agent {inv.ctx.agent_id}: {refusal}", source="readonly_agent"
                 ),
             )
-        if inv.tool == SHELL and sandbox_available(self._daemon):
+        if inv.tool == SHELL and await sandbox_available(self._daemon):
             return Verdict(_with_sandbox(inv, SandboxPolicy.TYPE_WORKSPACE_READONLY))
         return Verdict(inv)
 
@@ -256,7 +261,7 @@ def permissions_middleware(daemon: Daemon) -> Middleware:
     judge = daemon.service(Judge)
 
     async def permissions(inv: Invocation, call_next: Next) -> Message:
-        verdict = judge(inv)
+        verdict = await judge(inv)
         if verdict.refusal is not None:
             return rejected_result(inv.tool, inv.args, verdict.refusal)
         return await call_next(verdict.invocation)
