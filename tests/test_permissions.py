@@ -177,6 +177,13 @@ async def test_a_call_approved_by_a_person_runs_with_its_own_run_mode(
 ) -> None:
     approved = await client.run(shell("make deploy"), run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
     assert let_through(approved)
+    async with client.exec_stream() as stream:
+        on_stream = await stream.start(
+            shell("make deploy"), run_mode=RunMode.RUN_MODE_RUN_EVERYTHING
+        )
+        assert let_through(await on_stream.wait())
+        asked = await stream.start(shell("make deploy"))
+        assert rejection(await asked.wait()).needs_approval
 
 
 async def test_auto_review_without_a_sandbox_sends_the_call_to_the_classifier(
