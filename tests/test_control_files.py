@@ -1,0 +1,263 @@
+"""ControlService file RPCs on the real daemon: directories, text and binary files, git diff and
+the workspace changes hash (with real git)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+
+from agent.v1.control_pb2 import (
+    GetDiffRequest,
+    GetWorkspaceChangesHashRequest,
+    ListDirectoryRequest,
+    ReadBinaryFileRequest,
+    ReadTextFileRequest,
+    WriteBinaryFileRequest,
+    WriteTextFileRequest,
+)
+from exec_daemon.client import ExecDaemonClient
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.interop import daemon_for_module
+from tests.workspace_support import make_space
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    with daemon_for_module(tmp_path_factory) as running:
+        yield running
+
+
+@pytest.fixture
+def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
+    return make_space(daemon, request)
+
+
+@pytest.fixture
+async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
+    async with daemon.client() as connected:
+        yield connected
+
+
+async def test_list_directory(client: ExecDaemonClient, space: Path) -> None:
+    (space / "b.txt").write_text("12345")
+    (space / "a_dir").mkdir()
+    (space / "link").symlink_to("a_dir")
+    (space / "b.txt").chmod(0o640)
+    response = await client.control.list_directory(
+        ListDirectoryRequest(path=space.name), headers=client.headers
+    )
+    entries = {e.name: e for e in response.entries}
+    assert [e.name for e in response.entries] == ["a_dir", "b.txt", "link"]
+    assert entries["a_dir"].is_directory and not entries["a_dir"].is_symlink
+    assert entries["b.txt"].size == 5 and entries["b.txt"].mode == 0o640
+    assert entries["link"].is_symlink and entries["link"].is_directory
+    assert entries["b.txt"].modified_ms > 0
+
+
+async def test_file_rpc_errors_carry_connect_codes(client: ExecDaemonClient, space: Path) -> None:
+    (space / "file.txt").write_text("x")
+    (space / "latin1.txt").write_bytes(b"caf\xe9")
+    calls = [
+        (client.control.list_directory(ListDirectoryRequest(path=f"{space.name}/nope"), headers=client.headers), Code.NOT_FOUND),
+        (client.control.list_directory(ListDirectoryRequest(path=f"{space.name}/file.txt"), headers=client.headers), Code.FAILED_PRECONDITION),
+        (client.control.read_text_file(ReadTextFileRequest(path=f"{space.name}/nope"), headers=client.headers), Code.NOT_FOUND),
+        (client.control.read_text_file(ReadTextFileRequest(path=f"{space.name}/latin1.txt"), headers=client.headers), Code.INVALID_ARGUMENT),
+        (client.control.read_text_file(ReadTextFileRequest(path=space.name), headers=client.headers), Code.FAILED_PRECONDITION),
+        (client.control.read_binary_file(ReadBinaryFileRequest(path=f"{space.name}/file.txt", offset=99), headers=client.headers), Code.OUT_OF_RANGE),
+        (client.control.write_text_file(WriteTextFileRequest(path=space.name, content="x"), headers=client.headers), Code.FAILED_PRECONDITION),
+    ]  # fmt: skip
+    for pending, code in calls:
+        with pytest.raises(ConnectError) as raised:
+            await pending
+        assert raised.value.code == code
+        assert "Traceback" not in raised.value.message
+
+
+async def test_text_file_roundtrip_is_atomic_and_keeps_mode(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    path = space / "sub" / "notes.md"
+    written = await client.control.write_text_file(
+        WriteTextFileRequest(path=f"{space.name}/sub/notes.md", content="héllo\n"),
+        headers=client.headers,
+    )
+    assert written.bytes_written == len("héllo\n".encode())
+    path.chmod(0o600)
+    await client.control.write_text_file(
+        WriteTextFileRequest(path=str(path), content="second\n"), headers=client.headers
+    )
+    assert path.stat().st_mode & 0o777 == 0o600
+    read = await client.control.read_text_file(
+        ReadTextFileRequest(path=str(path)), headers=client.headers
+    )
+    assert read.content == "second\n"
+
+
+async def test_binary_upload_in_chunks_and_windowed_download(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    target = f"{space.name}/blob.bin"
+    chunk = 1024 * 1024
+    for start in range(0, len(data), chunk):
+        response = await client.control.write_binary_file(
+            WriteBinaryFileRequest(path=target, data=data[start : start + chunk], append=start > 0),
+            headers=client.headers,
+        )
+        assert response.total_size == min(start + chunk, len(data))
+    received = b""
+    while True:
+        window = await client.control.read_binary_file(
+            ReadBinaryFileRequest(path=target, offset=len(received), length=chunk),
+            headers=client.headers,
+        )
+        assert window.total_size == len(data)
+        received += window.data
+        if window.eof:
+            break
+    assert hashlib.sha256(received).digest() == hashlib.sha256(data).digest()
+    whole = await client.control.read_binary_file(
+        ReadBinaryFileRequest(path=target), headers=client.headers
+    )
+    assert whole.data == data and whole.eof
+    replaced = await client.control.write_binary_file(
+        WriteBinaryFileRequest(path=target, data=b"small"), headers=client.headers
+    )
+    assert replaced.total_size == 5 and (space / "blob.bin").read_bytes() == b"small"
+
+
+# ---------------------------------------------------------------------------------------------
+# GetDiff and GetWorkspaceChangesHash need the workspace to be a git repository: own daemon.
+
+
+def git(workspace: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=workspace,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[RunningDaemon]:
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    git(workspace, "init", "-q")
+    (workspace / ".gitignore").write_text("*.log\n")
+    (workspace / "tracked.txt").write_text("one\ntwo\n")
+    (workspace / "keep.txt").write_text("same\n")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "first")
+    with running_daemon(workspace, tmp_path / "state") as running:
+        yield running
+
+
+async def test_get_diff_shows_changes_and_untracked_files_without_touching_the_index(
+    repo: RunningDaemon,
+) -> None:
+    workspace = repo.workspace
+    (workspace / "tracked.txt").write_text("one\nTWO\n")
+    (workspace / "brand_new.py").write_text("print('new')\n")
+    (workspace / "debug.log").write_text("ignored\n")
+    index = workspace / ".git" / "index"
+    index_before = index.read_bytes()
+    async with repo.client() as client:
+        response = await client.control.get_diff(GetDiffRequest(), headers=client.headers)
+    diff = response.diff
+    assert "diff --git a/tracked.txt b/tracked.txt" in diff and "-two\n+TWO\n" in diff
+    assert "diff --git a/brand_new.py b/brand_new.py" in diff and "+print('new')" in diff
+    assert "debug.log" not in diff
+    assert index.read_bytes() == index_before
+    assert "?? brand_new.py" in git(workspace, "status", "--porcelain")
+    # The diff is one git can apply back onto the commit.
+    git(workspace, "stash", "-u", "-q")
+    subprocess.run(["git", "apply", "-"], input=diff.encode(), cwd=workspace, check=True)
+    assert (workspace / "brand_new.py").read_text() == "print('new')\n"
+
+
+async def test_get_diff_against_a_ref_and_bad_refs(repo: RunningDaemon) -> None:
+    workspace = repo.workspace
+    first = git(workspace, "rev-parse", "HEAD").strip()
+    (workspace / "tracked.txt").write_text("one\ntwo\nthree\n")
+    git(workspace, "commit", "-qam", "second")
+    async with repo.client() as client:
+        against_head = await client.control.get_diff(GetDiffRequest(), headers=client.headers)
+        against_first = await client.control.get_diff(
+            GetDiffRequest(ref=first), headers=client.headers
+        )
+        for bad in ("no-such-branch", "--output=/tmp/x"):
+            with pytest.raises(ConnectError) as raised:
+                await client.control.get_diff(GetDiffRequest(ref=bad), headers=client.headers)
+            assert raised.value.code == Code.INVALID_ARGUMENT
+    assert against_head.diff == ""
+    assert "+three" in against_first.diff
+
+
+async def test_get_diff_outside_a_repository(client: ExecDaemonClient) -> None:
+    with pytest.raises(ConnectError) as raised:
+        await client.control.get_diff(GetDiffRequest(), headers=client.headers)
+    assert raised.value.code == Code.FAILED_PRECONDITION
+
+
+async def test_workspace_changes_hash_follows_every_change(repo: RunningDaemon) -> None:
+    workspace = repo.workspace
+    async with repo.client() as client:
+
+        async def current() -> str:
+            response = await client.control.get_workspace_changes_hash(
+                GetWorkspaceChangesHashRequest(), headers=client.headers
+            )
+            return response.hash
+
+        clean = await current()
+        assert clean and await current() == clean
+        (workspace / "tracked.txt").write_text("one\nthree\n")
+        modified = await current()
+        assert modified != clean and await current() == modified
+        # Same size, same second: only the content tells the two edits apart.
+        (workspace / "tracked.txt").write_text("one\nfour!\n")
+        assert await current() not in (clean, modified)
+        (workspace / "tracked.txt").write_text("one\ntwo\n")
+        assert await current() == clean
+        (workspace / "debug.log").write_text("ignored\n")
+        assert await current() == clean
+        (workspace / "untracked.txt").write_text("u\n")
+        with_untracked = await current()
+        assert with_untracked != clean
+        (workspace / "untracked.txt").write_text("v\n")
+        assert await current() != with_untracked
+        (workspace / "untracked.txt").unlink()
+        (workspace / "keep.txt").unlink()
+        assert await current() != clean
+
+
+async def test_workspace_changes_hash_without_git(client: ExecDaemonClient, space: Path) -> None:
+    first = await client.control.get_workspace_changes_hash(
+        GetWorkspaceChangesHashRequest(), headers=client.headers
+    )
+    (space / "x.txt").write_text("x")
+    second = await client.control.get_workspace_changes_hash(
+        GetWorkspaceChangesHashRequest(), headers=client.headers
+    )
+    assert first.hash and second.hash != first.hash
+
+
+async def test_hash_is_fast_enough_to_poll(repo: RunningDaemon) -> None:
+    # The benchmark measures a 20k-file repository; this is a sanity bound on a small one.
+    async with repo.client() as client:
+        started = time.perf_counter()
+        for _ in range(5):
+            await client.control.get_workspace_changes_hash(
+                GetWorkspaceChangesHashRequest(), headers=client.headers
+            )
+    assert (time.perf_counter() - started) / 5 < 0.5
