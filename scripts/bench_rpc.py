@@ -3,13 +3,16 @@
 
 Measures Ping (unary) and one ExecStream round trip (a read_todos call, one at a time on one open
 stream) against (1) the real daemon started as a subprocess and (2) a bare connectrpc server built
-from the same generated agent.v1 ASGI applications with trivial handlers and no auth, served by
-hypercorn with the daemon's settings in its own subprocess. Both are driven by the same client
-(exec_daemon.client, connect-python over h2c), in alternating rounds so that noise from other
-work on the machine falls on both alike. The ratios daemon/bare are the cost of the spine (auth,
-routing, dispatch, the ExecStream session); the goal is <= 1.3.
+from the same generated agent.v1 ASGI applications with trivial handlers, no auth and no
+compression, served by hypercorn with the daemon's settings in its own subprocess. Each client
+drives both servers, in alternating rounds so that noise from other work on the machine falls on
+both alike: connect-python (exec_daemon.client, the Connect protocol over h2c) and grpcio (gRPC,
+whose C core leaves more of the time to the server). Besides p50/p99 latency it reports the
+server's CPU time per call (from /proc/PID/task/*/schedstat), which other load on the machine
+disturbs far less than latency. The ratios daemon/bare are the cost of the spine (auth, routing,
+dispatch and its middleware, the ExecStream session); the goal is <= 1.3 (judged on p50 latency).
 
-    .venv/bin/python scripts/bench_rpc.py [--iterations N] [--rounds R]
+    .venv/bin/python scripts/bench_rpc.py [--iterations N] [--rounds R] [--client connect|grpc|both]
 """
 
 from __future__ import annotations
@@ -88,9 +91,10 @@ class BareExec(ExecService):
 
 
 def bare_app() -> ASGIApp:
+    # No compression, as the daemon by default: otherwise every bare response would be gzipped.
     routes: dict[str, ASGIApp] = {
-        "/agent.v1.ControlService/": ControlServiceASGIApplication(BareControl()),  # type: ignore[dict-item]
-        "/agent.v1.ExecService/": ExecServiceASGIApplication(BareExec()),  # type: ignore[dict-item]
+        "/agent.v1.ControlService/": ControlServiceASGIApplication(BareControl(), compressions=()),  # type: ignore[dict-item]
+        "/agent.v1.ExecService/": ExecServiceASGIApplication(BareExec(), compressions=()),  # type: ignore[dict-item]
     }
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
