@@ -9,28 +9,54 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class McpArgs(_message.Message):
-    __slots__ = ("name", "args", "tool_call_id", "provider_identifier", "tool_name")
+    __slots__ = ("name", "args", "tool_call_id", "provider_identifier", "tool_name", "timeout_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_IDENTIFIER_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     args: _struct_pb2.Struct
     tool_call_id: str
     provider_identifier: str
     tool_name: str
-    def __init__(self, name: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_call_id: _Optional[str] = ..., provider_identifier: _Optional[str] = ..., tool_name: _Optional[str] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, name: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tool_call_id: _Optional[str] = ..., provider_identifier: _Optional[str] = ..., tool_name: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class McpContent(_message.Message):
-    __slots__ = ("text", "image", "resource")
+    __slots__ = ("text", "image", "resource", "audio", "resource_link")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    AUDIO_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_LINK_FIELD_NUMBER: _ClassVar[int]
     text: str
     image: McpImage
     resource: McpEmbeddedResource
-    def __init__(self, text: _Optional[str] = ..., image: _Optional[_Union[McpImage, _Mapping]] = ..., resource: _Optional[_Union[McpEmbeddedResource, _Mapping]] = ...) -> None: ...
+    audio: McpAudio
+    resource_link: McpResourceLink
+    def __init__(self, text: _Optional[str] = ..., image: _Optional[_Union[McpImage, _Mapping]] = ..., resource: _Optional[_Union[McpEmbeddedResource, _Mapping]] = ..., audio: _Optional[_Union[McpAudio, _Mapping]] = ..., resource_link: _Optional[_Union[McpResourceLink, _Mapping]] = ...) -> None: ...
+
+class McpAudio(_message.Message):
+    __slots__ = ("data", "mime_type")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    mime_type: str
+    def __init__(self, data: _Optional[bytes] = ..., mime_type: _Optional[str] = ...) -> None: ...
+
+class McpResourceLink(_message.Message):
+    __slots__ = ("uri", "name", "description", "mime_type")
+    URI_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    uri: str
+    name: str
+    description: str
+    mime_type: str
+    def __init__(self, uri: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
 
 class McpImage(_message.Message):
     __slots__ = ("data", "mime_type")
@@ -119,10 +145,20 @@ class McpResource(_message.Message):
     def __init__(self, server: _Optional[str] = ..., uri: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., mime_type: _Optional[str] = ...) -> None: ...
 
 class ListMcpResourcesSuccess(_message.Message):
-    __slots__ = ("resources",)
+    __slots__ = ("resources", "failures")
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
     resources: _containers.RepeatedCompositeFieldContainer[McpResource]
-    def __init__(self, resources: _Optional[_Iterable[_Union[McpResource, _Mapping]]] = ...) -> None: ...
+    failures: _containers.RepeatedCompositeFieldContainer[McpServerFailure]
+    def __init__(self, resources: _Optional[_Iterable[_Union[McpResource, _Mapping]]] = ..., failures: _Optional[_Iterable[_Union[McpServerFailure, _Mapping]]] = ...) -> None: ...
+
+class McpServerFailure(_message.Message):
+    __slots__ = ("server", "message")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    message: str
+    def __init__(self, server: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ListMcpResourcesResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")
@@ -195,12 +231,18 @@ class ReadMcpResourceToolCall(_message.Message):
     def __init__(self, args: _Optional[_Union[ReadMcpResourceArgs, _Mapping]] = ..., result: _Optional[_Union[ReadMcpResourceResult, _Mapping]] = ...) -> None: ...
 
 class McpAuthArgs(_message.Message):
-    __slots__ = ("server", "tool_call_id")
+    __slots__ = ("server", "tool_call_id", "authorization_code", "state", "redirect_uri")
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_CODE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_URI_FIELD_NUMBER: _ClassVar[int]
     server: str
     tool_call_id: str
-    def __init__(self, server: _Optional[str] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
+    authorization_code: str
+    state: str
+    redirect_uri: str
+    def __init__(self, server: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., authorization_code: _Optional[str] = ..., state: _Optional[str] = ..., redirect_uri: _Optional[str] = ...) -> None: ...
 
 class McpAuthSuccess(_message.Message):
     __slots__ = ("server", "status", "authorization_url")

@@ -128,12 +128,14 @@ class FetchToolCall(_message.Message):
     def __init__(self, args: _Optional[_Union[FetchArgs, _Mapping]] = ..., result: _Optional[_Union[FetchResult, _Mapping]] = ...) -> None: ...
 
 class WebFetchArgs(_message.Message):
-    __slots__ = ("url", "tool_call_id")
+    __slots__ = ("url", "tool_call_id", "timeout_ms")
     URL_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     url: str
     tool_call_id: str
-    def __init__(self, url: _Optional[str] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, url: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class WebFetchSuccess(_message.Message):
     __slots__ = ("url", "final_url", "title", "markdown", "content_type", "truncated", "status_code")
