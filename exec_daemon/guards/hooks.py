@@ -546,10 +546,12 @@ class HookRunner:
         events = [PRE_TOOL_USE]
         if inv.tool in _PRE_EVENTS:
             events.append(_PRE_EVENTS[inv.tool])
+        fields: dict[str, dict[str, Any]] = {}
         for hook in hooks:
             if hook.event in events and hook_applies(hook, view):
-                extra = await self._before_fields(hook.event, inv, view)
-                step.add(hook, self._payload(hook, hook.event, inv, view, extra))
+                if hook.event not in fields:
+                    fields[hook.event] = await self._before_fields(hook.event, inv, view)
+                step.add(hook, self._payload(hook, hook.event, inv, view, fields[hook.event]))
         return step
 
     async def _before_fields(self, event: str, inv: Invocation, view: CallView) -> dict[str, Any]:
