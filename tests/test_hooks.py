@@ -170,6 +170,29 @@ async def test_rewritten_input_is_judged_again_by_the_permissions(
     assert "rm" in refused.reason
 
 
+async def test_before_mcp_execution_sees_the_server_tool_and_arguments(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    deny = {"permission": "deny", "agent_message": "no issues today"}
+    command = logging_hook(space, "mcp", answer(deny))
+    cursor_hooks(
+        daemon, {"beforeMCPExecution": [{"command": command, "matcher": "mcp__github__.*"}]}
+    )
+    mcp = call(
+        "mcp_tool_call",
+        name="create_issue",
+        provider_identifier="github",
+        tool_name="create_issue",
+        args={"title": "bug"},
+    )
+    assert rejected(await client.run(mcp)).agent_message == "no issues today"
+    seen = events(space, "mcp")[0]
+    assert (seen["tool_name"], seen["server"]) == ("create_issue", "github")
+    assert seen["tool_input"] == {"title": "bug"}
+    other = call("mcp_tool_call", name="search", provider_identifier="notion", tool_name="search")
+    assert let_through(await client.run(other))
+
+
 async def test_a_hanging_hook_is_killed_at_its_timeout_and_the_call_goes_on(
     client: ExecDaemonClient, daemon: RunningDaemon, space: Path
 ) -> None:
