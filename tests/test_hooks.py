@@ -193,6 +193,18 @@ async def test_before_mcp_execution_sees_the_server_tool_and_arguments(
     assert let_through(await client.run(other))
 
 
+async def test_calls_the_permissions_refuse_never_reach_the_hooks(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    command = logging_hook(space, "seen", answer({}))
+    cursor_hooks(daemon, {"preToolUse": [{"command": command}]})
+    refused = rejected(await client.run(shell("curl x"), run_mode=RunMode.RUN_MODE_ALLOWLIST))
+    assert refused.source == "permissions" and refused.needs_approval
+    assert events(space, "seen") == []
+    assert let_through(await client.run(shell("curl x")))
+    assert [e["tool_input"]["command"] for e in events(space, "seen")] == ["curl x"]
+
+
 async def test_a_hanging_hook_is_killed_at_its_timeout_and_the_call_goes_on(
     client: ExecDaemonClient, daemon: RunningDaemon, space: Path
 ) -> None:
