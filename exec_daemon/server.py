@@ -25,6 +25,7 @@ from exec_daemon.guards import guard_middlewares
 from exec_daemon.reflection import reflection_apps
 from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
+from sandbox.service import SandboxService
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ async def serve(config: DaemonConfig) -> None:
         config.host,
         config.port,
     )
+    # Builds/locates the confinement helper, probes the kernel, logs one status line.
+    await daemon.service(SandboxService).start()
     try:
         async with pty_server.serving(daemon), environment.started(daemon):
             http = asyncio.create_task(

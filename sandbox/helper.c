@@ -779,9 +779,12 @@ static int run_sandbox(void) {
         if (!getcwd(cwd, sizeof cwd)) fail(errno, "getcwd");
         opt.cwd = cwd;
     }
+    timing_mark("outer: started");
     if (landlock_abi() < 1) fail(0, "landlock is not available");
+    timing_mark("outer: landlock abi");
     for (int i = 0; i < opt.n_ops; i++)
         if (opt.ops[i].kind == OP_RO_FILE || opt.ops[i].kind == OP_RO_DIR) prepare_protected(&opt.ops[i]);
+    timing_mark("outer: placeholders");
 
     int alive[2], status_pipe[2];
     if (pipe2(alive, O_CLOEXEC) < 0 || pipe2(status_pipe, O_CLOEXEC) < 0) fail(errno, "pipe");
@@ -796,7 +799,7 @@ static int run_sandbox(void) {
     unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD;
     if (opt.net != NET_FULL) flags |= CLONE_NEWNET;
     collect_outside_sockets();
-    timing_mark("outer: placeholders, sockets");
+    timing_mark("outer: sockets");
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid < 0) fail(errno, "create namespaces");
     if (pid == 0) {

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""What confinement adds to a command: median of N sandboxed `true` vs unsandboxed `true`.
+
+Both are spawned the way the daemon spawns commands (asyncio subprocess from a warm process);
+the sandboxed one goes through SandboxService (policy, plan, helper, control channel) with the
+default policy (workspace read-write, no network) and, separately, with an allowlist (proxy).
+Runs alternate so machine noise hits both alike. Prints JSON.
+
+    .venv/bin/python scripts/bench_sandbox.py [-n 100] [--workspace DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.config import DaemonConfig
+from exec_daemon.state import Daemon
+from sandbox.build import ensure_helper
+from sandbox.service import SandboxService
+
+GOAL_ADDED_MS = 8.0
+COMMAND = ["/bin/true"]
+
+
+async def run_plain(env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(*COMMAND, env=env, cwd=cwd)
+    await process.wait()
+    return (time.perf_counter() - start) * 1000
+
+
+async def run_sandboxed(
+    service: SandboxService, policy: SandboxPolicy, env: dict[str, str], cwd: Path
+) -> float:
+    start = time.perf_counter()
+    effective = service.resolve(policy)
+    confinement = await service.confine(effective, cwd, env=env)
+    process = await asyncio.create_subprocess_exec(
+        *confinement.argv(COMMAND), env=confinement.env(env), pass_fds=confinement.pass_fds, cwd=cwd
+    )
+    await confinement.started()
+    await process.wait()
+    elapsed = (time.perf_counter() - start) * 1000
+    if process.returncode != 0:
+        raise RuntimeError(f"sandboxed true exited with {process.returncode}")
+    return elapsed
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "median_ms": round(statistics.median(ordered), 3),
+        "p10_ms": round(ordered[len(ordered) // 10], 3),
+        "p90_ms": round(ordered[len(ordered) * 9 // 10], 3),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=100)
+    parser.add_argument("--workspace", type=Path, default=None)
+    options = parser.parse_args()
+    workspace = options.workspace or Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
+    (workspace / ".git").mkdir(exist_ok=True)
+    (workspace / ".git" / "config").touch()
+    helper = str(ensure_helper())
+    config = DaemonConfig(
+        auth_token="bench", workspace=workspace, sandbox_enabled=True, sandbox_helper_path=helper
+    )
+    service = Daemon(config).service(SandboxService)
+    support = await service.start()
+    env = dict(os.environ)
+    default = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+    allowlist = SandboxPolicy(
+        type=SandboxPolicy.TYPE_WORKSPACE_READWRITE, network_allow=["example.com"]
+    )
+    plain: list[float] = []
+    sandboxed: list[float] = []
+    proxied: list[float] = []
+    for _ in range(3):  # warm-up
+        await run_plain(env, workspace)
+        await run_sandboxed(service, default, env, workspace)
+    for _ in range(options.n):
+        plain.append(await run_plain(env, workspace))
+        sandboxed.append(await run_sandboxed(service, default, env, workspace))
+        proxied.append(await run_sandboxed(service, allowlist, env, workspace))
+    await service.aclose()
+    added = statistics.median(sandboxed) - statistics.median(plain)
+    result = {
+        "benchmark": "sandbox",
+        "n": options.n,
+        "command": " ".join(COMMAND),
+        "kernel": os.uname().release,
+        "landlock_abi": support.landlock_abi,
+        "uid": os.geteuid(),
+        "unsandboxed": summary(plain),
+        "sandboxed": summary(sandboxed),
+        "sandboxed_with_proxy": summary(proxied),
+        "added_median_ms": round(added, 3),
+        "added_median_ms_with_proxy": round(
+            statistics.median(proxied) - statistics.median(plain), 3
+        ),
+        "goal_added_ms": GOAL_ADDED_MS,
+        "goal_met": added <= GOAL_ADDED_MS,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
