@@ -2,16 +2,20 @@
 
 A `Terminal` is one child process on a real pseudo-terminal (`ptyprocess`). Its master fd is
 non-blocking and driven by the event loop (`loop.add_reader` / `add_writer`), so neither a flood
-of output nor a large paste ever blocks the loop. Output goes to three places:
+of output nor a large paste ever blocks the loop. Output goes to:
 
 - a bounded `Scrollback` ring addressed by absolute byte offsets, from which every attached
-  client reads at its own pace (`Attachment`): a slow client never stalls the others, and one
-  that falls further behind than the ring holds is told so (`ClientTooSlow`) instead of growing
-  memory;
+  client reads at its own pace (`Attachment`);
 - an append-only file `terminal-<id>.log` in the terminals folder, so the agent's Read and Grep
-  tools see what a terminal printed;
-- nothing else: a terminal outlives its clients, output written while nobody listens stays in
-  the ring and the file.
+  tools see what a terminal printed.
+
+A terminal outlives its clients; output written while nobody listens stays in the ring and the
+file. Flow control works like a real terminal's: when an attached client lags by more than
+PAUSE_LAG_BYTES the PTY is not read (the program blocks on its writes) until every client is
+back under RESUME_LAG_BYTES, so a client that is merely slower than the program loses nothing.
+A client that keeps the terminal paused for SLOW_CLIENT_GRACE_SECONDS stops counting: the others
+go on at full speed, and once the ring drops bytes it has not read it is told so
+(`ClientTooSlow`). Memory stays bounded by the ring either way.
 """
 
 from __future__ import annotations
@@ -37,8 +41,12 @@ from exec_daemon.state import Daemon
 log = logging.getLogger(__name__)
 
 SCROLLBACK_BYTES = 1 << 20
-# One wakeup of the reader drains at most this much, so other connections get their turn.
-MAX_READ_PER_WAKEUP = 1 << 20
+PAUSE_LAG_BYTES = 512 * 1024
+RESUME_LAG_BYTES = 128 * 1024
+SLOW_CLIENT_GRACE_SECONDS = 2.0
+# One wakeup of the reader drains at most this much, so other connections get their turn;
+# PAUSE_LAG_BYTES + this stays under SCROLLBACK_BYTES, so flow control loses no byte.
+MAX_READ_PER_WAKEUP = 256 * 1024
 READ_CHUNK = 1 << 16
 # Input beyond this much not yet taken by the PTY makes writers wait (`drain`).
 WRITE_HIGH_WATER = 1 << 20
@@ -126,7 +134,7 @@ def _restore_signals() -> None:
 
 
 def session_pids(session_id: int) -> list[int]:
-    """Every process whose session is `session_id` (the terminal leader's pid)."""
+    """Every live process whose session is `session_id` (the terminal leader's pid)."""
     pids = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -136,8 +144,8 @@ def session_pids(session_id: int) -> list[int]:
                 fields = stat.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        # After "pid (comm)": state ppid pgrp session ...
-        if int(fields[3]) == session_id:
+        # After "pid (comm)": state ppid pgrp session ...; a zombie (Z) is already dead.
+        if int(fields[3]) == session_id and fields[0] != b"Z":
             pids.append(int(entry.name))
     return pids
 
@@ -236,6 +244,8 @@ class Attachment:
         self.terminal = terminal
         self.offset = offset
         self.overrun = False
+        # Released: too slow for too long, so it no longer holds the terminal back.
+        self.released = False
         self._wakeup = asyncio.Event()
         self.on_overrun: Callable[[], None] | None = None
 
@@ -259,14 +269,21 @@ class Attachment:
             if self.offset < scrollback.end:
                 chunk = scrollback.read(self.offset, max_bytes)
                 self.offset += len(chunk)
+                if self.offset == scrollback.end:
+                    self.released = False
+                self.terminal._maybe_resume()
                 return chunk
             if self.terminal.exit_code is not None:
                 return b""
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def lag(self) -> int:
+        return self.terminal.scrollback.end - self.offset
+
     def detach(self) -> None:
         self.terminal.attachments.discard(self)
+        self.terminal._maybe_resume()
 
 
 @dataclass(frozen=True)
@@ -301,6 +318,8 @@ class Terminal:
         self._input_drained = asyncio.Event()
         self._input_drained.set()
         self._writer_registered = False
+        self._reading = False
+        self._grace_timer: asyncio.TimerHandle | None = None
 
         shell = login_shell()
         argv = [shell, "-c", spec.command] if spec.command else [shell]
@@ -321,9 +340,9 @@ class Terminal:
             folder / f"terminal-{terminal_id}.log", self._file_header(spec.command or shell)
         )
         self._pidfd = os.pidfd_open(self.pid)
-        self._loop.add_reader(self.fd, self._on_readable)
-        self._loop.add_reader(self._pidfd, self._on_process_exit)
         self._fd_open = True
+        self._loop.add_reader(self._pidfd, self._on_process_exit)
+        self._resume_reading()
 
     def _file_header(self, command: str) -> str:
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started_at))
@@ -360,12 +379,51 @@ class Terminal:
         self.file.append(data)
         for attachment in list(self.attachments):
             attachment._notify()
+        if self._reading and any(
+            a.lag() > PAUSE_LAG_BYTES for a in self.attachments if not a.released
+        ):
+            self._pause_reading()
+
+    # -- flow control ---------------------------------------------------------------------------
+
+    def _pause_reading(self) -> None:
+        self._loop.remove_reader(self.fd)
+        self._reading = False
+        self._grace_timer = self._loop.call_later(
+            SLOW_CLIENT_GRACE_SECONDS, self._release_slow_clients
+        )
+
+    def _resume_reading(self) -> None:
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
+        if self._fd_open and not self._reading:
+            self._loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+
+    def _maybe_resume(self) -> None:
+        if self._reading or not self._fd_open:
+            return
+        if all(a.lag() <= RESUME_LAG_BYTES for a in self.attachments if not a.released):
+            self._resume_reading()
+
+    def _release_slow_clients(self) -> None:
+        self._grace_timer = None
+        for attachment in self.attachments:
+            if not attachment.released and attachment.lag() > RESUME_LAG_BYTES:
+                attachment.released = True
+                log.info("terminal %s: a client lags too long; not waiting for it", self.id)
+        self._maybe_resume()
 
     def _close_fd(self) -> None:
         if not self._fd_open:
             return
         self._fd_open = False
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
         self._loop.remove_reader(self.fd)
+        self._reading = False
         if self._writer_registered:
             self._loop.remove_writer(self.fd)
             self._writer_registered = False

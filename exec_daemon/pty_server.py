@@ -60,6 +60,8 @@ CLOSE_TOO_SLOW = 4408
 MAX_FRAME_BYTES = 256 * 1024
 MAX_INPUT_MESSAGE_BYTES = 8 << 20
 CLOSE_TIMEOUT_SECONDS = 5.0
+# A client dropped for being too slow has this long to read what was sent before the close.
+SLOW_CLIENT_CLOSE_SECONDS = 15.0
 SHUTDOWN_SECONDS = 2.0
 
 WEB_DIR = Path(__file__).parent / "web"
@@ -276,6 +278,7 @@ class PtyWebSocketServer:
             await connection.send(json.dumps({"type": "exit", "code": terminal.exit_code}))
             await connection.close(CLOSE_NORMAL, "terminal exited")
         except ClientTooSlow as exc:
+            attachment.detach()
             await self._close_too_slow(connection, exc.offset)
         except ConnectionClosed:
             pass
@@ -285,6 +288,7 @@ class PtyWebSocketServer:
     ) -> None:
         """The client is stuck while the ring moved past it: stop feeding it, tell it why."""
         sender.cancel()
+        attachment.detach()
         task = asyncio.get_running_loop().create_task(
             self._close_too_slow(connection, attachment.offset)
         )
@@ -293,10 +297,15 @@ class PtyWebSocketServer:
 
     async def _close_too_slow(self, connection: ServerConnection, offset: int) -> None:
         log.info("dropping a PTY client that fell behind at offset %d", offset)
-        with contextlib.suppress(ConnectionClosed):
-            await connection.close(
-                CLOSE_TOO_SLOW, f"client too slow; output lost after offset {offset}"
-            )
+        reason = f"client too slow; output lost after offset {offset}"
+        try:
+            # close() first waits for the client to take what is already buffered: bounded.
+            async with asyncio.timeout(SLOW_CLIENT_CLOSE_SECONDS):
+                await connection.close(CLOSE_TOO_SLOW, reason)
+        except TimeoutError:
+            connection.transport.abort()
+        except ConnectionClosed:
+            pass
 
     async def _on_message(
         self, connection: ServerConnection, terminal: Terminal, message: str | bytes
