@@ -85,19 +85,6 @@ async def test_ping(channel: grpc.aio.Channel, daemon: RunningDaemon) -> None:
     assert pong.pid == daemon.process.pid
 
 
-# The front door's refusal (exec_daemon/asgi.py send_error) answers gRPC over HTTP/2 with
-# HEADERS(grpc-status) + an empty DATA frame carrying END_STREAM, because hypercorn cannot send a
-# trailers-only HEADERS frame with END_STREAM. gRPC clients then see no trailers: grpcio reports
-# UNKNOWN "Stream removed", grpc-go (grpcurl) INTERNAL "server closed the stream without sending
-# trailers". Sending the status as ASGI trailers (start with trailers=True, empty body,
-# http.response.trailers) fixes it.
-FRONT_DOOR_GRPC_TRAILERS = pytest.mark.xfail(
-    strict=True,
-    reason="spine bug: FrontDoor sends gRPC errors without trailers over HTTP/2 (see comment)",
-)
-
-
-@FRONT_DOOR_GRPC_TRAILERS
 async def test_wrong_token_is_unauthenticated(channel: grpc.aio.Channel) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await ping_method(channel)(PingRequest(), metadata=auth("wrong"), timeout=10)
@@ -108,7 +95,7 @@ async def test_wrong_token_is_unauthenticated(channel: grpc.aio.Channel) -> None
     "path",
     [
         "/agent.v1.ControlService/NoSuchMethod",
-        pytest.param("/no.such.Service/Method", marks=FRONT_DOOR_GRPC_TRAILERS),
+        "/no.such.Service/Method",
     ],
 )
 async def test_unknown_method_is_unimplemented(

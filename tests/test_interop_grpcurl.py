@@ -145,11 +145,6 @@ def test_grpcurl_unknown_tool_gets_an_exec_error(daemon: RunningDaemon) -> None:
     assert answer["error"]["code"] == "invalid_argument"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spine bug: FrontDoor sends gRPC errors without trailers over HTTP/2, grpc-go "
-    "reports INTERNAL 'server closed the stream without sending trailers' (test_interop_grpc.py)",
-)
 def test_grpcurl_wrong_token_is_unauthenticated(daemon: RunningDaemon) -> None:
     refused = grpcurl(daemon, "agent.v1.ControlService/Ping", token="wrong")
     assert refused.returncode != 0
