@@ -356,6 +356,8 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
 async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> HookAnswer:
     """Runs one hook process to its end or its timeout; never raises (but for cancellation)."""
     started = time.monotonic()
+    # A tool's output can be large: encode it off the event loop.
+    data = await asyncio.to_thread(lambda: json.dumps(payload).encode())
     try:
         process = await asyncio.create_subprocess_shell(
             hook.command,
@@ -374,7 +376,7 @@ async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> 
     ]
     try:
         async with asyncio.timeout(hook.timeout):
-            await _feed(process, json.dumps(payload).encode())
+            await _feed(process, data)
             await process.wait()
         # Output still arriving (or a background child holding the pipes): a short grace.
         await asyncio.wait(readers, timeout=PIPE_GRACE_SECONDS)
@@ -626,11 +628,11 @@ class HookRunner:
         selected = [h for h in hooks if h.event in events and hook_applies(h, view)]
         if not selected:
             return
-        output = _result_dict(result)
+        output, output_json = await asyncio.to_thread(_result_dict, result)
         duration = _ms_since(started)
         step = _Step()
         for hook in selected:
-            extra = _after_fields(hook, inv, view, output, duration) | failure
+            extra = _after_fields(hook, inv, view, (output, output_json), duration) | failure
             step.add(hook, self._payload(hook, hook.event, inv, view, extra))
         feedback = inv.ctx.report.feedback
         for answer in await self._run_step(step):
@@ -646,10 +648,12 @@ def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _result_dict(result: Message | None) -> dict[str, Any]:
+def _result_dict(result: Message | None) -> tuple[dict[str, Any], str]:
+    """The result as JSON data and text (both can be large: built off the event loop)."""
     if result is None:
-        return {}
-    return json_format.MessageToDict(result, preserving_proto_field_name=True)
+        return {}, "{}"
+    output = json_format.MessageToDict(result, preserving_proto_field_name=True)
+    return output, json.dumps(output)
 
 
 def _case_fields(output: dict[str, Any]) -> dict[str, Any]:
@@ -660,11 +664,16 @@ def _case_fields(output: dict[str, Any]) -> dict[str, Any]:
 
 
 def _after_fields(
-    hook: Hook, inv: Invocation, view: CallView, output: dict[str, Any], duration: int
+    hook: Hook,
+    inv: Invocation,
+    view: CallView,
+    result: tuple[dict[str, Any], str],
+    duration: int,
 ) -> dict[str, Any]:
+    output, output_json = result
     fields: dict[str, Any] = {"duration": duration}
     if hook.event in (POST_TOOL_USE, POST_TOOL_USE_FAILURE):
-        fields["tool_output"] = json.dumps(output)
+        fields["tool_output"] = output_json
         fields["tool_response"] = output
     elif hook.event == AFTER_SHELL:
         case = _case_fields(output)
@@ -684,7 +693,7 @@ def _after_fields(
         ]
     elif hook.event == AFTER_MCP:
         fields |= _mcp_fields(inv.args)
-        fields["result_json"] = json.dumps(output)
+        fields["result_json"] = output_json
     return fields
 
 
