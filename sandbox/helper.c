@@ -14,9 +14,13 @@
  *   --rw-bind PATH        bind PATH read-write onto itself (an exception inside a read-only mount)
  *   --rw PATH             Landlock: PATH and everything beneath it is read-write
  *   --dev-rw PATH         Landlock: a device file (or /dev/pts, /dev/shm) that may be written
- *   --net none|proxy|full none: private network namespace, no IP sockets; proxy: private network
- *                         namespace whose only reachable TCP port is the daemon's proxy; full:
- *                         the host network
+ *   --net none|proxy|full none: no IP (or netlink, packet...) sockets at all; proxy: a private
+ *                         network namespace whose only reachable TCP port is the daemon's proxy;
+ *                         full: the host network
+ *   --private-net         a private network namespace for `--net none` too. Without it, `none`
+ *                         gets one only when Landlock cannot scope abstract unix sockets (ABI < 6):
+ *                         with no IP sockets and scoped abstract sockets there is nothing a
+ *                         network namespace would add, and creating one per command costs ~1 ms
  *   --proxy-port N        where the proxy listens inside the sandbox (default 3128)
  *   --ctl-fd N            SOCK_SEQPACKET socket to the daemon: "OK", "ERR <reason>", and "PROXY"
  *                         carrying the proxy's listening socket (SCM_RIGHTS)
@@ -142,6 +146,7 @@ struct options {
     int n_keep_fds;
     const char *cwd;
     int mount_proc;
+    int private_net;
     char **argv;
 };
 
@@ -679,7 +684,7 @@ static __attribute__((noreturn)) void run_init(uid_t uid, gid_t gid, int parent_
     apply_mounts();
     mask_outside_sockets();
     timing_mark("init: mounts");
-    if (opt.net != NET_FULL && bring_loopback_up() < 0) fail(errno, "bring up loopback");
+    if (opt.private_net && bring_loopback_up() < 0) fail(errno, "bring up loopback");
     if (opt.net == NET_PROXY) hand_proxy_listener_to_daemon();
     timing_mark("init: network");
     if (opt.mount_proc && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -797,7 +802,9 @@ static int run_sandbox(void) {
     sigaction(SIGHUP, &forward, NULL);
 
     unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD;
-    if (opt.net != NET_FULL) flags |= CLONE_NEWNET;
+    if (opt.net == NET_PROXY || (opt.net == NET_NONE && landlock_abi() < 6)) opt.private_net = 1;
+    if (opt.net == NET_FULL) opt.private_net = 0;
+    if (opt.private_net) flags |= CLONE_NEWNET;
     collect_outside_sockets();
     timing_mark("outer: sockets");
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
@@ -925,6 +932,10 @@ int main(int argc, char **argv) {
         }
         if (strcmp(arg, "--no-proc") == 0) {
             opt.mount_proc = 0;
+            continue;
+        }
+        if (strcmp(arg, "--private-net") == 0) {
+            opt.private_net = 1;
             continue;
         }
         if (i + 1 >= argc) fail(0, "option %s needs a value", arg);

@@ -9,6 +9,10 @@ What a confined command gets:
   read-only for `workspace_readonly` when it lies inside a writable area (e.g. under /tmp);
   the workspace, its ancestors inside writable areas and `.git` pinned (a mount point cannot be
   renamed away and replaced by a lookalike the daemon would then use).
+- Network (seccomp + namespaces): `none` allows only unix sockets (abstract ones scoped by
+  Landlock ABI >= 6, pathname ones bound outside hidden); `proxy` adds TCP sockets in a private
+  network namespace whose only way out is the daemon's proxy on 127.0.0.1:3128; `full` is the
+  host's network.
 """
 
 from __future__ import annotations

@@ -439,14 +439,20 @@ async def test_unix_socket_outside_is_unreachable_inside_ones_work(
     path.chmod(0o777)
     server.listen()
     server.settimeout(0.5)
+    abstract_name = f"\0exec-daemon-sbx-test-{os.getpid()}"
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind(abstract_name)
+    abstract.listen()
+    abstract.settimeout(0.1)
     try:
         result = await harness.run(
             f"""{PY} - <<'EOF'
 import socket, os
-try:
-    socket.socket(socket.AF_UNIX).connect({str(path)!r}); print("CONNECTED-OUTSIDE")
-except OSError as exc:
-    print("refused", exc.errno)
+for address in ({str(path)!r}, {abstract_name!r}):
+    try:
+        socket.socket(socket.AF_UNIX).connect(address); print("CONNECTED-OUTSIDE", repr(address))
+    except OSError as exc:
+        print("refused", exc.errno)
 inner = socket.socket(socket.AF_UNIX); inner.bind("inner.sock"); inner.listen()
 client = socket.socket(socket.AF_UNIX); client.connect("inner.sock"); print("inner-ok")
 EOF"""
@@ -454,10 +460,12 @@ EOF"""
         assert "CONNECTED-OUTSIDE" not in result.stdout and "inner-ok" in result.stdout, (
             result.output
         )
-        with pytest.raises(TimeoutError):
-            server.accept()
+        for listener in (server, abstract):
+            with pytest.raises(TimeoutError):
+                listener.accept()
     finally:
         server.close()
+        abstract.close()
         remove_tree(directory)
 
 
