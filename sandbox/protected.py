@@ -11,6 +11,7 @@ writable subdirectories). Only the workspace root is covered: nested repositorie
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +48,7 @@ def _literal_prefix(body: str) -> str:
     return "/".join(literal)
 
 
+@functools.cache
 def protected_targets(
     rules: tuple[ProtectedRule, ...] = PROTECTED_PATH_RULES,
 ) -> tuple[ProtectedTarget, ...]:

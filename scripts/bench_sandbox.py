@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -57,6 +58,11 @@ async def run_sandboxed(
     return elapsed
 
 
+def children_cpu_ms() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
 def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -91,10 +97,17 @@ async def main() -> None:
     for _ in range(3):  # warm-up
         await run_plain(env, workspace)
         await run_sandboxed(service, default, env, workspace)
+    cpu = {"unsandboxed": 0.0, "sandboxed": 0.0, "sandboxed_with_proxy": 0.0}
     for _ in range(options.n):
+        before = children_cpu_ms()
         plain.append(await run_plain(env, workspace))
+        middle = children_cpu_ms()
         sandboxed.append(await run_sandboxed(service, default, env, workspace))
+        after = children_cpu_ms()
         proxied.append(await run_sandboxed(service, allowlist, env, workspace))
+        cpu["unsandboxed"] += middle - before
+        cpu["sandboxed"] += after - middle
+        cpu["sandboxed_with_proxy"] += children_cpu_ms() - after
     await service.aclose()
     added = statistics.median(sandboxed) - statistics.median(plain)
     result = {
@@ -104,6 +117,11 @@ async def main() -> None:
         "kernel": os.uname().release,
         "landlock_abi": support.landlock_abi,
         "uid": os.geteuid(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        # CPU time (user + system) of the spawned processes per command: what confinement costs
+        # regardless of how long the scheduler makes it wait on a busy machine.
+        "cpu_ms_per_command": {name: round(total / options.n, 3) for name, total in cpu.items()},
         "unsandboxed": summary(plain),
         "sandboxed": summary(sandboxed),
         "sandboxed_with_proxy": summary(proxied),
