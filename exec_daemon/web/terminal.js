@@ -22,7 +22,14 @@ const state = {
   reconnectTimer: null,
 };
 
-const term = new Terminal({ cursorBlink: true, scrollback: 10000, fontSize: 14 });
+const term = new Terminal({
+  cursorBlink: true,
+  scrollback: 10000,
+  fontSize: 14,
+  fontFamily: '"DejaVu Sans Mono", "Liberation Mono", Menlo, Consolas, monospace',
+  // At 1.0 some fonts' underscores fall below the cell and vanish.
+  lineHeight: 1.15,
+});
 const fit = new FitAddon();
 term.loadAddon(fit);
 term.open(document.getElementById('terminal'));
