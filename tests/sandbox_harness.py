@@ -126,7 +126,7 @@ class SandboxHarness:
         self.env = {**os.environ, "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 
     async def spawn(
-        self, script: str, policy: SandboxPolicy | None = None
+        self, script: str, policy: SandboxPolicy | None = None, *, stdin_pipe: bool = False
     ) -> tuple[asyncio.subprocess.Process, object]:
         effective = self.service.resolve(policy or RW)
         confinement = await self.service.confine(effective, self.workspace, env=self.env)
@@ -135,7 +135,7 @@ class SandboxHarness:
             env=confinement.env(self.env),
             pass_fds=confinement.pass_fds,
             cwd=self.workspace,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE if stdin_pipe else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,

@@ -508,3 +508,82 @@ async def test_a_setup_failure_in_the_helper_is_a_rejection(harness: SandboxHarn
     (harness.workspace / ".git").symlink_to("/tmp")
     with pytest.raises(SandboxRejected, match="symbolic link"):
         await harness.run("true")
+
+
+# ---------------------------------------------------------------------------------------------
+# Policies in more shapes
+
+
+async def test_additional_paths(harness: SandboxHarness, outside_dir: Path) -> None:
+    (harness.workspace / "vendor").mkdir()
+    if harness.identity.uid != os.geteuid():
+        os.chown(harness.workspace / "vendor", harness.identity.uid, harness.identity.gid)
+    policy = SandboxPolicy(
+        type=SandboxPolicy.TYPE_WORKSPACE_READWRITE,
+        additional_readwrite_paths=[str(outside_dir), "/nonexistent/cache"],
+        additional_readonly_paths=["vendor"],
+    )
+    result = await harness.run(
+        f"echo a > {outside_dir}/granted && echo ok-granted; echo b > vendor/x || echo denied-vendor",
+        policy,
+    )
+    assert "ok-granted" in result.stdout and "denied-vendor" in result.stdout
+    assert (outside_dir / "granted").read_text() == "a\n"
+
+
+async def test_concurrent_sandboxes_share_placeholders_safely(harness: SandboxHarness) -> None:
+    long_running, _ = await harness.spawn(
+        "read line; mkdir .vscode 2>/dev/null && echo CREATED; ls -A", stdin_pipe=True
+    )
+    # A second, short sandbox on the same (empty) workspace starts and ends meanwhile...
+    assert (
+        "CREATED"
+        not in (await harness.run("mkdir .vscode 2>/dev/null && echo CREATED; true")).stdout
+    )
+    # ...and must not have removed the placeholder the first one still relies on.
+    out, _err = await asyncio.wait_for(long_running.communicate(b"go\n"), 10)
+    assert b"CREATED" not in out and b".vscode" in out
+    assert sorted(os.listdir(harness.workspace)) == []
+
+
+async def test_git_worktree_protects_the_main_repository(identity: Identity) -> None:
+    main = owned_directory(identity, "sbx-main-")
+    worktree_parent = owned_directory(identity, "sbx-wt-")
+    try:
+        as_identity(identity, "git", "init", "-q", ".", cwd=main)
+        as_identity(
+            identity,
+            "git",
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+            cwd=main,
+        )
+        as_identity(identity, "git", "worktree", "add", "-q", str(worktree_parent / "wt"), cwd=main)
+        workspace = worktree_parent / "wt"
+        service = sandbox_service(workspace)
+        harness = SandboxHarness(workspace, identity, service)
+        config_before = (main / ".git" / "config").read_text()
+        gitfile_before = (workspace / ".git").read_text()
+        result = await harness.run(
+            f"""
+            echo '[core]' >> {main}/.git/config 2>/dev/null && echo WROTE-CONFIG
+            echo evil > {main}/.git/hooks/pre-commit 2>/dev/null && echo WROTE-HOOK
+            echo 'gitdir: /tmp/evil' > .git 2>/dev/null && echo WROTE-GITFILE
+            echo x > file.txt && git add file.txt && echo ok-index
+            """
+        )
+        await service.aclose()
+        assert "WROTE" not in result.stdout and "ok-index" in result.stdout, result.output
+        assert (main / ".git" / "config").read_text() == config_before
+        assert (workspace / ".git").read_text() == gitfile_before
+        assert not (main / ".git" / "hooks" / "pre-commit").exists()
+    finally:
+        remove_tree(main)
+        remove_tree(worktree_parent)
