@@ -94,6 +94,10 @@ class ExecDaemonClient:
     async def close(self) -> None:
         await self.control.close()
         await self.exec.close()
+        # pyqwest's runtime threads may still call back into Python right after the last
+        # request; a process exiting at that moment aborts (cf. pyqwest issue #164). Let them
+        # drain first.
+        await asyncio.sleep(0.05)
 
     async def ping(self) -> PingResponse:
         return await self.control.ping(PingRequest(), headers=self.headers)
