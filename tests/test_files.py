@@ -382,6 +382,20 @@ async def test_large_write_streams_its_content_as_deltas(
     assert path.read_text() == content
 
 
+async def test_a_small_edit_of_a_large_file_streams_nothing(
+    daemon: RunningDaemon, space: Path
+) -> None:
+    path = space / "large.txt"
+    path.write_text("x" * (files.EDIT_DELTA_THRESHOLD * 4) + "\nneedle\n")
+    async with daemon.client() as client, client.exec_stream() as stream:
+        small = await (await stream.start(replace_call(path, "needle", "pin"))).wait()
+        big_text = "y" * (files.EDIT_DELTA_THRESHOLD * 2)
+        big = await (await stream.start(replace_call(path, "pin", big_text))).wait()
+    assert small.result is not None and not small.deltas
+    assert big.result is not None and big.deltas
+    assert "".join(d.edit_tool_call_delta.content for d in big.deltas) == path.read_text()
+
+
 # ---------------------------------------------------------------------------------------------
 # StrReplace
 

@@ -76,7 +76,8 @@ MAX_IMAGE_BYTES = 20 * 1024 * 1024
 MAX_PDF_BYTES = 100 * 1024 * 1024
 # Edits load the file; bigger files must be changed another way (shell, apply_agent_diff).
 MAX_EDIT_BYTES = 256 * 1024 * 1024
-# Writes larger than this stream their content as edit_tool_call_delta while they are written.
+# An edit whose new text (Write's contents, StrReplace's new_string) is larger than this streams
+# the new file content as edit_tool_call_delta while it is written.
 EDIT_DELTA_THRESHOLD = 64 * 1024
 EDIT_DELTA_CHUNK = 64 * 1024
 SNIFF_BYTES = 8192
@@ -559,9 +560,11 @@ async def _emit(ctx: CallContext, delta: ToolCallDelta) -> None:
     await ctx.emit(delta)
 
 
-async def _write_streaming(path: Path, data: bytes, ctx: CallContext) -> tuple[int, bool]:
-    """Writes atomically in a worker thread; large contents are also streamed as deltas."""
-    if len(data) <= EDIT_DELTA_THRESHOLD:
+async def _write_streaming(
+    path: Path, data: bytes, ctx: CallContext, stream: bool
+) -> tuple[int, bool]:
+    """Writes atomically in a worker thread; with `stream`, the content also goes out as deltas."""
+    if not stream:
         return await asyncio.to_thread(atomic_write, path, data)
     loop = asyncio.get_running_loop()
     shown = str(path)
@@ -622,7 +625,8 @@ async def _write_file(args: EditArgs, path: Path, ctx: CallContext) -> EditResul
     old = loaded if isinstance(loaded, str) else ""
     new = args.contents
     try:
-        written, created = await _write_streaming(path, _encode(new), ctx)
+        large = len(new) > EDIT_DELTA_THRESHOLD
+        written, created = await _write_streaming(path, _encode(new), ctx, stream=large)
     except WriteFailure as failure:
         return _edit_failure(path, failure)
     stats = await asyncio.to_thread(
@@ -686,7 +690,8 @@ async def _str_replace(args: EditArgs, path: Path, ctx: CallContext) -> EditResu
             )
         new = replaced
     try:
-        written, _ = await _write_streaming(path, _encode(new), ctx)
+        large = len(args.new_string) > EDIT_DELTA_THRESHOLD
+        written, _ = await _write_streaming(path, _encode(new), ctx, stream=large)
     except WriteFailure as failure:
         return _edit_failure(path, failure)
     stats = await asyncio.to_thread(

@@ -29,6 +29,7 @@ import stat
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -230,11 +231,14 @@ def _glob_args(ctx: CallContext, root: SearchRoot, glob: str | None) -> list[str
     return [*filters, *_ignore_args(ctx, root)]
 
 
-def _glob_rejects(ctx: CallContext, root: SearchRoot, glob: str | None) -> Callable[[str], bool]:
-    """A check for the one case ripgrep's filtering misses: a `!` exception in .cursorignore
-    outranks the glob filter, so a file it re-allows shows up even if the glob does not match."""
+def _glob_rejects(
+    ctx: CallContext, root: SearchRoot, glob: str | None
+) -> Callable[[str], bool] | None:
+    """A check for the one case ripgrep's filtering misses (None when it cannot happen): a `!`
+    exception in .cursorignore outranks the glob filter, so a file it re-allows shows up even
+    if the glob does not match it."""
     if not glob or not (root.in_workspace and ctx.daemon.service(CursorIgnore).has_exceptions()):
-        return lambda _path: False
+        return None
     spec = ctx.daemon.service(GlobFilters).spec(glob)
     return lambda path: bool(spec.match_file(path))
 
@@ -453,7 +457,7 @@ async def _grep_content(
     rg: RgProcess,
     options: GrepOptions,
     cwd: str,
-    rejects: Callable[[str], bool],
+    rejects: Callable[[str], bool] | None,
     success: GrepSuccess,
 ) -> None:
     selection = _Selection(options.offset + options.limit)
@@ -461,7 +465,7 @@ async def _grep_content(
 
     def on_block(path: str, block: bytes, entries: int) -> None:
         nonlocal arrivals
-        if rejects(path):
+        if rejects is not None and rejects(path):
             return
         arrivals += 1
         selection.add(_sort_key(options, cwd, path, arrivals), entries, block)
@@ -480,7 +484,7 @@ async def _grep_listing(
     rg: RgProcess,
     options: GrepOptions,
     cwd: str,
-    rejects: Callable[[str], bool],
+    rejects: Callable[[str], bool] | None,
     success: GrepSuccess,
 ) -> None:
     buffer = bytearray()
@@ -494,7 +498,8 @@ async def _grep_listing(
         else:
             for record in _split_records(buffer, chunk, b"\x00"):
                 entries.append((_decode(record), 1))
-    entries = [entry for entry in entries if not rejects(entry[0])]
+    if rejects is not None:
+        entries = [entry for entry in entries if not rejects(entry[0])]
     if options.sort == "none":
         ordered = entries
     else:
@@ -613,10 +618,12 @@ def _split_absolute_glob(pattern: str) -> tuple[str, str] | None:
 
 
 def _stat_batch(cwd: str, names: list[bytes]) -> list[tuple[int, bytes]]:
+    """(mtime, name) of each name relative to `cwd` (0 for a file that is gone)."""
+    prefix = os.fsencode(cwd) + b"/"
     stamped = []
     for name in names:
         try:
-            stamped.append((os.stat(os.path.join(cwd.encode(), name)).st_mtime_ns, name))
+            stamped.append((os.stat(prefix + name).st_mtime_ns, name))
         except OSError:
             stamped.append((0, name))
     return stamped
@@ -667,8 +674,11 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
     glob_error = _glob_error(args.glob_pattern, run.stderr) if not stamped else None
     if glob_error is not None:
         return GlobToolResult(error=ToolError(code="invalid_argument", message=glob_error))
-    stamped = [entry for entry in stamped if not rejects(_decode(entry[1]))]
-    stamped.sort(key=lambda entry: (-entry[0], entry[1]))
+    if rejects is not None:
+        stamped = [entry for entry in stamped if not rejects(_decode(entry[1]))]
+    # Newest first, then by path: two stable C-keyed sorts are far cheaper than a tuple key.
+    stamped.sort(key=itemgetter(1))
+    stamped.sort(key=itemgetter(0), reverse=True)
     shown_root = "" if cwd == root.cwd else cwd + "/"
     files = [shown_root + _decode(name) for _, name in stamped[:MAX_GLOB_FILES]]
     return GlobToolResult(

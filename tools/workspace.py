@@ -2,8 +2,8 @@
 
 Protected paths are the ones an agent must not change because changing them runs code or
 widens what the agent may do (git config and hooks, editor settings, Cursor's own config).
-`PROTECTED_PATH_RULES`, `protected_reason()` and `protected_paths()` are the one definition;
-the file tools refuse writes there and the sandbox mounts the same paths read-only.
+`PROTECTED_PATH_RULES` and `protected_reason()` are the one definition: the file tools refuse
+writes there, and the sandbox (sandbox/protected.py) mounts the same paths read-only.
 """
 
 from __future__ import annotations
@@ -117,29 +117,6 @@ def protected_reason(workspace: Path | str, path: Path | str) -> str | None:
             shown = display_path(base, candidate)
             return f"{shown} is a protected path: {rule.reason}"
     return None
-
-
-def protected_paths(workspace: Path | str) -> list[Path]:
-    """The existing files and directories of the workspace that `protected_reason` refuses.
-
-    For confinement that works on concrete paths (read-only bind mounts): directories stand for
-    everything beneath them. `.git/config`, `.git/hooks`, `.vscode` and `.cursorignore` are listed
-    even when missing (a sandbox needs a placeholder there so they cannot be created either).
-    """
-    root = Path(workspace)
-    found = [
-        root / ".git" / "config",
-        root / ".git" / "hooks",
-        root / ".vscode",
-        root / CURSORIGNORE,
-    ]
-    cursor_dir = root / ".cursor"
-    if cursor_dir.is_dir():
-        for json_file in sorted(cursor_dir.rglob("*.json")):
-            relative = json_file.relative_to(root).as_posix()
-            if _protected_rule(relative) is not None:
-                found.append(json_file)
-    return found
 
 
 class CursorIgnore:
