@@ -179,7 +179,8 @@ class Scrollback:
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Bytes from absolute `offset` (which must be within [start, end]), at most max_bytes."""
         begin = offset - self._start
-        return bytes(self._data[begin : begin + max_bytes])
+        with memoryview(self._data) as view:  # one copy, not two
+            return bytes(view[begin : begin + max_bytes])
 
 
 class OutputFile:
