@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -51,7 +52,7 @@ from agent.v1.files_pb2 import (
     LsResult,
     LsSuccess,
 )
-from exec_daemon.dispatch import CallContext
+from exec_daemon.dispatch import CallContext, ToolCallError
 from exec_daemon.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 
@@ -65,6 +66,7 @@ DEFAULT_GREP_ENTRIES = {"content": 1000, "files_with_matches": 1000, "count": 10
 MAX_GREP_CONTENT_BYTES = 512 * 1024
 MAX_GREP_LINE_CHARS = 2000
 READ_CHUNK = 1 << 20
+PIPE_BYTES = 1 << 20
 STDERR_LIMIT = 64 * 1024
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 SORTS = ("path", "modified", "none")
@@ -82,6 +84,14 @@ class RgRun:
     stderr: str
 
 
+def _big_pipe() -> tuple[int, int]:
+    """A pipe with room for PIPE_BYTES, so ripgrep rarely waits for the daemon to read."""
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    return read_fd, write_fd
+
+
 class RgProcess:
     """One ripgrep process: its stdout as chunks, its stderr collected, killed if abandoned."""
 
@@ -89,16 +99,32 @@ class RgProcess:
         self._command = [rg_path, "--no-config", *args]
         self._cwd = cwd
         self._process: asyncio.subprocess.Process | None = None
+        self._stdout = asyncio.StreamReader(limit=READ_CHUNK * 4)
+        self._stdout_transport: asyncio.ReadTransport | None = None
         self._stderr_task: asyncio.Task[bytes] | None = None
 
     async def __aenter__(self) -> RgProcess:
-        self._process = await asyncio.create_subprocess_exec(
-            *self._command,
-            cwd=self._cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=READ_CHUNK * 4,
+        read_fd, write_fd = _big_pipe()
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self._command,
+                cwd=self._cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError:
+            os.close(read_fd)
+            log.warning("cannot start ripgrep %s", self._command[0], exc_info=True)
+            raise ToolCallError(
+                "unavailable", f"ripgrep cannot be started (--rg-path {self._command[0]})"
+            ) from None
+        finally:
+            os.close(write_fd)
+        loop = asyncio.get_running_loop()
+        self._stdout_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self._stdout),
+            os.fdopen(read_fd, "rb", buffering=0),
         )
         assert self._process.stderr is not None
         self._stderr_task = asyncio.create_task(_read_capped(self._process.stderr))
@@ -110,12 +136,13 @@ class RgProcess:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
+        if self._stdout_transport is not None:
+            self._stdout_transport.close()
         if self._stderr_task is not None and not self._stderr_task.done():
             self._stderr_task.cancel()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        assert self._process is not None and self._process.stdout is not None
-        while chunk := await self._process.stdout.read(READ_CHUNK):
+        while chunk := await self._stdout.read(READ_CHUNK):
             yield chunk
 
     async def finish(self) -> RgRun:
@@ -337,7 +364,7 @@ class _BlockReader:
                 return
             self._outside(region[position:begin])
             line_end = region.index(b"\n", begin)
-            self._path = _json_text(json.loads(region[begin:line_end])["data"]["path"])
+            self._path = _begin_path(region[begin:line_end])
             self._parts = [region[begin : line_end + 1]]
             position = line_end + 1
 
@@ -349,6 +376,17 @@ class _BlockReader:
 
     def finish(self) -> None:
         self.feed(b"\n")
+
+
+_BEGIN_PREFIX = b'{"type":"begin","data":{"path":{"text":"'
+_BEGIN_SUFFIX = b'"}}}'
+
+
+def _begin_path(line: bytes) -> str:
+    """The file of a begin line; plain paths are sliced out, escaped ones go through json."""
+    if line.startswith(_BEGIN_PREFIX) and line.endswith(_BEGIN_SUFFIX) and b"\\" not in line:
+        return _decode(line[len(_BEGIN_PREFIX) : -len(_BEGIN_SUFFIX)])
+    return _json_text(json.loads(line)["data"]["path"])
 
 
 def _json_text(value: dict[str, str]) -> str:
