@@ -15,6 +15,8 @@ from agent.v1.control_pb2 import (
     ExecRequest,
     GetDiffRequest,
     GetDiffResponse,
+    GetMcpRefreshTokensRequest,
+    GetMcpRefreshTokensResponse,
     GetWorkspaceChangesHashRequest,
     GetWorkspaceChangesHashResponse,
     ListDirectoryRequest,
@@ -36,7 +38,7 @@ from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamEl
 from exec_daemon import __version__
 from exec_daemon.dispatch import Dispatcher
 from exec_daemon.exec_service import ExecStreamSession
-from tools import changes, files
+from tools import changes, files, mcp
 from tools.changes import RpcFailure
 
 
@@ -75,6 +77,14 @@ class ControlService(ControlServiceBase):
             dict(request.env), replace=request.replace, unset=list(request.unset)
         )
         return UpdateEnvironmentVariablesResponse(variable_count=count)
+
+    async def get_mcp_refresh_tokens(
+        self,
+        request: GetMcpRefreshTokensRequest,
+        ctx: RequestContext[GetMcpRefreshTokensRequest, GetMcpRefreshTokensResponse],
+    ) -> GetMcpRefreshTokensResponse:
+        """The OAuth data kept (in memory) for each MCP server (tools/mcp_oauth.py)."""
+        return GetMcpRefreshTokensResponse(tokens=mcp.refresh_tokens(self._daemon))
 
     # --- Workspace files (logic in tools/files.py and tools/changes.py) ---
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from exec_daemon.dispatch import Handler
-from tools import diffs, files, search, tasks, todos, vm_setup
+from tools import diffs, files, mcp, search, tasks, todos, vm_setup
 
 HANDLERS: dict[str, Handler] = {
     "update_todos_tool_call": todos.update_todos,
@@ -17,4 +17,8 @@ HANDLERS: dict[str, Handler] = {
     "grep_tool_call": search.grep,
     "apply_agent_diff_tool_call": diffs.apply_agent_diff,
     "task_tool_call": tasks.task,
+    "mcp_tool_call": mcp.mcp_call,
+    "list_mcp_resources_tool_call": mcp.list_mcp_resources,
+    "read_mcp_resource_tool_call": mcp.read_mcp_resource,
+    "mcp_auth_tool_call": mcp.mcp_auth,
 }

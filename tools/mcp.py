@@ -1,0 +1,58 @@
+"""MCP tools: mcp_tool_call, list_mcp_resources_tool_call, read_mcp_resource_tool_call, mcp_auth.
+
+The servers come from `--mcp-config`, `<workspace>/.cursor/mcp.json` and `~/.cursor/mcp.json`
+(tools/mcp_config.py); the per-daemon service that starts and talks to them is
+`tools.mcp_client.McpServers`; OAuth is tools/mcp_oauth.py. The `mcp` SDK costs ≈ 0.7 s of
+imports, so it is loaded on the first MCP call, not when the daemon starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agent.v1.mcp_pb2 import (
+    ListMcpResourcesArgs,
+    ListMcpResourcesResult,
+    McpArgs,
+    McpAuthArgs,
+    McpAuthResult,
+    McpOAuthStoredData,
+    McpResult,
+    ReadMcpResourceArgs,
+    ReadMcpResourceResult,
+)
+from exec_daemon.dispatch import CallContext
+from exec_daemon.state import Daemon
+
+
+async def mcp_call(args: McpArgs, ctx: CallContext) -> McpResult:
+    from tools import mcp_client
+
+    return await mcp_client.mcp_call(args, ctx)
+
+
+async def list_mcp_resources(
+    args: ListMcpResourcesArgs, ctx: CallContext
+) -> ListMcpResourcesResult:
+    from tools import mcp_client
+
+    return await mcp_client.list_mcp_resources(args, ctx)
+
+
+async def read_mcp_resource(args: ReadMcpResourceArgs, ctx: CallContext) -> ReadMcpResourceResult:
+    from tools import mcp_client
+
+    return await mcp_client.read_mcp_resource(args, ctx)
+
+
+async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:
+    from tools import mcp_client
+
+    return await mcp_client.mcp_auth(args, ctx)
+
+
+def refresh_tokens(daemon: Daemon) -> Mapping[str, McpOAuthStoredData]:
+    """For ControlService.GetMcpRefreshTokens: the OAuth data kept for each server."""
+    from tools import mcp_client
+
+    return mcp_client.refresh_tokens(daemon)
