@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exec_daemon.client import ExecDaemonClient
-from tests.daemon_process import RunningDaemon
+from tests.daemon_process import RunningDaemon, running_daemon
 from tests.interop import daemon_for_module
 from tests.workspace_support import (
     case,
@@ -353,3 +353,15 @@ async def test_ls_failures(client: ExecDaemonClient, space: Path) -> None:
     assert case(await result_of(client, ls_call(space / "missing"))) == "file_not_found"
     (space / "f").touch()
     assert case(await result_of(client, ls_call(space / "f"))) == "error"
+
+
+async def test_a_missing_ripgrep_is_an_exec_error(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", "--rg-path", "/nonexistent/rg") as daemon:
+        async with daemon.client() as client:
+            outcome = await client.run(grep_call("x"))
+            assert outcome.error is not None and outcome.error.code == "unavailable"
+            assert "ripgrep" in outcome.error.message
+            listed = await client.run(glob_call("*"))
+            assert listed.error is not None and listed.error.code == "unavailable"

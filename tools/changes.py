@@ -190,19 +190,22 @@ def _hash_status(root: str, porcelain: bytes) -> str:
 
 
 async def _hash_without_git(daemon: Daemon) -> str:
-    process = await asyncio.create_subprocess_exec(
-        daemon.config.rg_path,
-        "--no-config",
-        "--files",
-        "--hidden",
-        "--null",
-        "--glob",
-        "!.git",
-        cwd=daemon.workspace,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    try:
+        process = await asyncio.create_subprocess_exec(
+            daemon.config.rg_path,
+            "--no-config",
+            "--files",
+            "--hidden",
+            "--null",
+            "--glob",
+            "!.git",
+            cwd=daemon.workspace,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        raise RpcFailure("unavailable", "ripgrep cannot be started to list the files") from None
     stdout, _ = await process.communicate()
     names = sorted(name for name in stdout.split(b"\x00") if name)
 
