@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -365,3 +366,36 @@ async def test_a_missing_ripgrep_is_an_exec_error(tmp_path: Path) -> None:
             assert "ripgrep" in outcome.error.message
             listed = await client.run(glob_call("*"))
             assert listed.error is not None and listed.error.code == "unavailable"
+
+
+def _rg_children(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        command, rest = stat_line[stat_line.index("(") + 1 :].split(") ", 1)
+        if command == "rg" and int(rest.split()[1]) == pid:
+            children.append(int(entry))
+    return children
+
+
+async def test_aborting_a_grep_kills_ripgrep(daemon: RunningDaemon) -> None:
+    async with daemon.client() as client, client.exec_stream() as stream:
+        call = await stream.start(grep_call("[a-z]+[0-9]{3}zz", path="/usr", multiline=True))
+        deadline = asyncio.get_running_loop().time() + 5
+        while not _rg_children(daemon.process.pid):
+            assert asyncio.get_running_loop().time() < deadline, "rg never started"
+            await asyncio.sleep(0.02)
+        await stream.abort(call.id)
+        outcome = await call.wait()
+    assert outcome.result is not None
+    assert outcome.result.grep_tool_call.result.WhichOneof("result") == "aborted"
+    for _ in range(100):
+        if not _rg_children(daemon.process.pid):
+            break
+        await asyncio.sleep(0.02)
+    assert not _rg_children(daemon.process.pid)

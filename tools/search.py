@@ -67,6 +67,8 @@ MAX_GREP_CONTENT_BYTES = 512 * 1024
 MAX_GREP_LINE_CHARS = 2000
 READ_CHUNK = 1 << 20
 PIPE_BYTES = 1 << 20
+# A search still running after this long is stopped (ripgrep killed) and answered `timeout`.
+SEARCH_TIMEOUT_SECONDS = 120.0
 STDERR_LIMIT = 64 * 1024
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 SORTS = ("path", "modified", "none")
@@ -268,6 +270,14 @@ def _glob_rejects(
         return None
     spec = ctx.daemon.service(GlobFilters).spec(glob)
     return lambda path: bool(spec.match_file(path))
+
+
+def _timeout_error(tool: str) -> ToolError:
+    return ToolError(
+        code="timeout",
+        message=f"{tool} did not finish within {SEARCH_TIMEOUT_SECONDS:.0f} s; "
+        "search a narrower path or a more specific pattern",
+    )
 
 
 def _glob_error(glob: str, stderr: str) -> str | None:
@@ -601,12 +611,18 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
         rg_args.append(root.target)
     rejects = _glob_rejects(ctx, root, glob)
     success = GrepSuccess(pattern=args.pattern, path=str(root.absolute), output_mode=options.mode)
-    async with RgProcess(ctx.daemon.config.rg_path, rg_args, root.cwd) as rg:
-        if options.mode == "content":
-            await _grep_content(rg, options, root.cwd, rejects, success)
-        else:
-            await _grep_listing(rg, options, root.cwd, rejects, success)
-        run = await rg.finish()
+    try:
+        async with (
+            asyncio.timeout(SEARCH_TIMEOUT_SECONDS),
+            RgProcess(ctx.daemon.config.rg_path, rg_args, root.cwd) as rg,
+        ):
+            if options.mode == "content":
+                await _grep_content(rg, options, root.cwd, rejects, success)
+            else:
+                await _grep_listing(rg, options, root.cwd, rejects, success)
+            run = await rg.finish()
+    except TimeoutError:
+        return GrepResult(error=_timeout_error("grep"))
     failure = _rg_failure(args, run) if run.returncode != 0 and not success.total_files else None
     if failure is not None:
         return failure
@@ -702,12 +718,18 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
     buffer = bytearray()
     batches: list[asyncio.Future[list[tuple[int, bytes]]]] = []
     loop = asyncio.get_running_loop()
-    async with RgProcess(ctx.daemon.config.rg_path, rg_args, cwd) as rg:
-        async for chunk in rg.chunks():
-            names = _split_records(buffer, chunk, b"\x00")
-            if names:
-                batches.append(loop.run_in_executor(None, _stat_batch, cwd, names))
-        run = await rg.finish()
+    try:
+        async with (
+            asyncio.timeout(SEARCH_TIMEOUT_SECONDS),
+            RgProcess(ctx.daemon.config.rg_path, rg_args, cwd) as rg,
+        ):
+            async for chunk in rg.chunks():
+                names = _split_records(buffer, chunk, b"\x00")
+                if names:
+                    batches.append(loop.run_in_executor(None, _stat_batch, cwd, names))
+            run = await rg.finish()
+    except TimeoutError:
+        return GlobToolResult(error=_timeout_error("glob"))
     stamped = [entry for batch in await asyncio.gather(*batches) for entry in batch]
     glob_error = _glob_error(args.glob_pattern, run.stderr) if not stamped else None
     if glob_error is not None:
