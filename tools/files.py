@@ -386,7 +386,7 @@ def _image_size(path: Path) -> tuple[int, int]:
 
 def _read_pdf(path: Path, offset: int, limit: int | None) -> ReadToolResult:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import FileNotDecryptedError
 
     try:
         reader = PdfReader(path)
@@ -405,7 +405,12 @@ def _read_pdf(path: Path, offset: int, limit: int | None) -> ReadToolResult:
                 truncated = True
                 break
             pages.append(ReadPdfPage(page_number=number, text=text))
-    except (PdfReadError, ValueError, KeyError, TypeError, NotImplementedError):
+    except FileNotDecryptedError:
+        return ReadToolResult(
+            error=ToolError(code="unreadable_pdf", message=f"{path} is a password-protected PDF")
+        )
+    except Exception:
+        # pypdf raises many kinds of errors on damaged files; all mean the same to the agent.
         log.info("cannot read PDF %s", path, exc_info=True)
         return ReadToolResult(
             error=ToolError(code="unreadable_pdf", message=f"{path} is not a readable PDF")
