@@ -62,7 +62,7 @@ MAX_INPUT_MESSAGE_BYTES = 8 << 20
 CLOSE_TIMEOUT_SECONDS = 5.0
 # A client dropped for being too slow has this long to read what was sent before the close.
 SLOW_CLIENT_CLOSE_SECONDS = 15.0
-SHUTDOWN_SECONDS = 2.0
+SHUTDOWN_SECONDS = 1.0
 
 WEB_DIR = Path(__file__).parent / "web"
 NODE_MODULES = Path(__file__).resolve().parents[1] / "node_modules"
@@ -390,6 +390,17 @@ async def serving(daemon: Daemon) -> AsyncIterator[Server | None]:
     try:
         yield server
     finally:
-        server.close()
+        # Terminals are ended while the connections close, not after: shutdown stays short.
+        await asyncio.gather(_shut_down(server), pty_server.manager.aclose())
+
+
+async def _shut_down(server: Server) -> None:
+    """Closes every connection with 1001; a client that does not answer in time is cut off."""
+    server.close()
+    try:
+        await asyncio.wait_for(asyncio.shield(server.wait_closed()), SHUTDOWN_SECONDS)
+    except TimeoutError:
+        for connection in list(server.all_connections):
+            connection.transport.abort()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server.wait_closed(), SHUTDOWN_SECONDS)

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -332,3 +333,27 @@ async def test_the_web_page_and_its_scripts_are_served(daemon: RunningDaemon) ->
         assert headers["Content-Type"].startswith("text/javascript"), asset
     status, body, headers = http_get(daemon, "/assets/xterm.css")
     assert status == 200 and headers["Content-Type"].startswith("text/css")
+
+
+async def test_shutdown_ends_every_terminal_process(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state") as own:
+        # A shell whose child ignores SIGHUP, like a careless dev server.
+        command = "trap '' HUP; sleep 300 & echo child=$!; wait"
+        async with connect(own, f"/terminals/new?command={quote(command)}") as session:
+            output = await session.until(b"\r\n", timeout=10)
+            child = int(output.split(b"child=")[1].split(b"\r")[0])
+            # Blocking this loop: the client cannot answer the close, as if its network died.
+            started = time.monotonic()
+            assert own.stop() == 0
+            assert time.monotonic() - started < 5
+    assert process_state(child) in ("gone", "Z")
+
+
+def process_state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return "gone"
+    return stat.rsplit(")", 1)[1].split()[0]
