@@ -28,9 +28,6 @@ log = logging.getLogger("exec_daemon")
 NOT_BUILT_YET = (
     "browser_enabled",
     "cursor_self_control_enabled",
-    "mcp_config",
-    "mcp_oauth_server_urls",
-    "http_mcp_tools_file",
     "cloud_rules_enabled",
     "computer_use_enabled",
     "chrome_executable_path",
