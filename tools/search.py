@@ -218,27 +218,30 @@ class GlobFilters:
     a glob would reveal ignored files. Given as an --ignore-file ("ignore everything except
     directories and what the glob matches"), it filters only what the real ignore rules let
     through: ripgrep consults such a file only for paths no other ignore rule decided.
-    One small file per distinct glob, kept while the daemon runs.
+    Every filter also drops `.git/` (searches run with --hidden): cheaper than a `--glob !.git`
+    override, which ripgrep checks on every path. One small file per distinct glob (and one
+    for "no glob"), kept while the daemon runs.
     """
 
     MAX_FILES = 1000
 
     def __init__(self, daemon: Daemon) -> None:
         self._directory: tempfile.TemporaryDirectory[str] | None = None
-        self._paths: dict[str, str] = {}
+        self._paths: dict[str | None, str] = {}
 
     @staticmethod
-    def lines(glob: str) -> list[str]:
-        return ["*", "!*/", "!" + glob]
+    def lines(glob: str | None) -> list[str]:
+        keep_only = ["*", "!*/", "!" + glob] if glob else []
+        return [*keep_only, ".git/"]
 
-    def path_for(self, glob: str) -> str:
+    def path_for(self, glob: str | None) -> str:
         path = self._paths.get(glob)
         if path is not None:
             return path
         if self._directory is None or len(self._paths) >= self.MAX_FILES:
             self.aclose()
             self._directory = tempfile.TemporaryDirectory(prefix="exec-daemon-globs-")
-        name = hashlib.sha256(glob.encode()).hexdigest()[:32]
+        name = hashlib.sha256((glob or "").encode()).hexdigest()[:32]
         path = os.path.join(self._directory.name, name)
         Path(path).write_text("\n".join(self.lines(glob)) + "\n")
         self._paths[glob] = path
@@ -256,7 +259,7 @@ class GlobFilters:
 
 def _glob_args(ctx: CallContext, root: SearchRoot, glob: str | None) -> list[str]:
     """--ignore-file arguments: the glob filter first (lowest precedence), then .cursorignore."""
-    filters = ["--ignore-file", ctx.daemon.service(GlobFilters).path_for(glob)] if glob else []
+    filters = ["--ignore-file", ctx.daemon.service(GlobFilters).path_for(glob)]
     return [*filters, *_ignore_args(ctx, root)]
 
 
@@ -351,7 +354,7 @@ class _BlockReader:
         if last_newline == -1:
             self._carry += chunk
             return
-        region = self._carry + chunk[: last_newline + 1]
+        region = b"".join((self._carry, memoryview(chunk)[: last_newline + 1]))
         self._carry = chunk[last_newline + 1 :]
         position = 0
         while position < len(region):
@@ -449,8 +452,7 @@ def _rg_grep_args(args: GrepArgs, mode: str) -> list[str]:
         flags += ["--files-with-matches", "--null"]
     else:
         flags += ["--count", "--with-filename", "--null"]
-    # --hidden would search .git too.
-    return [*flags, "--glob", "!.git", "--regexp", args.pattern]
+    return [*flags, "--regexp", args.pattern]
 
 
 def _rg_failure(args: GrepArgs, run: RgRun) -> GrepResult | None:
@@ -711,7 +713,6 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
     else:
         cwd, glob_filter = str(root.absolute), glob_pattern_for(pattern, None)
     rg_args = [*_glob_args(ctx, root, glob_filter), "--files", "--hidden", "--null"]
-    rg_args += ["--glob", "!.git"]
     if root.in_workspace and root.target is not None:
         rg_args += ["--", root.target]
     rejects = _glob_rejects(ctx, root, glob_filter)
