@@ -145,7 +145,7 @@ async def test_a_large_paste_is_delivered_whole_without_blocking_the_loop(
     await read_until(attachment, b"got-it", timeout=30)
     ticking.cancel()
     assert target.stat().st_size == 4_000_000
-    assert max(gaps) < 0.25, f"the event loop stalled for {max(gaps):.3f}s"
+    assert max(gaps) < 0.5, f"the event loop stalled for {max(gaps):.3f}s"
 
 
 async def test_sigint_reaches_the_foreground_job(manager: PtyManager) -> None:
