@@ -29,9 +29,7 @@ NOT_BUILT_YET = (
     "browser_enabled",
     "cursor_self_control_enabled",
     "cloud_rules_enabled",
-    "computer_use_enabled",
     "chrome_executable_path",
-    "record_screen_enabled",
     "generate_image_enabled",
     "sandbox_enabled",
     "sandbox_helper_path",
@@ -143,6 +141,13 @@ def main() -> None:
 )
 @click.option("--chrome-executable-path", default=None, help="Custom Chrome path.")
 @click.option("--record-screen-enabled", is_flag=True, help="Enable screen recording.")
+@click.option(
+    "--screenshot-delay-ms",
+    type=click.IntRange(min=0),
+    default=2000,
+    show_default=True,
+    help="Computer use: wait this long before each screenshot (the UI settles).",
+)
 @click.option("--generate-image-enabled", is_flag=True, help="Enable AI image generation.")
 @click.option("--sandbox-enabled", is_flag=True, help="Enable sandbox enforcement.")
 @click.option("--sandbox-helper-path", default=None, help="Path to the sandbox helper.")

@@ -40,6 +40,8 @@ class DaemonConfig:
     run_mode: str = "run_everything"
     chrome_executable_path: str | None = None
     record_screen_enabled: bool = False
+    # Computer use waits this long before each screenshot, for the UI to settle.
+    screenshot_delay_ms: int = 2000
     generate_image_enabled: bool = False
     sandbox_enabled: bool = False
     sandbox_helper_path: str | None = None

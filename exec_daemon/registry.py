@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from exec_daemon.dispatch import Handler
-from tools import diffs, files, mcp, search, tasks, todos, vm_setup, web
+from tools import (
+    computer_use,
+    diffs,
+    files,
+    mcp,
+    record_screen,
+    search,
+    tasks,
+    todos,
+    vm_setup,
+    web,
+)
 
 HANDLERS: dict[str, Handler] = {
     "update_todos_tool_call": todos.update_todos,
@@ -21,6 +32,8 @@ HANDLERS: dict[str, Handler] = {
     "list_mcp_resources_tool_call": mcp.list_mcp_resources,
     "read_mcp_resource_tool_call": mcp.read_mcp_resource,
     "mcp_auth_tool_call": mcp.mcp_auth,
+    "computer_use_tool_call": computer_use.computer_use,
+    "record_screen_tool_call": record_screen.record_screen,
     "fetch_tool_call": web.fetch,
     "web_fetch_tool_call": web.web_fetch,
     "web_search_tool_call": web.web_search,

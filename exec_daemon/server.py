@@ -26,6 +26,7 @@ from exec_daemon.reflection import reflection_apps
 from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
 from sandbox.service import SandboxService
+from tools import display
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,8 @@ async def serve(config: DaemonConfig) -> None:
     )
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
+    if config.computer_use_enabled or config.record_screen_enabled:
+        await display.start_at_boot(daemon)
     try:
         async with pty_server.serving(daemon), environment.started(daemon):
             http = asyncio.create_task(

@@ -1,0 +1,232 @@
+"""The daemon's X display: the one computer use and screen recording act on.
+
+`$DISPLAY` (of the daemon's environment) is used when it is set and answers; otherwise the daemon
+starts its own Xvfb at 1920x1200x24, 96 DPI (as the reference VM's display) on the first free
+display number (no /tmp/.X<n>-lock; Xvfb takes the lock itself, atomically, and a daemon that
+loses a race takes the next number), and puts DISPLAY into the environment that shells and
+terminals get. The Xvfb it started ends with the daemon.
+
+Not `Xvfb -displayfd`: it would pick the number race-free, but then takes no lock file, so the
+next `xvfb-run` or `Xvfb :N` looking for a free number would pick the same one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from Xlib import display as xdisplay
+from Xlib import error as xerror
+
+from exec_daemon.state import Daemon
+
+log = logging.getLogger(__name__)
+
+XVFB_WIDTH = 1920
+XVFB_HEIGHT = 1200
+XVFB_DEPTH = 24
+XVFB_DPI = 96
+# :0 is left to a real console's X server, as on the reference VM (its display is :1).
+FIRST_DISPLAY_NUMBER = 1
+MAX_LAUNCHES = 10
+# Xvfb answers in ~0.4 s on an idle machine; a loaded 2-core VM can take several seconds.
+XVFB_START_SECONDS = 20.0
+PROBE_SECONDS = 3.0
+STOP_SECONDS = 2.0
+
+
+class DisplayUnavailable(Exception):
+    """No X display could be found or started; the message is fit for the user."""
+
+
+@dataclass(frozen=True)
+class DisplayInfo:
+    name: str  # e.g. ":1"
+    width: int
+    height: int
+    # True when this daemon started the X server (and will end it).
+    owned: bool
+
+
+def probe_display(name: str) -> tuple[int, int] | None:
+    """The size of the first screen of display `name`, or None when it does not answer (blocking)."""
+    try:
+        connection = xdisplay.Display(name)
+    except (xerror.DisplayError, xerror.ConnectionClosedError, OSError) as exc:
+        log.debug("display %s does not answer: %s", name, exc)
+        return None
+    try:
+        screen = connection.screen()
+        return int(screen.width_in_pixels), int(screen.height_in_pixels)
+    finally:
+        connection.close()
+
+
+class DisplayService:
+    """One per daemon (`daemon.service(DisplayService)`): `await ensure()` gives the display."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._lock = asyncio.Lock()
+        self._info: DisplayInfo | None = None
+        self._xvfb: asyncio.subprocess.Process | None = None
+        self._xvfb_log: IO[bytes] | None = None
+
+    @property
+    def current(self) -> DisplayInfo | None:
+        return self._info
+
+    async def ensure(self) -> DisplayInfo:
+        """The display, attached to or started on first use (and restarted if our Xvfb died)."""
+        async with self._lock:
+            if self._info is not None and not self._xvfb_died():
+                return self._info
+            self._info = await self._attach_existing() or await self._start_xvfb()
+            return self._info
+
+    def invalidate(self, info: DisplayInfo) -> None:
+        """A user of `info` lost its connection: the next `ensure()` looks again."""
+        if self._info == info:
+            self._info = None
+
+    def _xvfb_died(self) -> bool:
+        if self._xvfb is None or self._xvfb.returncode is None:
+            return False
+        log.warning("Xvfb exited with %s; starting another", self._xvfb.returncode)
+        self._xvfb = None
+        self._info = None
+        return True
+
+    async def _attach_existing(self) -> DisplayInfo | None:
+        name = self._daemon.env.get("DISPLAY")
+        if not name:
+            return None
+        size = await _probe_bounded(name)
+        if size is None:
+            log.info("DISPLAY=%s does not answer; starting an Xvfb", name)
+            return None
+        owned = self._xvfb is not None and self._xvfb.returncode is None
+        log.info("using display %s (%dx%d)", name, *size)
+        return DisplayInfo(name, size[0], size[1], owned=owned)
+
+    async def _start_xvfb(self) -> DisplayInfo:
+        binary = shutil.which("Xvfb")
+        if binary is None:
+            raise DisplayUnavailable(
+                "no X display: DISPLAY is not usable and Xvfb is not installed"
+            )
+        for number in _unused_display_numbers():
+            started = await self._launch_xvfb(binary, number)
+            if started is not None:
+                return started
+        raise DisplayUnavailable("no free display number for the virtual display (Xvfb)")
+
+    async def _launch_xvfb(self, binary: str, number: int) -> DisplayInfo | None:
+        """Xvfb on :number, or None when another X server took that number first."""
+        name = f":{number}"
+        self._close_xvfb_log()
+        self._xvfb_log = tempfile.TemporaryFile(prefix="xvfb-")
+        self._xvfb = await asyncio.create_subprocess_exec(
+            binary, name,
+            "-screen", "0", f"{XVFB_WIDTH}x{XVFB_HEIGHT}x{XVFB_DEPTH}",
+            "-dpi", str(XVFB_DPI),
+            "-nolisten", "tcp",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=self._xvfb_log,
+            stderr=self._xvfb_log,
+            # Not in the daemon's process group: a terminal's Ctrl-C is for the daemon, which
+            # then ends Xvfb itself.
+            start_new_session=True,
+        )  # fmt: skip
+        size = await _wait_answering(self._xvfb, name)
+        if size is None:
+            output = self._xvfb_output()
+            await self._stop_xvfb()
+            if "already active" in output or "already running" in output:
+                log.info("display %s was taken meanwhile; trying the next one", name)
+                return None
+            log.warning("Xvfb on %s did not start; its output: %s", name, output)
+            raise DisplayUnavailable("the virtual display (Xvfb) failed to start")
+        self._daemon.env.update({"DISPLAY": name})
+        log.info("started Xvfb on %s (%dx%d, pid %d)", name, *size, self._xvfb.pid)
+        return DisplayInfo(name, size[0], size[1], owned=True)
+
+    def _xvfb_output(self) -> str:
+        if self._xvfb_log is None:
+            return ""
+        self._xvfb_log.seek(0)
+        return self._xvfb_log.read()[-2000:].decode(errors="replace")
+
+    def _close_xvfb_log(self) -> None:
+        if self._xvfb_log is not None:
+            self._xvfb_log.close()
+            self._xvfb_log = None
+
+    async def _stop_xvfb(self) -> None:
+        process, self._xvfb = self._xvfb, None
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), STOP_SECONDS)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+    async def aclose(self) -> None:
+        await self._stop_xvfb()
+        self._close_xvfb_log()
+        self._info = None
+
+
+async def _probe_bounded(name: str) -> tuple[int, int] | None:
+    # A TCP display on a dead host could hang a connect for minutes; the thread is left behind.
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(probe_display, name), PROBE_SECONDS)
+    except TimeoutError:
+        log.info("display %s did not answer within %.0f s", name, PROBE_SECONDS)
+        return None
+
+
+def _unused_display_numbers() -> Iterator[int]:
+    """Display numbers no X server holds (by /tmp/.X<n>-lock and the socket), from :1 up.
+
+    Xvfb takes the lock itself, atomically; a number taken between this look and Xvfb's start
+    makes Xvfb exit ("already active") and the next one is tried.
+    """
+    tries = 0
+    for number in range(FIRST_DISPLAY_NUMBER, FIRST_DISPLAY_NUMBER + 1000):
+        taken = Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists()
+        if taken:
+            continue
+        yield number
+        tries += 1
+        if tries == MAX_LAUNCHES:
+            return
+
+
+async def _wait_answering(process: asyncio.subprocess.Process, name: str) -> tuple[int, int] | None:
+    """The display's size once it accepts connections; None if Xvfb exits or takes too long."""
+    deadline = time.monotonic() + XVFB_START_SECONDS
+    while process.returncode is None and time.monotonic() < deadline:
+        # A local socket refuses at once while Xvfb is still starting: no hang here.
+        size = await asyncio.to_thread(probe_display, name)
+        if size is not None:
+            return size
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def start_at_boot(daemon: Daemon) -> None:
+    """For --computer-use-enabled / --record-screen-enabled: the display is there from the start."""
+    try:
+        await daemon.service(DisplayService).ensure()
+    except DisplayUnavailable as exc:
+        log.warning("computer use / screen recording enabled, but: %s", exc)
