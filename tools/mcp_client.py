@@ -109,6 +109,8 @@ class McpConnection:
         self._closing = asyncio.Event()
         self._stderr_path = servers.log_folder / f"{_safe_file_name(spec.name)}.stderr.log"
         self._stderr_offset = 0
+        # The SDK turns HTTP statuses into generic JSON-RPC errors; a 401 is noted here.
+        self._unauthorized = False
         self.tools: list[mcp_types.Tool] | None = None
 
     async def client(self) -> Client:
@@ -190,12 +192,20 @@ class McpConnection:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx2.Timeout(30.0, read=self.spec.request_timeout)
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        self._unauthorized = False
+
+        async def note_status(response: httpx2.Response) -> None:
+            self._unauthorized = response.status_code == 401
+
+        hooks = {"response": [note_status]}
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http:
             yield streamable_http_client(self.spec.url, http_client=http)
 
     def _start_failure(self, exc: BaseException) -> McpFailure:
         leaves = _leaf_exceptions(exc)
         name, note = self.spec.name, self._stderr_note()
+        if self._unauthorized:
+            return self._servers.unauthorized(self.spec)
         for leaf in leaves:
             if isinstance(leaf, FileNotFoundError) and not self.spec.is_http:
                 return McpFailure(
@@ -285,6 +295,8 @@ class McpConnection:
         except TimeoutError:
             raise _timeout(name, what, seconds) from None
         except MCPError as exc:
+            if self._unauthorized:
+                raise self._servers.unauthorized(self.spec) from None
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 raise _timeout(name, what, seconds) from None
             if exc.code == mcp_types.CONNECTION_CLOSED:
