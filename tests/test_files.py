@@ -162,7 +162,25 @@ async def test_read_image_returns_bytes_and_mime(client: ExecDaemonClient, space
     success = (await result_of(client, read_call(path))).success
     assert success.image.mime_type == "image/png"
     assert success.image.data == path.read_bytes()
+    assert (success.image.width, success.image.height) == (3, 2)
     assert not success.ranges
+
+
+@pytest.mark.parametrize(
+    ("name", "head", "mime"),
+    [
+        ("photo.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "image/jpeg"),
+        ("anim.gif", b"GIF89a\x01\x00\x01\x00\x00\x00\x00", "image/gif"),
+        ("pic.webp", b"RIFF\x1a\x00\x00\x00WEBPVP8 ", "image/webp"),
+    ],
+)
+async def test_read_recognises_image_kinds_by_content(
+    client: ExecDaemonClient, space: Path, name: str, head: bytes, mime: str
+) -> None:
+    path = space / name
+    path.write_bytes(head + b"\x00" * 32)
+    success = (await result_of(client, read_call(path))).success
+    assert success.image.mime_type == mime and success.image.data == path.read_bytes()
 
 
 def _pdf(pages: list[str]) -> bytes:

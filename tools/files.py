@@ -373,14 +373,12 @@ def read_text_window(file: BufferedReader, size: int, offset: int, limit: int | 
 
 
 def _image_size(path: Path) -> tuple[int, int]:
-    try:
-        from PIL import Image  # optional: only fills in the dimensions
-    except ImportError:
-        return 0, 0
+    from PIL import Image, UnidentifiedImageError  # imported on first use: it is not small
+
     try:
         with Image.open(path) as image:  # reads the header only
             return int(image.width), int(image.height)
-    except Exception:
+    except (OSError, UnidentifiedImageError, ValueError):
         return 0, 0
 
 
