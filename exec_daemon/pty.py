@@ -336,11 +336,22 @@ class Terminal:
             raise TerminalError("spawn_failed", f"could not start {argv[0]}: {exc}") from exc
         self.pid: int = self.process.pid
         self.fd: int = self.process.fd
-        os.set_blocking(self.fd, False)
-        self.file = OutputFile(
-            folder / f"terminal-{terminal_id}.log", self._file_header(spec.command or shell)
-        )
-        self._pidfd = os.pidfd_open(self.pid)
+        try:
+            os.set_blocking(self.fd, False)
+            self.file = OutputFile(
+                folder / f"terminal-{terminal_id}.log", self._file_header(spec.command or shell)
+            )
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError as exc:
+            log.error("terminal %s: set-up failed: %s", terminal_id, exc)
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)  # SIGKILL: gone in a moment
+            self.process.fileobj.close()
+            self.process.closed = self.process.terminated = True
+            raise TerminalError(
+                "io_error", f"could not set up the terminal file in {folder}: {exc.strerror}"
+            ) from exc
         self._fd_open = True
         self._loop.add_reader(self._pidfd, self._on_process_exit)
         self._resume_reading()
@@ -434,9 +445,14 @@ class Terminal:
         self.process.fileobj.close()
         self.process.closed = True
 
+    def _close_pidfd(self) -> None:
+        if self._pidfd >= 0:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = -1
+
     def _on_process_exit(self) -> None:
-        self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
+        self._close_pidfd()
         try:
             _, status = os.waitpid(self.pid, os.WNOHANG)
             code = exit_code_of(status)
@@ -542,6 +558,7 @@ class Terminal:
     async def aclose(self) -> None:
         await self.kill(KILL_GRACE_SECONDS)
         self._close_fd()
+        self._close_pidfd()
         await self.file.aclose()
 
     def info(self) -> dict[str, Any]:

@@ -271,3 +271,16 @@ async def test_terminal_gets_a_real_terminal_environment(manager: PtyManager) ->
     output = await read_all(terminal.attach()[0])
     assert b"term=xterm-256color nocolor=unset" in output
     assert b"/dev/pts/" in output
+
+
+async def test_an_unusable_terminals_folder_is_a_clear_error(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    config = DaemonConfig(auth_token="t", workspace=tmp_path, terminals_folder=not_a_folder)
+    daemon = Daemon(config)
+    manager = daemon.service(PtyManager)
+    with pytest.raises(TerminalError, match="could not set up the terminal file") as caught:
+        manager.create(command="sleep 30")
+    assert caught.value.code == "io_error"
+    assert manager.list() == []
+    await daemon.aclose()
