@@ -77,16 +77,14 @@ class DisplayService:
         self._lock = asyncio.Lock()
         self._info: DisplayInfo | None = None
         self._xvfb: asyncio.subprocess.Process | None = None
+        self._xvfb_number = -1
         self._xvfb_log: IO[bytes] | None = None
-
-    @property
-    def current(self) -> DisplayInfo | None:
-        return self._info
 
     async def ensure(self) -> DisplayInfo:
         """The display, attached to or started on first use (and restarted if our Xvfb died)."""
         async with self._lock:
-            if self._info is not None and not self._xvfb_died():
+            self._forget_dead_xvfb()
+            if self._info is not None:
                 return self._info
             self._info = await self._attach_existing() or await self._start_xvfb()
             return self._info
@@ -96,13 +94,15 @@ class DisplayService:
         if self._info == info:
             self._info = None
 
-    def _xvfb_died(self) -> bool:
-        if self._xvfb is None or self._xvfb.returncode is None:
-            return False
-        log.warning("Xvfb exited with %s; starting another", self._xvfb.returncode)
+    def _forget_dead_xvfb(self) -> None:
+        process = self._xvfb
+        if process is None or process.returncode is None:
+            return
+        log.warning("Xvfb on :%d exited with %s", self._xvfb_number, process.returncode)
+        # Killed, it could not remove its lock: that number would look taken for ever.
+        _remove_lock_of(self._xvfb_number, process.pid)
         self._xvfb = None
         self._info = None
-        return True
 
     async def _attach_existing(self) -> DisplayInfo | None:
         name = self._daemon.env.get("DISPLAY")
@@ -131,6 +131,7 @@ class DisplayService:
     async def _launch_xvfb(self, binary: str, number: int) -> DisplayInfo | None:
         """Xvfb on :number, or None when another X server took that number first."""
         name = f":{number}"
+        self._xvfb_number = number
         self._close_xvfb_log()
         self._xvfb_log = tempfile.TemporaryFile(prefix="xvfb-")
         self._xvfb = await asyncio.create_subprocess_exec(
@@ -138,6 +139,8 @@ class DisplayService:
             "-screen", "0", f"{XVFB_WIDTH}x{XVFB_HEIGHT}x{XVFB_DEPTH}",
             "-dpi", str(XVFB_DPI),
             "-nolisten", "tcp",
+            # Else the server resets (pointer, keymap, ...) whenever its last client leaves.
+            "-noreset",
             stdin=asyncio.subprocess.DEVNULL,
             stdout=self._xvfb_log,
             stderr=self._xvfb_log,
@@ -193,6 +196,17 @@ async def _probe_bounded(name: str) -> tuple[int, int] | None:
     except TimeoutError:
         log.info("display %s did not answer within %.0f s", name, PROBE_SECONDS)
         return None
+
+
+def _remove_lock_of(number: int, pid: int) -> None:
+    lock = Path(f"/tmp/.X{number}-lock")
+    try:
+        if int(lock.read_text().strip()) != pid:
+            return
+    except (OSError, ValueError):
+        return
+    lock.unlink(missing_ok=True)
+    Path(f"/tmp/.X11-unix/X{number}").unlink(missing_ok=True)
 
 
 def _unused_display_numbers() -> Iterator[int]:

@@ -1,0 +1,190 @@
+"""The daemon's X display: its own Xvfb (at boot with the flags, else on first use) or $DISPLAY.
+
+Shells and terminals must see the display in DISPLAY; the daemon's own Xvfb ends with it, a
+display it was given is left alone; an Xvfb that died is replaced on the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import websockets
+from PIL import Image
+from Xlib import display as xdisplay
+
+from agent.v1.computer_pb2 import (
+    ComputerUseAction,
+    Coordinate,
+    CursorPositionAction,
+    MouseMoveAction,
+    ScreenshotAction,
+)
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.x11_support import computer_use, pid_alive, wait_until, xvfb_of
+
+pytestmark = pytest.mark.timeout(60)
+
+FAST_SCREENSHOTS = ("--screenshot-delay-ms", "0")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+async def terminal_output(daemon: RunningDaemon, command: str) -> str:
+    """What a new PTY terminal running `command` printed."""
+    url = f"ws://127.0.0.1:{daemon.pty_port}/terminals/new?command={command}&token={daemon.token}"
+    output = b""
+    async with websockets.connect(url) as ws:
+        try:
+            while True:
+                message = await asyncio.wait_for(ws.recv(), 10)
+                if isinstance(message, bytes):
+                    output += message
+        except websockets.ConnectionClosed:
+            pass
+    return output.decode(errors="replace")
+
+
+def lock_exists(number: str) -> bool:
+    return Path(f"/tmp/.X{number}-lock").exists()
+
+
+def display_facts(name: str) -> str:
+    return subprocess.run(
+        ["xdpyinfo", "-display", name], capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+
+
+def pointer_on(name: str) -> tuple[int, int]:
+    connection = xdisplay.Display(name)
+    try:
+        reply = connection.screen().root.query_pointer()
+        return reply.root_x, reply.root_y
+    finally:
+        connection.close()
+
+
+def move_and_look(x: int, y: int) -> tuple[ComputerUseAction, ...]:
+    return (
+        ComputerUseAction(mouse_move=MouseMoveAction(coordinate=Coordinate(x=x, y=y))),
+        ComputerUseAction(cursor_position=CursorPositionAction()),
+        ComputerUseAction(screenshot=ScreenshotAction()),
+    )
+
+
+async def test_with_computer_use_enabled_the_daemon_starts_xvfb_and_ends_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "state", "--computer-use-enabled") as daemon:
+        found = xvfb_of(daemon)  # there before any call
+        assert found, daemon.log()
+        name, pid = found
+        number = name[1:]
+        assert lock_exists(number) and name != ":0"
+        facts = display_facts(name)
+        assert "dimensions:    1920x1200 pixels" in facts
+        assert "resolution:    96x96 dots per inch" in facts
+        assert "depth of root window:    24 planes" in facts
+        assert f"DISPLAY={name}\r\n" in await terminal_output(daemon, "echo+DISPLAY=$DISPLAY")
+        assert daemon.stop() == 0
+    assert not pid_alive(pid)
+    wait_until(lambda: not lock_exists(number), 5, "the lock file to go")
+
+
+async def test_without_the_flags_the_display_starts_on_first_use(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "state", *FAST_SCREENSHOTS) as daemon:
+        assert xvfb_of(daemon) is None
+        async with daemon.client() as client:
+            result = await computer_use(client, *move_and_look(200, 100))
+        assert result.WhichOneof("result") == "success", result
+        found = xvfb_of(daemon)
+        assert found is not None
+        assert pointer_on(found[0]) == (300, 150)
+
+
+@pytest.fixture
+def own_xvfb() -> Iterator[str]:
+    """An X server the test starts (1280x800: no scaling), given to the daemon as $DISPLAY."""
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        pass_fds=(write_end,),
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        number = reader.readline().strip()
+    try:
+        assert number, "the test's Xvfb did not start"
+        yield f":{number}"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(5)
+
+
+async def test_a_reachable_display_is_used_as_is_and_left_running(
+    workspace: Path, tmp_path: Path, own_xvfb: str
+) -> None:
+    env = {"DISPLAY": own_xvfb}
+    with running_daemon(workspace, tmp_path / "state", *FAST_SCREENSHOTS, env=env) as daemon:
+        async with daemon.client() as client:
+            result = await computer_use(client, *move_and_look(100, 700))
+        assert result.WhichOneof("result") == "success", result
+        assert xvfb_of(daemon) is None
+        # 1280x800 in API space is 1280x800 on this display: no scaling either way.
+        assert pointer_on(own_xvfb) == (100, 700)
+        position = result.success.cursor_position
+        assert (position.x, position.y) == (100, 700)
+        assert Image.open(io.BytesIO(result.success.screenshot)).size == (1280, 800)
+        assert daemon.stop() == 0
+    assert "1280x800 pixels" in display_facts(own_xvfb)  # still there
+
+
+async def test_an_unreachable_display_is_replaced_by_an_own_xvfb(
+    workspace: Path, tmp_path: Path
+) -> None:
+    env = {"DISPLAY": ":4095"}  # nothing listens there
+    with running_daemon(workspace, tmp_path / "state", *FAST_SCREENSHOTS, env=env) as daemon:
+        async with daemon.client() as client:
+            result = await computer_use(client, *move_and_look(10, 10))
+        assert result.WhichOneof("result") == "success", result
+        found = xvfb_of(daemon)
+        assert found is not None and found[0] != ":4095"
+        assert f"DISPLAY={found[0]}\r\n" in await terminal_output(daemon, "echo+DISPLAY=$DISPLAY")
+
+
+async def test_an_xvfb_that_died_is_replaced_on_the_next_call(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "state", *FAST_SCREENSHOTS) as daemon:
+        async with daemon.client() as client:
+            assert (await computer_use(client, *move_and_look(1, 1))).WhichOneof("result") == (
+                "success"
+            )
+            found = xvfb_of(daemon)
+            assert found is not None
+            os.kill(found[1], signal.SIGKILL)
+            wait_until(lambda: xvfb_of(daemon) is None, 5, "Xvfb to die")
+            # The call that meets the dead display may fail (typed); the next one works again.
+            first = await computer_use(client, *move_and_look(2, 2))
+            if first.WhichOneof("result") == "error":
+                assert first.error.code == "display_error", first
+            again = await computer_use(client, *move_and_look(3, 3))
+            assert again.WhichOneof("result") == "success", again
+            replaced = xvfb_of(daemon)
+            assert replaced is not None and replaced[1] != found[1]
+            # The killed one's lock went with it (it could not remove it itself).
+            assert not lock_exists(found[0][1:]) or replaced[0] == found[0]
