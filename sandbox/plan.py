@@ -190,7 +190,9 @@ def _protect_workspace(
                     mounts.read_only[path] = "--ro-file" if target.kind == "file" else "--ro-dir"
             continue
         path = os.path.join(root, target.relative)
-        mounts.read_only[path] = "--ro-file" if target.kind == "file" else "--ro-dir"
+        # A missing one gets an empty directory as placeholder, whatever its kind: git ignores
+        # empty directories, so `git add -A` (inside or outside) never picks a placeholder up.
+        mounts.read_only[path] = "--ro-dir"
         for exception in target.writable:
             writable_path = os.path.join(root, exception)
             if os.path.isdir(writable_path) and not os.path.islink(writable_path):

@@ -243,12 +243,17 @@ async def test_git_works_inside_while_its_config_and_hooks_do_not_change(
     harness: SandboxHarness, identity: Identity
 ) -> None:
     make_repository(identity, harness.workspace)
+    (harness.workspace / ".cursorignore").unlink()
+    remove_tree(harness.workspace / ".vscode")
     result = await harness.run(
         "git -c user.name=a -c user.email=a@b add -A && "
-        "git -c user.name=a -c user.email=a@b commit -qm first && git log --oneline | wc -l"
+        "git -c user.name=a -c user.email=a@b commit -qm first && git log --oneline | wc -l && "
+        "git show --stat --format= HEAD"
     )
     assert result.returncode == 0, result.output
-    assert result.stdout.strip().endswith("1")
+    assert result.stdout.splitlines()[0].strip() == "1"
+    # The placeholders standing in for the missing .cursorignore and .vscode were not committed.
+    assert ".cursorignore" not in result.stdout and ".vscode" not in result.stdout
 
 
 async def test_block_git_writes(harness: SandboxHarness, identity: Identity) -> None:
