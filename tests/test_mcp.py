@@ -260,6 +260,20 @@ async def test_calls_to_one_server_run_concurrently(client: ExecDaemonClient) ->
     assert time.monotonic() - started < 2.5
 
 
+async def test_abort_ends_a_running_tool_call_at_once(client: ExecDaemonClient) -> None:
+    await run_mcp(client, "demo-echo", {"text": "warm"})
+    async with client.exec_stream() as stream:
+        call = await stream.start(mcp_call("demo-slow", {"seconds": 30}))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        await stream.abort(call.id)
+        outcome = await asyncio.wait_for(call.wait(), 5)
+    assert time.monotonic() - started < 2
+    assert outcome.result is not None
+    assert outcome.result.mcp_tool_call.result.WhichOneof("result") == "aborted"
+    assert texts(await run_mcp(client, "demo-echo", {"text": "after abort"})) == ["after abort"]
+
+
 async def test_crash_mid_call_is_typed_and_the_server_restarts(client: ExecDaemonClient) -> None:
     first_pid = texts(await run_mcp(client, "crashy-pid"))[0]
     result = await run_mcp(client, "crashy-crash")

@@ -119,7 +119,8 @@ class McpConnection:
                 "invalid_config", f"MCP server '{self.spec.name}': {self.spec.problem}"
             )
         async with self._lock:
-            if self._client is not None and self._runner is not None and not self._runner.done():
+            alive = self._runner is not None and not self._runner.done()
+            if self._client is not None and alive and not self._closing.is_set():
                 return self._client
             await self._stop_runner()
             self._client = await self._start()
@@ -133,6 +134,10 @@ class McpConnection:
         self._runner = asyncio.create_task(self._serve(ready), name=f"mcp:{self.spec.name}")
         try:
             return await asyncio.wait_for(asyncio.shield(ready), self.spec.startup_timeout)
+        except asyncio.CancelledError:
+            # The call was aborted mid-start: no half-started server is left behind.
+            self._abandon_runner()
+            raise
         except TimeoutError:
             self._abandon_runner()
             raise McpFailure(
@@ -296,6 +301,8 @@ class McpConnection:
             raise _timeout(name, what, seconds) from None
         except MCPError as exc:
             if self._unauthorized:
+                # Reconnect on next use, with whatever token mcp_auth stores by then.
+                self.mark_dead()
                 raise self._servers.unauthorized(self.spec) from None
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 raise _timeout(name, what, seconds) from None
@@ -791,13 +798,16 @@ async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:
     servers = ctx.daemon.service(McpServers)
     try:
         spec = _oauth_target(servers, args.server)
+        token_before = servers.oauth.access_token(spec.name)
         if args.authorization_code:
             success = await servers.oauth.complete(
                 spec.name, spec.url, args.authorization_code, args.state
             )
-            await servers.restart(spec.name)
         else:
             success = await servers.oauth.status(spec.name, spec.url, args.redirect_uri)
+        if servers.oauth.access_token(spec.name) != token_before:
+            # The open connection (if any) still sends the old token.
+            await servers.restart(spec.name)
     except McpFailure as failure:
         return _error(McpAuthResult, failure)
     except OAuthFailure as failure:
