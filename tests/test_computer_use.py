@@ -38,7 +38,14 @@ from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
 from tests.interop import daemon_for_module
 from tests.x11_app import COLORS, display_box
-from tests.x11_support import X11App, computer_use, wait_until, x11_app, xvfb_of
+from tests.x11_support import (
+    X11App,
+    computer_use,
+    computer_use_call,
+    wait_until,
+    x11_app,
+    xvfb_of,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -341,3 +348,19 @@ async def test_concurrent_calls_do_not_interleave_their_actions(
     )
     positions = [(r.success.cursor_position.x, r.success.cursor_position.y) for r in results]
     assert positions == [(100, 100), (900, 700)]
+
+
+async def test_an_aborted_call_ends_at_once_and_frees_the_display(
+    client: ExecDaemonClient,
+) -> None:
+    long_wait = ComputerUseAction(wait=WaitAction(duration_ms=60_000))
+    async with client.exec_stream() as stream:
+        call = await stream.start(computer_use_call(move(Coordinate(x=5, y=5)), long_wait))
+        await asyncio.sleep(0.3)
+        await stream.abort(call.id)
+        outcome = await asyncio.wait_for(call.wait(), 5)
+    assert outcome.result is not None, outcome.error
+    assert outcome.result.computer_use_tool_call.result.WhichOneof("result") == "aborted"
+    # The aborted call held the display's lock; the next call must not wait for it.
+    result = await asyncio.wait_for(computer_use(client, CURSOR), 5)
+    assert (result.success.cursor_position.x, result.success.cursor_position.y) == (5, 5)
