@@ -130,6 +130,8 @@ class McpConnection:
     async def _start(self) -> Client:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Client] = loop.create_future()
+        # A start given up on still fails its future later; nobody needs to hear of it.
+        ready.add_done_callback(_retrieve_exception)
         self._closing = asyncio.Event()
         self._runner = asyncio.create_task(self._serve(ready), name=f"mcp:{self.spec.name}")
         try:
@@ -357,6 +359,11 @@ def _stdio_transport(params: StdioServerParameters, errlog: TextIO) -> Any:
     from mcp.client.stdio import stdio_client
 
     return stdio_client(params, errlog=errlog)
+
+
+def _retrieve_exception(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
