@@ -67,6 +67,9 @@ MAX_GREP_CONTENT_BYTES = 512 * 1024
 MAX_GREP_LINE_CHARS = 2000
 READ_CHUNK = 1 << 20
 PIPE_BYTES = 1 << 20
+# See RgProcess: a stream of output is read in pauses of this long, after a few reads.
+COALESCE_SECONDS = 0.002
+COALESCE_AFTER_READS = 4
 # A search still running after this long is stopped (ripgrep killed) and answered `timeout`.
 SEARCH_TIMEOUT_SECONDS = 120.0
 STDERR_LIMIT = 64 * 1024
@@ -95,14 +98,18 @@ def _big_pipe() -> tuple[int, int]:
 
 
 class RgProcess:
-    """One ripgrep process: its stdout as chunks, its stderr collected, killed if abandoned."""
+    """One ripgrep process: its stdout as chunks, its stderr collected, killed if abandoned.
+
+    stdout is read straight from a non-blocking 1 MiB pipe. ripgrep writes in ~8 KiB pieces;
+    waking up for each costs more CPU than parsing them, so once output keeps coming the reader
+    pauses COALESCE_SECONDS between reads and takes what piled up in the pipe at once.
+    """
 
     def __init__(self, rg_path: str, args: list[str], cwd: str) -> None:
         self._command = [rg_path, "--no-config", *args]
         self._cwd = cwd
         self._process: asyncio.subprocess.Process | None = None
-        self._stdout = asyncio.StreamReader(limit=READ_CHUNK * 4)
-        self._stdout_transport: asyncio.ReadTransport | None = None
+        self._stdout_fd = -1
         self._stderr_task: asyncio.Task[bytes] | None = None
 
     async def __aenter__(self) -> RgProcess:
@@ -123,11 +130,8 @@ class RgProcess:
             ) from None
         finally:
             os.close(write_fd)
-        loop = asyncio.get_running_loop()
-        self._stdout_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self._stdout),
-            os.fdopen(read_fd, "rb", buffering=0),
-        )
+        os.set_blocking(read_fd, False)
+        self._stdout_fd = read_fd
         assert self._process.stderr is not None
         self._stderr_task = asyncio.create_task(_read_capped(self._process.stderr))
         return self
@@ -138,20 +142,47 @@ class RgProcess:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
-        if self._stdout_transport is not None:
-            self._stdout_transport.close()
+        if self._stdout_fd != -1:
+            os.close(self._stdout_fd)
+            self._stdout_fd = -1
         if self._stderr_task is not None and not self._stderr_task.done():
             self._stderr_task.cancel()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        while chunk := await self._stdout.read(READ_CHUNK):
+        reads = 0
+        while True:
+            try:
+                chunk = os.read(self._stdout_fd, READ_CHUNK)
+            except BlockingIOError:
+                await self._wait_readable()
+                continue
+            if not chunk:
+                return
             yield chunk
+            reads += 1
+            if reads > COALESCE_AFTER_READS and len(chunk) < READ_CHUNK // 4:
+                await asyncio.sleep(COALESCE_SECONDS)
+
+    async def _wait_readable(self) -> None:
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        loop.add_reader(self._stdout_fd, _resolve, readable)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(self._stdout_fd)
 
     async def finish(self) -> RgRun:
         assert self._process is not None and self._stderr_task is not None
         stderr = await self._stderr_task
         returncode = await self._process.wait()
         return RgRun(returncode, stderr.decode("utf-8", "replace").strip())
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    # Level-triggered: the callback may run again before the waiter removes it.
+    if not future.done():
+        future.set_result(None)
 
 
 async def _read_capped(stream: asyncio.StreamReader) -> bytes:
@@ -296,34 +327,50 @@ def _glob_error(glob: str, stderr: str) -> str | None:
 
 
 class _Selection:
-    """Keeps the fewest items that still hold the first `needed` entries in key order."""
+    """Keeps the fewest items that still hold the first `needed` entries in key order.
+
+    Once a prune has shown which key is the last one that can still be shown (`cutoff`), items
+    beyond it are turned away without looking at them (`wants`).
+    """
 
     def __init__(self, needed: int) -> None:
         self.needed = needed
         self.items: list[tuple[Any, int, Any]] = []  # (key, entries, payload)
+        self.cutoff: Any = None
+        # Entries were turned away or pruned: there is more than what is kept.
+        self.dropped = False
         self._kept_entries = 0
-        self.total_entries = 0
+
+    def wants(self, key: Any) -> bool:
+        if self.cutoff is None or key < self.cutoff:
+            return True
+        self.dropped = True
+        return False
 
     def add(self, key: Any, entries: int, payload: Any) -> None:
         self.items.append((key, entries, payload))
         self._kept_entries += entries
-        self.total_entries += entries
         if self._kept_entries > 2 * self.needed + 1000 and len(self.items) > 64:
             self._prune()
 
     def _prune(self) -> None:
-        self.items.sort(key=lambda item: item[0])
+        self.items.sort(key=itemgetter(0))
         kept = 0
         for index, (_, entries, _) in enumerate(self.items):
             kept += entries
             if kept >= self.needed:
+                self.dropped = self.dropped or index + 1 < len(self.items)
                 del self.items[index + 1 :]
+                self.cutoff = self.items[-1][0]
                 break
         self._kept_entries = sum(entries for _, entries, _ in self.items)
 
     def ordered(self) -> list[tuple[Any, int, Any]]:
         self._prune()
         return self.items
+
+    def kept_entries(self) -> int:
+        return self._kept_entries
 
 
 @dataclass
@@ -342,12 +389,11 @@ class _BlockReader:
     line starting with {"type":"begin" or {"type":"end" can only be a block's first or last.
     """
 
-    def __init__(self, on_block: Callable[[str, bytes, int], None]) -> None:
+    def __init__(self, on_block: Callable[[str, bytes], None]) -> None:
         self.on_block = on_block
         self.summary: dict[str, Any] = {}
         self._carry = b""  # an incomplete last line
         self._parts: list[bytes] | None = None  # the block being read
-        self._path = ""
 
     def feed(self, chunk: bytes) -> None:
         last_newline = chunk.rfind(b"\n")
@@ -357,29 +403,32 @@ class _BlockReader:
         region = b"".join((self._carry, memoryview(chunk)[: last_newline + 1]))
         self._carry = chunk[last_newline + 1 :]
         position = 0
+        if self._parts is not None:
+            # The block that the previous chunk left open.
+            end = region.find(_END_MARK)
+            if end == -1:
+                self._parts.append(region)
+                return
+            position = region.index(b"\n", end) + 1
+            self._parts.append(region[:position])
+            self._emit(b"".join(self._parts))
+            self._parts = None
         while position < len(region):
-            if self._parts is not None:
-                end = region.find(b'{"type":"end"', position)
-                if end == -1:
-                    self._parts.append(region[position:])
-                    return
-                line_end = region.index(b"\n", end)
-                self._parts.append(region[position : line_end + 1])
-                block = b"".join(self._parts)
-                self._parts = None
-                # Lines between the begin and end lines: one entry per match or context line.
-                self.on_block(self._path, block, block.count(b"\n") - 2)
-                position = line_end + 1
-                continue
-            begin = region.find(b'{"type":"begin"', position)
+            begin = region.find(_BEGIN_MARK, position)
             if begin == -1:
                 self._outside(region[position:])
                 return
-            self._outside(region[position:begin])
-            line_end = region.index(b"\n", begin)
-            self._path = _begin_path(region[begin:line_end])
-            self._parts = [region[begin : line_end + 1]]
-            position = line_end + 1
+            if begin != position:
+                self._outside(region[position:begin])
+            end = region.find(_END_MARK, begin)
+            if end == -1:
+                self._parts = [region[begin:]]
+                return
+            position = region.index(b"\n", end) + 1
+            self._emit(region[begin:position])
+
+    def _emit(self, block: bytes) -> None:
+        self.on_block(_begin_path(block[: block.index(b"\n")]), block)
 
     def _outside(self, data: bytes) -> None:
         for line in data.splitlines():
@@ -391,14 +440,19 @@ class _BlockReader:
         self.feed(b"\n")
 
 
+_BEGIN_MARK = b'{"type":"begin"'
+_END_MARK = b'{"type":"end"'
 _BEGIN_PREFIX = b'{"type":"begin","data":{"path":{"text":"'
 _BEGIN_SUFFIX = b'"}}}'
+
+
+_BEGIN_PATH = slice(len(_BEGIN_PREFIX), -len(_BEGIN_SUFFIX))
 
 
 def _begin_path(line: bytes) -> str:
     """The file of a begin line; plain paths are sliced out, escaped ones go through json."""
     if line.startswith(_BEGIN_PREFIX) and line.endswith(_BEGIN_SUFFIX) and b"\\" not in line:
-        return _decode(line[len(_BEGIN_PREFIX) : -len(_BEGIN_SUFFIX)])
+        return line[_BEGIN_PATH].decode("utf-8", "replace")
     return _json_text(json.loads(line)["data"]["path"])
 
 
@@ -480,7 +534,6 @@ def _content_result(selection: _Selection, options: GrepOptions, success: GrepSu
             continue
         if left <= 0 or used > MAX_GREP_CONTENT_BYTES:
             break
-        # A block is its begin line, one line per entry, its end line.
         lines = block.split(b"\n")[1 + skip : 1 + entries]
         skip = 0
         file_matches: GrepFileMatches | None = None
@@ -500,7 +553,7 @@ def _content_result(selection: _Selection, options: GrepOptions, success: GrepSu
                 is_context=message["type"] == "context",
             )
     shown = options.limit - left
-    success.truncated = options.offset + shown < selection.total_entries
+    success.truncated = selection.dropped or options.offset + shown < selection.kept_entries()
 
 
 async def _grep_content(
@@ -513,12 +566,15 @@ async def _grep_content(
     selection = _Selection(options.offset + options.limit)
     arrivals = 0
 
-    def on_block(path: str, block: bytes, entries: int) -> None:
+    def on_block(path: str, block: bytes) -> None:
         nonlocal arrivals
         if rejects is not None and rejects(path):
             return
         arrivals += 1
-        selection.add(_sort_key(options, cwd, path, arrivals), entries, block)
+        key = _sort_key(options, cwd, path, arrivals)
+        if selection.wants(key):
+            # A block is its begin line, one line per match or context line, its end line.
+            selection.add(key, block.count(b"\n") - 2, block)
 
     reader = _BlockReader(on_block)
     async for chunk in rg.chunks():
