@@ -10,10 +10,12 @@ import pytest
 
 from agent.v1.common_pb2 import RunMode
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult
+from agent.v1.web_pb2 import FetchArgs
 from exec_daemon.cli import NOT_BUILT_YET
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from exec_daemon.dispatch import CallContext
 from exec_daemon.guards.commands import not_read_only, unallowlisted
+from exec_daemon.guards.permissions import fetch_allowlisted
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
@@ -105,7 +107,7 @@ USER_PERMISSIONS = """{
 PROJECT_PERMISSIONS = {
     "terminalAllowlist": ["npm run test"],
     "mcpAllowlist": ["*:read_*"],
-    "fetchAllowlist": ["*.example.com"],
+    "fetchAllowlist": ["*.example.com", "127.0.0.*"],
     "autoRun": {
         "allow_instructions": ["Running the test suite is fine."],
         "block_instructions": ["Anything touching production needs a person."],
@@ -208,9 +210,14 @@ async def test_mcp_allowlist_server_tool_globs(client: ExecDaemonClient) -> None
 
 
 async def test_fetch_allowlist_host_globs(client: ExecDaemonClient) -> None:
-    assert let_through(await client.run(call("fetch_tool_call", url="https://api.example.com/x")))
+    # Port 9 (discard) on loopback: allowed, and refused at once by the kernel, not the guards.
+    assert let_through(await client.run(call("fetch_tool_call", url="http://127.0.0.1:9/x")))
     refused = rejection(await client.run(call("fetch_tool_call", url="https://evil.test/")))
     assert "fetchAllowlist" in refused.reason
+    rules = ("*.example.com",)
+    assert fetch_allowlisted(FetchArgs(url="https://API.example.com/a?b"), rules)
+    assert not fetch_allowlisted(FetchArgs(url="https://example.com.evil.test/"), rules)
+    assert not fetch_allowlisted(FetchArgs(url="not a url"), rules)
 
 
 async def test_workspace_tools_are_not_gated_by_the_run_mode(
@@ -278,7 +285,7 @@ async def test_a_read_only_subagent_cannot_use_any_write_path(
         ),
         call("write_shell_stdin_tool_call", shell_id=1, chars="rm -rf ~\n"),
         call("mcp_tool_call", name="x", provider_identifier="github", tool_name="create_issue"),
-        call("fetch_tool_call", url="https://api.example.com/x", method="POST"),
+        call("fetch_tool_call", url="http://127.0.0.1:9/x", method="POST"),
         shell(f"rm {target}"),
         shell(f"echo overwritten > {target}"),
         shell("git commit -am x"),
