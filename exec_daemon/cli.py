@@ -33,9 +33,6 @@ NOT_BUILT_YET = (
     "generate_image_enabled",
     "sandbox_enabled",
     "sandbox_helper_path",
-    "trace_endpoint",
-    "trace_auth_token",
-    "trace_insecure",
 )
 
 

@@ -37,7 +37,7 @@ from agent.v1.control_pb2 import (
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
 from exec_daemon.dispatch import Dispatcher
-from exec_daemon.exec_service import ExecStreamSession
+from exec_daemon.exec_service import ExecStreamSession, rpc_extras
 from tools import changes, files, mcp
 from tools.changes import RpcFailure
 
@@ -65,7 +65,11 @@ class ControlService(ControlServiceBase):
         self, request: ExecRequest, ctx: RequestContext[ExecRequest, ExecServerMessage]
     ) -> AsyncIterator[ExecServerMessage]:
         """One call, answered exactly like id 0 of an ExecStream (heartbeats included)."""
-        session = ExecStreamSession(self._dispatcher, self._daemon.config.heartbeat_seconds)
+        session = ExecStreamSession(
+            self._dispatcher,
+            self._daemon.config.heartbeat_seconds,
+            rpc_extras(ctx.request_headers),
+        )
         return session.serve(_single_call(request))
 
     async def update_environment_variables(

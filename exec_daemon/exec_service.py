@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -30,6 +31,7 @@ from exec_daemon.dispatch import (
     result_class,
     tool_variant,
 )
+from exec_daemon.tracing import EXTRAS_KEY, incoming_trace_headers
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +61,16 @@ def _now_ms() -> int:
 class CallRunner:
     """Runs tool calls and posts their deltas and answers, in order, to one outbox."""
 
-    def __init__(self, dispatcher: Dispatcher, outbox: asyncio.Queue[object]) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        outbox: asyncio.Queue[object],
+        extras: Mapping[str, Any] | None = None,
+    ) -> None:
         self._dispatcher = dispatcher
         self._outbox = outbox
+        # What every call of this stream gets in CallContext.extras (e.g. its trace headers).
+        self._extras = extras or {}
         self.closing = False
 
     async def post(self, message: ExecServerMessage) -> None:
@@ -83,6 +92,7 @@ class CallRunner:
             call_id=call_id,
             agent_id=agent_id,
             emit=emit,
+            extras=self._extras,
             run_mode=run_mode,
         )
         try:
@@ -101,10 +111,15 @@ class CallRunner:
 class ExecStreamSession:
     """One ExecStream: reads client elements, runs calls concurrently, yields server messages."""
 
-    def __init__(self, dispatcher: Dispatcher, heartbeat_seconds: float) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        heartbeat_seconds: float,
+        extras: Mapping[str, Any] | None = None,
+    ) -> None:
         self._stopping = dispatcher.daemon.stopping
         self._outbox: asyncio.Queue[object] = asyncio.Queue(OUTBOX_SIZE)
-        self._runner = CallRunner(dispatcher, self._outbox)
+        self._runner = CallRunner(dispatcher, self._outbox, extras)
         self._calls: dict[int, asyncio.Task[None]] = {}
         self._heartbeat_seconds = heartbeat_seconds
         self._input_done = False
@@ -274,5 +289,13 @@ class ExecService:
         request: AsyncIterator[ExecStreamElement],
         ctx: RequestContext[ExecStreamElement, ExecServerMessage],
     ) -> AsyncIterator[ExecServerMessage]:
-        session = ExecStreamSession(self._dispatcher, self._heartbeat_seconds)
+        session = ExecStreamSession(
+            self._dispatcher, self._heartbeat_seconds, rpc_extras(ctx.request_headers)
+        )
         return session.serve(request)
+
+
+def rpc_extras(headers: Mapping[str, str]) -> dict[str, Any]:
+    """What the calls of one RPC get in CallContext.extras from its request headers."""
+    trace_headers = incoming_trace_headers(headers)
+    return {EXTRAS_KEY: trace_headers} if trace_headers else {}

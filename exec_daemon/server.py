@@ -25,6 +25,7 @@ from exec_daemon.guards import guard_middlewares
 from exec_daemon.reflection import reflection_apps
 from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
+from exec_daemon.tracing import tracing_middlewares
 from sandbox.service import SandboxService
 from tools import display
 
@@ -41,10 +42,10 @@ STOP_SECONDS = 3.0
 def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
-    Tracing (when built) goes first; then the guards: redaction, permissions, hooks (why this
-    order: exec_daemon/guards/__init__.py).
+    Tracing (only when on: exec_daemon/tracing.py) goes first, so a span covers the guards too;
+    then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py).
     """
-    return (*guard_middlewares(daemon),)
+    return (*tracing_middlewares(daemon), *guard_middlewares(daemon))
 
 
 def build_app(daemon: Daemon, handlers: Mapping[str, Handler] = HANDLERS) -> FrontDoor:
