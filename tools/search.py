@@ -9,7 +9,7 @@ relative to it. Both glob and grep keep ripgrep's parallel walk and do the sorti
   just the blocks that can still be among the first `offset + head_limit` entries in the asked-for
   order, and parses JSON only for those at the end, so a common word over a large tree costs
   little more than ripgrep itself. Totals come from ripgrep's summary.
-- glob stats the files for newest-first order in worker threads while ripgrep is still listing.
+- glob stats the files for newest-first order as ripgrep lists them.
 
 Globs (glob's pattern, grep's `glob`) are never given to ripgrep as --glob: that flag overrides
 every ignore rule and would list gitignored, hidden or .cursorignore'd files. They go in as the
@@ -28,7 +28,7 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -67,9 +67,6 @@ MAX_GREP_CONTENT_BYTES = 512 * 1024
 MAX_GREP_LINE_CHARS = 2000
 READ_CHUNK = 1 << 20
 PIPE_BYTES = 1 << 20
-# See RgProcess: a stream of output is read in pauses of this long, after a few reads.
-COALESCE_SECONDS = 0.002
-COALESCE_AFTER_READS = 4
 # A search still running after this long is stopped (ripgrep killed) and answered `timeout`.
 SEARCH_TIMEOUT_SECONDS = 120.0
 STDERR_LIMIT = 64 * 1024
@@ -98,11 +95,13 @@ def _big_pipe() -> tuple[int, int]:
 
 
 class RgProcess:
-    """One ripgrep process: its stdout as chunks, its stderr collected, killed if abandoned.
+    """One ripgrep process: stdout consumed in a worker thread, stderr collected, and ripgrep
+    killed if the call is abandoned.
 
-    stdout is read straight from a non-blocking 1 MiB pipe. ripgrep writes in ~8 KiB pieces;
-    waking up for each costs more CPU than parsing them, so once output keeps coming the reader
-    pauses COALESCE_SECONDS between reads and takes what piled up in the pipe at once.
+    ripgrep writes its output in ~8 KiB pieces. An asyncio reader wakes up for each, and that
+    machinery costs more CPU than parsing the output (for a broad `rg --json`, about as much
+    as the rest of the daemon's work on it); a plain blocking read loop in a thread does not.
+    The 1 MiB pipe lets ripgrep run ahead while the consumer works.
     """
 
     def __init__(self, rg_path: str, args: list[str], cwd: str) -> None:
@@ -110,6 +109,7 @@ class RgProcess:
         self._cwd = cwd
         self._process: asyncio.subprocess.Process | None = None
         self._stdout_fd = -1
+        self._drain: asyncio.Future[None] | None = None
         self._stderr_task: asyncio.Task[bytes] | None = None
 
     async def __aenter__(self) -> RgProcess:
@@ -130,7 +130,6 @@ class RgProcess:
             ) from None
         finally:
             os.close(write_fd)
-        os.set_blocking(read_fd, False)
         self._stdout_fd = read_fd
         assert self._process.stderr is not None
         self._stderr_task = asyncio.create_task(_read_capped(self._process.stderr))
@@ -142,47 +141,32 @@ class RgProcess:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
+        if self._drain is not None:
+            # The reader thread sees EOF once ripgrep is gone; the fd is closed after it.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._drain)
         if self._stdout_fd != -1:
             os.close(self._stdout_fd)
             self._stdout_fd = -1
         if self._stderr_task is not None and not self._stderr_task.done():
             self._stderr_task.cancel()
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        reads = 0
-        while True:
-            try:
-                chunk = os.read(self._stdout_fd, READ_CHUNK)
-            except BlockingIOError:
-                await self._wait_readable()
-                continue
-            if not chunk:
-                return
-            yield chunk
-            reads += 1
-            if reads > COALESCE_AFTER_READS and len(chunk) < READ_CHUNK // 4:
-                await asyncio.sleep(COALESCE_SECONDS)
+    async def consume(self, consumer: Callable[[bytes], None]) -> None:
+        """Calls `consumer` with every chunk of stdout, in a worker thread, until EOF."""
+        fd = self._stdout_fd
 
-    async def _wait_readable(self) -> None:
-        loop = asyncio.get_running_loop()
-        readable = loop.create_future()
-        loop.add_reader(self._stdout_fd, _resolve, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(self._stdout_fd)
+        def read_all() -> None:
+            while chunk := os.read(fd, READ_CHUNK):
+                consumer(chunk)
+
+        self._drain = asyncio.get_running_loop().run_in_executor(None, read_all)
+        await self._drain
 
     async def finish(self) -> RgRun:
         assert self._process is not None and self._stderr_task is not None
         stderr = await self._stderr_task
         returncode = await self._process.wait()
         return RgRun(returncode, stderr.decode("utf-8", "replace").strip())
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    # Level-triggered: the callback may run again before the waiter removes it.
-    if not future.done():
-        future.set_result(None)
 
 
 async def _read_capped(stream: asyncio.StreamReader) -> bytes:
@@ -577,8 +561,7 @@ async def _grep_content(
             selection.add(key, block.count(b"\n") - 2, block)
 
     reader = _BlockReader(on_block)
-    async for chunk in rg.chunks():
-        reader.feed(chunk)
+    await rg.consume(reader.feed)
     reader.finish()
     _content_result(selection, options, success)
     stats = reader.summary
@@ -595,15 +578,18 @@ async def _grep_listing(
 ) -> None:
     buffer = bytearray()
     entries: list[tuple[str, int]] = []
-    counting = options.mode == "count"
-    async for chunk in rg.chunks():
-        if counting:
+
+    def collect(chunk: bytes) -> None:
+        if options.mode == "count":
             for record in _split_records(buffer, chunk, b"\n"):
                 path, _, count = record.rpartition(b"\x00")
                 entries.append((_decode(path), int(count or 0)))
         else:
-            for record in _split_records(buffer, chunk, b"\x00"):
-                entries.append((_decode(record), 1))
+            entries.extend(
+                (_decode(record), 1) for record in _split_records(buffer, chunk, b"\x00")
+            )
+
+    await rg.consume(collect)
     if rejects is not None:
         entries = [entry for entry in entries if not rejects(entry[0])]
     if options.sort == "none":
@@ -618,7 +604,7 @@ async def _grep_listing(
     chosen = ordered[options.offset : options.offset + options.limit]
     success.truncated = len(ordered) > options.offset + options.limit
     success.total_files = len(entries)
-    if counting:
+    if options.mode == "count":
         success.counts.extend(GrepFileCount(file=path, count=count) for path, count in chosen)
         success.total_matches = sum(count for _, count in entries)
     else:
@@ -773,21 +759,21 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
         rg_args += ["--", root.target]
     rejects = _glob_rejects(ctx, root, glob_filter)
     buffer = bytearray()
-    batches: list[asyncio.Future[list[tuple[int, bytes]]]] = []
-    loop = asyncio.get_running_loop()
+    stamped: list[tuple[int, bytes]] = []
+
+    def stat_names(chunk: bytes) -> None:
+        # While this thread stats a batch, ripgrep keeps listing into the pipe.
+        stamped.extend(_stat_batch(cwd, _split_records(buffer, chunk, b"\x00")))
+
     try:
         async with (
             asyncio.timeout(SEARCH_TIMEOUT_SECONDS),
             RgProcess(ctx.daemon.config.rg_path, rg_args, cwd) as rg,
         ):
-            async for chunk in rg.chunks():
-                names = _split_records(buffer, chunk, b"\x00")
-                if names:
-                    batches.append(loop.run_in_executor(None, _stat_batch, cwd, names))
+            await rg.consume(stat_names)
             run = await rg.finish()
     except TimeoutError:
         return GlobToolResult(error=_timeout_error("glob"))
-    stamped = [entry for batch in await asyncio.gather(*batches) for entry in batch]
     glob_error = _glob_error(args.glob_pattern, run.stderr) if not stamped else None
     if glob_error is not None:
         return GlobToolResult(error=ToolError(code="invalid_argument", message=glob_error))
