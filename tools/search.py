@@ -28,6 +28,7 @@ import logging
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -66,6 +67,8 @@ DEFAULT_GREP_ENTRIES = {"content": 1000, "files_with_matches": 1000, "count": 10
 MAX_GREP_CONTENT_BYTES = 512 * 1024
 MAX_GREP_LINE_CHARS = 2000
 READ_CHUNK = 1 << 20
+# How long an abandoned call waits for its reader thread after killing ripgrep.
+READER_EXIT_SECONDS = 5.0
 PIPE_BYTES = 1 << 20
 # A search still running after this long is stopped (ripgrep killed) and answered `timeout`.
 SEARCH_TIMEOUT_SECONDS = 120.0
@@ -109,7 +112,7 @@ class RgProcess:
         self._cwd = cwd
         self._process: asyncio.subprocess.Process | None = None
         self._stdout_fd = -1
-        self._drain: asyncio.Future[None] | None = None
+        self._reader: threading.Thread | None = None
         self._stderr_task: asyncio.Task[bytes] | None = None
 
     async def __aenter__(self) -> RgProcess:
@@ -141,11 +144,11 @@ class RgProcess:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
-        if self._drain is not None:
-            # The reader thread sees EOF once ripgrep is gone; the fd is closed after it.
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._drain)
-        if self._stdout_fd != -1:
+        reader = self._reader
+        if reader is not None and reader.is_alive():
+            # Abandoned mid-read: the thread sees EOF now that ripgrep is gone; close after it.
+            await asyncio.to_thread(reader.join, READER_EXIT_SECONDS)
+        if self._stdout_fd != -1 and not (reader is not None and reader.is_alive()):
             os.close(self._stdout_fd)
             self._stdout_fd = -1
         if self._stderr_task is not None and not self._stderr_task.done():
@@ -154,13 +157,32 @@ class RgProcess:
     async def consume(self, consumer: Callable[[bytes], None]) -> None:
         """Calls `consumer` with every chunk of stdout, in a worker thread, until EOF."""
         fd = self._stdout_fd
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def report(error: BaseException | None) -> None:
+            if done.done():
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
 
         def read_all() -> None:
-            while chunk := os.read(fd, READ_CHUNK):
-                consumer(chunk)
+            error: BaseException | None = None
+            try:
+                while chunk := os.read(fd, READ_CHUNK):
+                    consumer(chunk)
+            except BaseException as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting
+                loop.call_soon_threadsafe(report, error)
 
-        self._drain = asyncio.get_running_loop().run_in_executor(None, read_all)
-        await self._drain
+        # A thread of its own (not the shared executor): it starts at once, so it can always be
+        # joined before the fd is closed.
+        self._reader = threading.Thread(target=read_all, name="rg-reader", daemon=True)
+        self._reader.start()
+        await done
 
     async def finish(self) -> RgRun:
         assert self._process is not None and self._stderr_task is not None
