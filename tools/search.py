@@ -14,6 +14,9 @@ relative to it. Both glob and grep keep ripgrep's parallel walk and do the sorti
 Globs (glob's pattern, grep's `glob`) are never given to ripgrep as --glob: that flag overrides
 every ignore rule and would list gitignored, hidden or .cursorignore'd files. They go in as the
 lowest-precedence --ignore-file instead (see GlobFilters).
+
+GrepArgs.sandbox_policy is accepted but ripgrep is not confined: it only reads, and the sandbox
+restricts writes and network, so confining it would cost a few ms per call and change nothing.
 """
 
 from __future__ import annotations
