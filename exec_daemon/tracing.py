@@ -174,7 +174,6 @@ class Tracing:
         self._provider: TracerProvider | None = None
 
     def start(self, target: ExportTarget) -> None:
-        from opentelemetry import trace
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -192,11 +191,9 @@ class Tracing:
         )
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_span_processor(BatchSpanProcessor(_exporter(target, token)))
+        # Not made the global provider: the spans are the daemon's own, not those of the
+        # libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
         self._provider = provider
-        # Libraries instrumented with the OpenTelemetry API (the MCP SDK) then nest their spans
-        # under the call's span. Only the first provider of a process can be the global one.
-        if not isinstance(trace.get_tracer_provider(), TracerProvider):
-            trace.set_tracer_provider(provider)
 
     def middleware(self) -> Middleware:
         assert self._provider is not None, "start() first"
