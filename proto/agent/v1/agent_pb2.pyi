@@ -142,10 +142,20 @@ class CodeChunk(_message.Message):
     def __init__(self, path: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ..., contents: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
 
 class SemSearchSuccess(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "index_complete", "indexed_files", "total_files", "note", "model")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    INDEXED_FILES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FILES_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CodeChunk]
-    def __init__(self, results: _Optional[_Iterable[_Union[CodeChunk, _Mapping]]] = ...) -> None: ...
+    index_complete: bool
+    indexed_files: int
+    total_files: int
+    note: str
+    model: str
+    def __init__(self, results: _Optional[_Iterable[_Union[CodeChunk, _Mapping]]] = ..., index_complete: _Optional[bool] = ..., indexed_files: _Optional[int] = ..., total_files: _Optional[int] = ..., note: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class SemSearchResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")
@@ -330,8 +340,10 @@ class ReflectArgs(_message.Message):
     def __init__(self, unexpected_action_outcomes: _Optional[str] = ..., relevant_instructions: _Optional[str] = ..., scenario_analysis: _Optional[str] = ..., critical_synthesis: _Optional[str] = ..., next_steps: _Optional[str] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
 
 class ReflectSuccess(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("reflection_count",)
+    REFLECTION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    reflection_count: int
+    def __init__(self, reflection_count: _Optional[int] = ...) -> None: ...
 
 class ReflectResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")
@@ -568,10 +580,14 @@ class FileAttribution(_message.Message):
     def __init__(self, path: _Optional[str] = ..., ai_lines_added: _Optional[int] = ..., ai_lines_removed: _Optional[int] = ..., total_lines_added: _Optional[int] = ..., total_lines_removed: _Optional[int] = ...) -> None: ...
 
 class AiAttributionSuccess(_message.Message):
-    __slots__ = ("files",)
+    __slots__ = ("files", "ai_edits_recorded", "note")
     FILES_FIELD_NUMBER: _ClassVar[int]
+    AI_EDITS_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     files: _containers.RepeatedCompositeFieldContainer[FileAttribution]
-    def __init__(self, files: _Optional[_Iterable[_Union[FileAttribution, _Mapping]]] = ...) -> None: ...
+    ai_edits_recorded: bool
+    note: str
+    def __init__(self, files: _Optional[_Iterable[_Union[FileAttribution, _Mapping]]] = ..., ai_edits_recorded: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
 
 class AiAttributionResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")
@@ -614,16 +630,20 @@ class PrManagementArgs(_message.Message):
     def __init__(self, action: _Optional[_Union[PrAction, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., base_branch: _Optional[str] = ..., head_branch: _Optional[str] = ..., pr_number: _Optional[int] = ..., draft: _Optional[bool] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
 
 class PrManagementSuccess(_message.Message):
-    __slots__ = ("pr_number", "url", "state", "output")
+    __slots__ = ("pr_number", "url", "state", "output", "title", "draft")
     PR_NUMBER_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
     pr_number: int
     url: str
     state: str
     output: str
-    def __init__(self, pr_number: _Optional[int] = ..., url: _Optional[str] = ..., state: _Optional[str] = ..., output: _Optional[str] = ...) -> None: ...
+    title: str
+    draft: bool
+    def __init__(self, pr_number: _Optional[int] = ..., url: _Optional[str] = ..., state: _Optional[str] = ..., output: _Optional[str] = ..., title: _Optional[str] = ..., draft: _Optional[bool] = ...) -> None: ...
 
 class PrManagementResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")

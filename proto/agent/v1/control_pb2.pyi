@@ -185,10 +185,14 @@ class DownloadCursorServerRequest(_message.Message):
     def __init__(self, commit: _Optional[str] = ..., url: _Optional[str] = ...) -> None: ...
 
 class DownloadCursorServerResponse(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "size_bytes", "sha256")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
     path: str
-    def __init__(self, path: _Optional[str] = ...) -> None: ...
+    size_bytes: int
+    sha256: str
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class Artifact(_message.Message):
     __slots__ = ("path", "size_bytes", "mime_type", "modified_ms", "uploaded")
@@ -222,13 +226,23 @@ class UploadArtifactsRequest(_message.Message):
     upload_url: str
     def __init__(self, paths: _Optional[_Iterable[str]] = ..., upload_url: _Optional[str] = ...) -> None: ...
 
+class ArtifactFailure(_message.Message):
+    __slots__ = ("path", "reason")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    reason: str
+    def __init__(self, path: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class UploadArtifactsResponse(_message.Message):
-    __slots__ = ("uploaded", "failed")
+    __slots__ = ("uploaded", "failed", "failures")
     UPLOADED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
     uploaded: _containers.RepeatedCompositeFieldContainer[Artifact]
     failed: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, uploaded: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., failed: _Optional[_Iterable[str]] = ...) -> None: ...
+    failures: _containers.RepeatedCompositeFieldContainer[ArtifactFailure]
+    def __init__(self, uploaded: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., failed: _Optional[_Iterable[str]] = ..., failures: _Optional[_Iterable[_Union[ArtifactFailure, _Mapping]]] = ...) -> None: ...
 
 class GetMcpRefreshTokensRequest(_message.Message):
     __slots__ = ()

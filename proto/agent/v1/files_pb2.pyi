@@ -602,15 +602,29 @@ class FileLints(_message.Message):
     diagnostics: _containers.RepeatedCompositeFieldContainer[LintDiagnostic]
     def __init__(self, path: _Optional[str] = ..., diagnostics: _Optional[_Iterable[_Union[LintDiagnostic, _Mapping]]] = ...) -> None: ...
 
+class SkippedLintPath(_message.Message):
+    __slots__ = ("path", "reason")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    reason: str
+    def __init__(self, path: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class ReadLintsSuccess(_message.Message):
-    __slots__ = ("files", "total_diagnostics", "unsupported_paths")
+    __slots__ = ("files", "total_diagnostics", "unsupported_paths", "linters", "skipped", "truncated")
     FILES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     UNSUPPORTED_PATHS_FIELD_NUMBER: _ClassVar[int]
+    LINTERS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     files: _containers.RepeatedCompositeFieldContainer[FileLints]
     total_diagnostics: int
     unsupported_paths: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, files: _Optional[_Iterable[_Union[FileLints, _Mapping]]] = ..., total_diagnostics: _Optional[int] = ..., unsupported_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+    linters: _containers.RepeatedScalarFieldContainer[str]
+    skipped: _containers.RepeatedCompositeFieldContainer[SkippedLintPath]
+    truncated: bool
+    def __init__(self, files: _Optional[_Iterable[_Union[FileLints, _Mapping]]] = ..., total_diagnostics: _Optional[int] = ..., unsupported_paths: _Optional[_Iterable[str]] = ..., linters: _Optional[_Iterable[str]] = ..., skipped: _Optional[_Iterable[_Union[SkippedLintPath, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ReadLintsResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")

@@ -128,12 +128,16 @@ class CreatePlanArgs(_message.Message):
     def __init__(self, name: _Optional[str] = ..., overview: _Optional[str] = ..., plan: _Optional[str] = ..., todos: _Optional[_Iterable[_Union[TodoItem, _Mapping]]] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
 
 class CreatePlanSuccess(_message.Message):
-    __slots__ = ("plan_path", "todo_count")
+    __slots__ = ("plan_path", "todo_count", "replaced", "todos")
     PLAN_PATH_FIELD_NUMBER: _ClassVar[int]
     TODO_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    TODOS_FIELD_NUMBER: _ClassVar[int]
     plan_path: str
     todo_count: int
-    def __init__(self, plan_path: _Optional[str] = ..., todo_count: _Optional[int] = ...) -> None: ...
+    replaced: bool
+    todos: _containers.RepeatedCompositeFieldContainer[TodoItem]
+    def __init__(self, plan_path: _Optional[str] = ..., todo_count: _Optional[int] = ..., replaced: _Optional[bool] = ..., todos: _Optional[_Iterable[_Union[TodoItem, _Mapping]]] = ...) -> None: ...
 
 class CreatePlanResult(_message.Message):
     __slots__ = ("success", "error", "rejected", "aborted")
