@@ -33,6 +33,7 @@ and flushed at shutdown within SHUTDOWN_SECONDS.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -251,27 +252,33 @@ def _unverified_session() -> Any:
     return UnverifiedSession()
 
 
-def parent_of(headers: Mapping[str, str]) -> tuple[Context | None, list[Link]]:
+def parent_of(headers: Mapping[str, str]) -> tuple[Context | None, tuple[Link, ...]]:
     """The parent context and links of a call's span, from its RPC's trace headers."""
+    return _parent_of(tuple(headers.get(name, "") for name in TRACE_HEADERS))
+
+
+# The calls of one stream share its headers: each distinct set is parsed once.
+@functools.lru_cache(maxsize=256)
+def _parent_of(values: tuple[str, ...]) -> tuple[Context | None, tuple[Link, ...]]:
     from opentelemetry.trace import Link, get_current_span
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     propagator = TraceContextTextMapPropagator()
+    traceparent, tracestate, backend_traceparent, backend_tracestate = values
 
-    def extract(prefix: str) -> Context | None:
-        parent = headers.get(f"{prefix}traceparent")
+    def extract(parent: str, state: str) -> Context | None:
         if not parent:
             return None
-        carrier = {"traceparent": parent, "tracestate": headers.get(f"{prefix}tracestate", "")}
-        context = propagator.extract(carrier)
+        context = propagator.extract({"traceparent": parent, "tracestate": state})
         return context if get_current_span(context).get_span_context().is_valid else None
 
-    direct, backend = extract(""), extract("backend-")
+    direct = extract(traceparent, tracestate)
+    backend = extract(backend_traceparent, backend_tracestate)
     if direct is None:
-        return backend, []
+        return backend, ()
     if backend is None:
-        return direct, []
-    return direct, [Link(get_current_span(backend).get_span_context())]
+        return direct, ()
+    return direct, (Link(get_current_span(backend).get_span_context()),)
 
 
 def tracing_middleware(tracer: Tracer) -> Middleware:
@@ -279,39 +286,37 @@ def tracing_middleware(tracer: Tracer) -> Middleware:
 
     async def trace_call(inv: Invocation, call_next: Next) -> Message:
         ctx = inv.ctx
-        parent, links = parent_of(ctx.extras.get(EXTRAS_KEY) or {})
+        headers = ctx.extras.get(EXTRAS_KEY)
+        parent, links = parent_of(headers) if headers else (None, ())
         attributes: dict[str, Any] = {ATTR_TOOL: inv.tool, ATTR_CALL_ID: ctx.call_id}
         if ctx.agent_id:
             attributes[ATTR_AGENT_ID] = ctx.agent_id
-        with tracer.start_as_current_span(
-            inv.tool,
-            context=parent,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                result = await call_next(inv)
-            except ToolCallError as exc:
-                span.set_attributes({ATTR_RESULT: "exec_error", ATTR_ERROR_CODE: exc.code})
-                span.set_status(Status(StatusCode.ERROR, exc.code))
-                raise
-            except asyncio.CancelledError:
-                span.set_attribute(ATTR_RESULT, "aborted")
-                raise
-            except Exception as exc:
-                # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
-                span.set_attributes(
-                    {
-                        ATTR_RESULT: "exec_error",
-                        ATTR_ERROR_CODE: "internal",
-                        "exception.type": type(exc).__qualname__,
-                    }
-                )
-                span.set_status(Status(StatusCode.ERROR, "internal"))
-                raise
+        # Not made the current span: nothing under the call reports to this tracer, and
+        # attaching a context to the task costs more than the span itself.
+        span = tracer.start_span(
+            inv.tool, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
+        )
+        try:
+            result = await call_next(inv)
+        except ToolCallError as exc:
+            span.set_attributes({ATTR_RESULT: "exec_error", ATTR_ERROR_CODE: exc.code})
+            span.set_status(Status(StatusCode.ERROR, exc.code))
+            raise
+        except asyncio.CancelledError:
+            span.set_attribute(ATTR_RESULT, "aborted")
+            raise
+        except Exception as exc:
+            # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
+            span.set_attributes(
+                {
+                    ATTR_RESULT: "exec_error",
+                    ATTR_ERROR_CODE: "internal",
+                    "exception.type": type(exc).__qualname__,
+                }
+            )
+            span.set_status(Status(StatusCode.ERROR, "internal"))
+            raise
+        else:
             case = (
                 result.WhichOneof("result")
                 if "result" in result.DESCRIPTOR.oneofs_by_name
@@ -321,5 +326,7 @@ def tracing_middleware(tracer: Tracer) -> Middleware:
             if case == "error" and result.error.code:  # type: ignore[attr-defined]
                 span.set_attribute(ATTR_ERROR_CODE, result.error.code)  # type: ignore[attr-defined]
             return result
+        finally:
+            span.end()
 
     return trace_call

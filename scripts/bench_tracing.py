@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""What tracing adds to a tool call, printed as JSON (run by hand: .venv/bin/python scripts/bench_tracing.py).
+
+Dispatches read_todos calls back to back in-process (no RPC), in ghost mode (no middleware at
+all) and with tracing on: once with a provider that exports nothing (the span itself) and once
+exporting over OTLP/gRPC to a loopback receiver. That receiver runs in this process, so its
+decoding competes for the GIL and the last number is an upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # for tests.* when run as a script
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+
+from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall  # noqa: E402
+from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
+from exec_daemon.config import DaemonConfig  # noqa: E402
+from exec_daemon.dispatch import CallContext, Dispatcher  # noqa: E402
+from exec_daemon.registry import HANDLERS  # noqa: E402
+from exec_daemon.state import Daemon  # noqa: E402
+from exec_daemon.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
+from tests.test_tracing import grpc_receiver  # noqa: E402
+
+CALL = ToolCall(read_todos_tool_call=ReadTodosToolCall(args=ReadTodosArgs()))
+TRACE_HEADERS = {EXTRAS_KEY: {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01"}}
+
+
+async def per_call_us(dispatcher: Dispatcher, ctx: CallContext, calls: int) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        await dispatcher.run(CALL, ctx)
+    return (time.perf_counter() - started) / calls * 1e6
+
+
+async def measure(calls: int, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder, grpc_receiver() as (port, received):
+        workspace = Path(folder)
+        ghost = Daemon(DaemonConfig(auth_token="t", workspace=workspace))
+        traced = Daemon(
+            DaemonConfig(
+                auth_token="t",
+                workspace=workspace,
+                ghost_mode=False,
+                trace_endpoint=f"127.0.0.1:{port}",
+                trace_auth_token="bench",
+                trace_insecure=True,
+            )
+        )
+        no_export = tracing_middleware(TracerProvider().get_tracer("bench"))
+        variants = {
+            "ghost_mode": (Dispatcher(ghost, HANDLERS, tracing_middlewares(ghost)), ghost),
+            "span_only": (Dispatcher(ghost, HANDLERS, [no_export]), ghost),
+            "span_exported": (Dispatcher(traced, HANDLERS, tracing_middlewares(traced)), traced),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        for _round in range(rounds):
+            for name, (dispatcher, daemon) in variants.items():
+                ctx = CallContext(daemon=daemon, extras=TRACE_HEADERS)
+                samples[name].append(await per_call_us(dispatcher, ctx, calls))
+        await traced.aclose()
+        exported = len(received.spans())
+    ghost_us = statistics.median(samples["ghost_mode"])
+    return {
+        "calls_per_round": calls,
+        "ghost_mode_dispatch_us": round(ghost_us, 1),
+        "span_added_us": round(statistics.median(samples["span_only"]) - ghost_us, 1),
+        "span_exported_added_us": round(statistics.median(samples["span_exported"]) - ghost_us, 1),
+        "spans_received": exported,
+        "spans_expected": calls * rounds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+    print(json.dumps(asyncio.run(measure(options.calls, options.rounds)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
