@@ -13,13 +13,14 @@
 """
 
 from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
-from sandbox.service import Confinement, SandboxService
+from sandbox.service import SandboxConfinement, SandboxRun, SandboxService
 
 __all__ = [
-    "Confinement",
     "EffectivePolicy",
     "NetworkMode",
+    "SandboxConfinement",
     "SandboxRejected",
+    "SandboxRun",
     "SandboxService",
     "SandboxType",
 ]

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import subprocess
 from dataclasses import dataclass, replace
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,29 @@ async def probe_kernel(helper: str) -> KernelSupport:
     except (OSError, ValueError, TimeoutError) as exc:
         log.warning("sandbox probe with %s failed: %s", helper, exc)
         return KernelSupport(helper_error=f"probe failed: {exc}")
+    return _support_from(data)
+
+
+def probe_kernel_sync(helper: str) -> KernelSupport:
+    """`probe_kernel` for callers that cannot await (blocks ~10 ms)."""
+    try:
+        completed = subprocess.run(
+            [helper, "--probe"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
+        data = json.loads(completed.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        log.warning("sandbox probe with %s failed: %s", helper, exc)
+        return KernelSupport(helper_error=f"probe failed: {exc}")
+    return _support_from(data)
+
+
+def _support_from(data: dict[str, object]) -> KernelSupport:
     support = KernelSupport(
-        landlock_abi=int(data.get("landlock_abi", 0)),
+        landlock_abi=int(str(data.get("landlock_abi", 0))),
         namespaces=bool(data.get("namespaces")),
         namespaces_error=str(data.get("namespaces_error", "")),
         seccomp=bool(data.get("seccomp")),

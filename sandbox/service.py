@@ -1,15 +1,17 @@
 """The daemon's sandbox: probes the kernel once, resolves policies, confines commands.
 
-Use (the shell tool's one spawn path):
+Use from a spawn path:
 
     sandbox = daemon.service(SandboxService)
     policy = sandbox.resolve(args.requested_sandbox_policy)    # raises SandboxRejected
     if policy.sandboxed:
-        confinement = await sandbox.confine(policy, cwd, env=env)  # raises SandboxRejected
-        process = spawn(confinement.argv(command), env=confinement.env(env),
-                        pass_fds=confinement.pass_fds)
-        await confinement.started()      # raises SandboxRejected if set-up failed
-    # confinement cleans itself up when the sandbox ends; confinement.aclose() on error paths.
+        run = await sandbox.confine(policy, cwd, env=env)        # raises SandboxRejected
+        process = spawn(run.argv(command), env=run.env(env), pass_fds=run.pass_fds)
+        await run.started()      # raises SandboxRejected if the set-up failed
+    # A run cleans up after itself when its sandbox ends; run.aclose() on error paths.
+
+`SandboxConfinement` wraps the same for `exec_daemon.processes` (its `Confinement` seam:
+`key`, `wrap(spec)`, then `started(wrapped_spec)` once the process exists).
 
 The helper's pid is the one to signal: SIGTERM/SIGHUP are forwarded into the sandbox, SIGKILL of
 the helper (or of its process group) ends every process the command started.
@@ -19,19 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.plan import Plan, build_plan
 from sandbox.policy import ConfigFiles, EffectivePolicy, SandboxRejected, resolve_policy
-from sandbox.probe import KernelSupport, probe_kernel
+from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
 from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
+
+if TYPE_CHECKING:
+    from exec_daemon.processes import SpawnSpec
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +59,7 @@ class SandboxService:
         self.configs = ConfigFiles(self.workspace)
         self._private_exceptions = private_exceptions_from_env()
         self._start_lock = asyncio.Lock()
-        self._live: set[Confinement] = set()
+        self._live: set[SandboxRun] = set()
 
     async def start(self) -> KernelSupport:
         """Builds/locates the helper and probes the kernel (once); logs one status line."""
@@ -62,15 +70,31 @@ class SandboxService:
             return self.support
 
     async def _probe(self) -> KernelSupport:
+        error = await asyncio.to_thread(self._locate_helper)
+        if error is not None:
+            return error
+        assert self.helper is not None
+        return await probe_kernel(self.helper)
+
+    def _locate_helper(self) -> KernelSupport | None:
+        """Builds the helper when no path was configured; a KernelSupport saying why on failure."""
         if self.helper is None:
             try:
-                self.helper = str(await asyncio.to_thread(ensure_helper))
+                self.helper = str(ensure_helper())
             except HelperBuildError as exc:
                 log.error("sandbox helper cannot be built: %s", exc)
                 return KernelSupport(helper_error="it could not be built")
         elif not os.access(self.helper, os.X_OK):
             return KernelSupport(helper_error=f"{self.helper} is not executable")
-        return await probe_kernel(self.helper)
+        return None
+
+    def support_now(self) -> KernelSupport:
+        """The probe result for synchronous callers (the daemon probes at start, so this is
+        normally known; otherwise the probe runs here, once, blocking ~10 ms)."""
+        if self.support is None:
+            self.support = self._locate_helper() or probe_kernel_sync(self.helper or "")
+            log.info("%s", self.support.status_line(self.enabled))
+        return self.support
 
     def resolve(self, requested: SandboxPolicy | None) -> EffectivePolicy:
         """The effective policy of a call; raises SandboxRejected (reason for the user)."""
@@ -90,9 +114,21 @@ class SandboxService:
         *,
         env: Mapping[str, str],
         keep_fds: Sequence[int] = (),
-    ) -> Confinement:
+    ) -> SandboxRun:
         """What the spawn path needs to run a command under `policy`. Raises SandboxRejected."""
-        support = await self.start()
+        await self.start()
+        return self.prepare(policy, cwd, env=env, keep_fds=keep_fds)
+
+    def prepare(
+        self,
+        policy: EffectivePolicy,
+        cwd: Path | str,
+        *,
+        env: Mapping[str, str],
+        keep_fds: Sequence[int] = (),
+    ) -> SandboxRun:
+        """`confine` for synchronous callers. Raises SandboxRejected."""
+        support = self.support_now()
         missing = support.missing()
         if missing:
             raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
@@ -112,23 +148,84 @@ class SandboxService:
             parent.close()
             child.close()
             raise
-        confinement = Confinement(self, policy, plan, self.helper, parent, child)
-        self._live.add(confinement)
-        return confinement
+        run = SandboxRun(self, policy, plan, self.helper, parent, child)
+        self._live.add(run)
+        return run
+
+    def confinement_for(self, requested: SandboxPolicy | None) -> SandboxConfinement | None:
+        """The processes.Confinement for a call's requested policy; None when it runs
+        unconfined. Raises SandboxRejected (e.g. the kernel lacks what the policy needs)."""
+        policy = self.resolve(requested)
+        if not policy.sandboxed:
+            return None
+        missing = self.support_now().missing()
+        if missing:
+            raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
+        return SandboxConfinement(self, policy)
 
     def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:
         return ProxyRules(policy.network, self._private_exceptions)
 
-    def _forget(self, confinement: Confinement) -> None:
-        self._live.discard(confinement)
+    def _forget(self, run: SandboxRun) -> None:
+        self._live.discard(run)
 
     async def aclose(self) -> None:
-        for confinement in list(self._live):
-            await confinement.aclose()
+        for run in list(self._live):
+            await run.aclose()
 
 
-class Confinement:
-    """One confined command: its helper command line, environment and control channel."""
+class SandboxConfinement:
+    """`exec_daemon.processes.Confinement` for one effective policy.
+
+    `wrap` prepares a run per process it wraps (so one instance may start several, e.g. a
+    long-lived shell that is restarted); `started(wrapped)` must follow once the process exists
+    (`abandon(wrapped)` if it could not be started).
+    """
+
+    def __init__(self, service: SandboxService, policy: EffectivePolicy) -> None:
+        self.service = service
+        self.policy = policy
+        identity = policy.to_proto().SerializeToString(deterministic=True) + bytes(
+            str(service.workspace), "utf-8"
+        )
+        self.key = "sandbox-" + hashlib.sha256(identity).hexdigest()[:16]
+        self._runs: dict[int, SandboxRun] = {}
+
+    @property
+    def effective_policy(self) -> SandboxPolicy:
+        return self.policy.to_proto()
+
+    def wrap(self, spec: SpawnSpec) -> SpawnSpec:
+        run = self.service.prepare(self.policy, spec.cwd, env=spec.env, keep_fds=spec.pass_fds)
+        self._runs[run.pass_fds[0]] = run
+        return replace(
+            spec,
+            argv=tuple(run.argv(spec.argv)),
+            env=run.env(spec.env),
+            pass_fds=(*spec.pass_fds, *run.pass_fds),
+        )
+
+    def _run_of(self, wrapped: SpawnSpec) -> SandboxRun | None:
+        for fd in wrapped.pass_fds:
+            run = self._runs.pop(fd, None)
+            if run is not None:
+                return run
+        return None
+
+    async def started(self, wrapped: SpawnSpec) -> None:
+        """Waits until the command runs confined; raises SandboxRejected if set-up failed."""
+        run = self._run_of(wrapped)
+        if run is not None:
+            await run.started()
+
+    async def abandon(self, wrapped: SpawnSpec) -> None:
+        run = self._run_of(wrapped)
+        if run is not None:
+            await run.aclose()
+
+
+class SandboxRun:
+    """One confined process: its helper command line, environment and control channel."""
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -592,3 +593,61 @@ async def test_git_worktree_protects_the_main_repository(identity: Identity) -> 
     finally:
         remove_tree(main)
         remove_tree(worktree_parent)
+
+
+# ---------------------------------------------------------------------------------------------
+# The processes.Confinement seam
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """The fields of exec_daemon.processes.SpawnSpec that a confinement rewrites."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: dict[str, str]
+    pass_fds: tuple[int, ...] = ()
+
+
+async def test_confinement_seam_wraps_and_reports_set_up(harness: SandboxHarness) -> None:
+    service = harness.service
+    assert service.confinement_for(SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)) is None
+    confinement = service.confinement_for(RW)
+    assert confinement is not None
+    same = service.confinement_for(SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE))
+    other = service.confinement_for(SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READONLY))
+    assert same is not None and other is not None
+    assert confinement.key == same.key != other.key and confinement.key
+    assert confinement.effective_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
+
+    read_fd, write_fd = os.pipe()
+    spec = _Spec(
+        ("bash", "-c", f"echo $CURSOR_SANDBOX >&{write_fd}"),
+        str(harness.workspace),
+        dict(harness.env),
+        (write_fd,),
+    )
+    wrapped = confinement.wrap(spec)  # type: ignore[arg-type]
+    assert wrapped.argv[-4:] == ("--", "bash", "-c", f"echo $CURSOR_SANDBOX >&{write_fd}")
+    assert wrapped.pass_fds[0] == write_fd and len(wrapped.pass_fds) == 2
+    process = await asyncio.create_subprocess_exec(
+        *harness.identity.wrap(wrapped.argv),
+        env=wrapped.env,
+        pass_fds=wrapped.pass_fds,
+        cwd=spec.cwd,
+    )
+    os.close(write_fd)
+    await confinement.started(wrapped)  # type: ignore[arg-type]
+    assert await process.wait() == 0
+    assert os.read(read_fd, 100) == b"native\n"  # the kept descriptor reached the command
+    os.close(read_fd)
+
+    failing = confinement.wrap(_Spec(("true",), "/nonexistent-dir", dict(harness.env)))  # type: ignore[arg-type]
+    process = await asyncio.create_subprocess_exec(
+        *harness.identity.wrap(failing.argv), env=failing.env, pass_fds=failing.pass_fds
+    )
+    with pytest.raises(SandboxRejected, match="chdir /nonexistent-dir"):
+        await confinement.started(failing)  # type: ignore[arg-type]
+    await process.wait()
+    abandoned = confinement.wrap(spec)  # type: ignore[arg-type]
+    await confinement.abandon(abandoned)  # type: ignore[arg-type]
