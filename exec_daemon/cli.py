@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 import shutil
@@ -218,6 +219,42 @@ def install(workspace: Path | None) -> None:
 def generate_token() -> None:
     """Print a fresh random token (64 hex characters)."""
     click.echo(secrets.token_hex(32))
+
+
+@main.command()
+@click.option(
+    "--url",
+    default=f"http://127.0.0.1:{DEFAULT_PORT}",
+    show_default=True,
+    help="The daemon's RPC address.",
+)
+@click.option(
+    "--token",
+    envvar="EXEC_DAEMON_AUTH_TOKEN",
+    required=True,
+    help="Its bearer token (or EXEC_DAEMON_AUTH_TOKEN).",
+)
+@click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait.")
+def ping(url: str, token: str, timeout: float) -> None:
+    """Exit 0 when the daemon answers a Ping (health checks), printing its answer as JSON."""
+    from connectrpc.errors import ConnectError
+    from google.protobuf.json_format import MessageToDict
+
+    from exec_daemon.client import ExecDaemonClient
+
+    async def ping_once() -> Any:
+        async with ExecDaemonClient(url, token, timeout_ms=int(timeout * 1000)) as client:
+            return await asyncio.wait_for(client.ping(), timeout)
+
+    try:
+        answer = asyncio.run(ping_once())
+    except ConnectError as exc:
+        click.echo(f"exec-daemon ping: {url}: {exc.code.value}: {exc.message}", err=True)
+        sys.exit(1)
+    except Exception as exc:
+        click.echo(f"exec-daemon ping: {url}: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(json.dumps(MessageToDict(answer)))
 
 
 if __name__ == "__main__":

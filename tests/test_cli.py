@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -70,3 +71,27 @@ async def test_log_level_error_hides_info(workspace: Path, tmp_path: Path) -> No
             await client.ping()
         log = daemon.log()
     assert " INFO " not in log and " DEBUG " not in log
+
+
+async def test_ping_exits_0_when_the_daemon_answers_and_1_otherwise(
+    workspace: Path, tmp_path: Path
+) -> None:
+    def ping(url: str, token: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "exec_daemon", "ping", "--url", url, "--timeout", "5"],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "EXEC_DAEMON_AUTH_TOKEN": token},
+            timeout=30,
+        )
+
+    with running_daemon(workspace, tmp_path / "state") as daemon:
+        answered = ping(daemon.url, daemon.token)
+        refused = ping(daemon.url, "wrong-token")
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["workspace"] == str(workspace)
+    assert refused.returncode == 1
+    assert "unauthenticated" in refused.stderr.lower()
+    stopped = ping(daemon.url, daemon.token)
+    assert stopped.returncode == 1
+    assert daemon.url in stopped.stderr
