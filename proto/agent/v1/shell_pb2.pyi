@@ -103,7 +103,7 @@ class OutputLocation(_message.Message):
     def __init__(self, file_path: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class ShellSuccess(_message.Message):
-    __slots__ = ("command", "working_directory", "exit_code", "signal", "stdout", "stderr", "execution_time", "output_location", "shell_id", "interleaved_output", "pid", "truncation_note", "decoded_with_replacement")
+    __slots__ = ("command", "working_directory", "exit_code", "signal", "stdout", "stderr", "execution_time", "output_location", "shell_id", "interleaved_output", "pid", "truncation_note", "decoded_with_replacement", "shell_exited")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,7 @@ class ShellSuccess(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     TRUNCATION_NOTE_FIELD_NUMBER: _ClassVar[int]
     DECODED_WITH_REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    SHELL_EXITED_FIELD_NUMBER: _ClassVar[int]
     command: str
     working_directory: str
     exit_code: int
@@ -130,10 +131,11 @@ class ShellSuccess(_message.Message):
     pid: int
     truncation_note: str
     decoded_with_replacement: bool
-    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., execution_time: _Optional[int] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., shell_id: _Optional[int] = ..., interleaved_output: _Optional[str] = ..., pid: _Optional[int] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ...) -> None: ...
+    shell_exited: bool
+    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., execution_time: _Optional[int] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., shell_id: _Optional[int] = ..., interleaved_output: _Optional[str] = ..., pid: _Optional[int] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ..., shell_exited: _Optional[bool] = ...) -> None: ...
 
 class ShellFailure(_message.Message):
-    __slots__ = ("command", "working_directory", "exit_code", "signal", "stdout", "stderr", "execution_time", "output_location", "shell_id", "interleaved_output", "pid", "truncation_note", "decoded_with_replacement")
+    __slots__ = ("command", "working_directory", "exit_code", "signal", "stdout", "stderr", "execution_time", "output_location", "shell_id", "interleaved_output", "pid", "truncation_note", "decoded_with_replacement", "shell_exited")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +149,7 @@ class ShellFailure(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     TRUNCATION_NOTE_FIELD_NUMBER: _ClassVar[int]
     DECODED_WITH_REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    SHELL_EXITED_FIELD_NUMBER: _ClassVar[int]
     command: str
     working_directory: str
     exit_code: int
@@ -160,10 +163,11 @@ class ShellFailure(_message.Message):
     pid: int
     truncation_note: str
     decoded_with_replacement: bool
-    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., execution_time: _Optional[int] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., shell_id: _Optional[int] = ..., interleaved_output: _Optional[str] = ..., pid: _Optional[int] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ...) -> None: ...
+    shell_exited: bool
+    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., execution_time: _Optional[int] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., shell_id: _Optional[int] = ..., interleaved_output: _Optional[str] = ..., pid: _Optional[int] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ..., shell_exited: _Optional[bool] = ...) -> None: ...
 
 class ShellTimeout(_message.Message):
-    __slots__ = ("command", "working_directory", "timeout_ms", "stdout", "stderr", "interleaved_output", "output_location", "shell_id", "pid", "truncation_note")
+    __slots__ = ("command", "working_directory", "timeout_ms", "stdout", "stderr", "interleaved_output", "output_location", "shell_id", "pid", "truncation_note", "decoded_with_replacement", "execution_time")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +178,8 @@ class ShellTimeout(_message.Message):
     SHELL_ID_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     TRUNCATION_NOTE_FIELD_NUMBER: _ClassVar[int]
+    DECODED_WITH_REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_TIME_FIELD_NUMBER: _ClassVar[int]
     command: str
     working_directory: str
     timeout_ms: int
@@ -184,7 +190,9 @@ class ShellTimeout(_message.Message):
     shell_id: int
     pid: int
     truncation_note: str
-    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., interleaved_output: _Optional[str] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., shell_id: _Optional[int] = ..., pid: _Optional[int] = ..., truncation_note: _Optional[str] = ...) -> None: ...
+    decoded_with_replacement: bool
+    execution_time: int
+    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., interleaved_output: _Optional[str] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., shell_id: _Optional[int] = ..., pid: _Optional[int] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ..., execution_time: _Optional[int] = ...) -> None: ...
 
 class ShellRejected(_message.Message):
     __slots__ = ("command", "working_directory", "reason", "is_readonly", "details")
@@ -221,7 +229,7 @@ class ShellPermissionDenied(_message.Message):
     def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ShellAborted(_message.Message):
-    __slots__ = ("command", "working_directory", "reason", "stdout", "stderr", "interleaved_output", "shell_id", "pid")
+    __slots__ = ("command", "working_directory", "reason", "stdout", "stderr", "interleaved_output", "shell_id", "pid", "output_location", "truncation_note", "decoded_with_replacement", "execution_time")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +238,10 @@ class ShellAborted(_message.Message):
     INTERLEAVED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     SHELL_ID_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_NOTE_FIELD_NUMBER: _ClassVar[int]
+    DECODED_WITH_REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_TIME_FIELD_NUMBER: _ClassVar[int]
     command: str
     working_directory: str
     reason: str
@@ -238,10 +250,14 @@ class ShellAborted(_message.Message):
     interleaved_output: str
     shell_id: int
     pid: int
-    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., reason: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., interleaved_output: _Optional[str] = ..., shell_id: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+    output_location: OutputLocation
+    truncation_note: str
+    decoded_with_replacement: bool
+    execution_time: int
+    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., reason: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., interleaved_output: _Optional[str] = ..., shell_id: _Optional[int] = ..., pid: _Optional[int] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ..., execution_time: _Optional[int] = ...) -> None: ...
 
 class ShellResult(_message.Message):
-    __slots__ = ("success", "failure", "timeout", "rejected", "spawn_error", "permission_denied", "aborted", "sandbox_policy", "is_background", "terminals_folder", "pid", "shell_id", "output_file")
+    __slots__ = ("success", "failure", "timeout", "rejected", "spawn_error", "permission_denied", "aborted", "error", "sandbox_policy", "is_background", "terminals_folder", "pid", "shell_id", "output_file")
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +265,7 @@ class ShellResult(_message.Message):
     SPAWN_ERROR_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_DENIED_FIELD_NUMBER: _ClassVar[int]
     ABORTED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_POLICY_FIELD_NUMBER: _ClassVar[int]
     IS_BACKGROUND_FIELD_NUMBER: _ClassVar[int]
     TERMINALS_FOLDER_FIELD_NUMBER: _ClassVar[int]
@@ -262,13 +279,14 @@ class ShellResult(_message.Message):
     spawn_error: ShellSpawnError
     permission_denied: ShellPermissionDenied
     aborted: ShellAborted
+    error: _common_pb2.ToolError
     sandbox_policy: SandboxPolicy
     is_background: bool
     terminals_folder: str
     pid: int
     shell_id: int
     output_file: str
-    def __init__(self, success: _Optional[_Union[ShellSuccess, _Mapping]] = ..., failure: _Optional[_Union[ShellFailure, _Mapping]] = ..., timeout: _Optional[_Union[ShellTimeout, _Mapping]] = ..., rejected: _Optional[_Union[ShellRejected, _Mapping]] = ..., spawn_error: _Optional[_Union[ShellSpawnError, _Mapping]] = ..., permission_denied: _Optional[_Union[ShellPermissionDenied, _Mapping]] = ..., aborted: _Optional[_Union[ShellAborted, _Mapping]] = ..., sandbox_policy: _Optional[_Union[SandboxPolicy, _Mapping]] = ..., is_background: _Optional[bool] = ..., terminals_folder: _Optional[str] = ..., pid: _Optional[int] = ..., shell_id: _Optional[int] = ..., output_file: _Optional[str] = ...) -> None: ...
+    def __init__(self, success: _Optional[_Union[ShellSuccess, _Mapping]] = ..., failure: _Optional[_Union[ShellFailure, _Mapping]] = ..., timeout: _Optional[_Union[ShellTimeout, _Mapping]] = ..., rejected: _Optional[_Union[ShellRejected, _Mapping]] = ..., spawn_error: _Optional[_Union[ShellSpawnError, _Mapping]] = ..., permission_denied: _Optional[_Union[ShellPermissionDenied, _Mapping]] = ..., aborted: _Optional[_Union[ShellAborted, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ToolError, _Mapping]] = ..., sandbox_policy: _Optional[_Union[SandboxPolicy, _Mapping]] = ..., is_background: _Optional[bool] = ..., terminals_folder: _Optional[str] = ..., pid: _Optional[int] = ..., shell_id: _Optional[int] = ..., output_file: _Optional[str] = ...) -> None: ...
 
 class ShellToolCall(_message.Message):
     __slots__ = ("args", "result")
@@ -279,12 +297,22 @@ class ShellToolCall(_message.Message):
     def __init__(self, args: _Optional[_Union[ShellArgs, _Mapping]] = ..., result: _Optional[_Union[ShellResult, _Mapping]] = ...) -> None: ...
 
 class ShellToolCallDelta(_message.Message):
-    __slots__ = ("stdout", "stderr")
+    __slots__ = ("stdout", "stderr", "started")
     STDOUT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
     stdout: str
     stderr: str
-    def __init__(self, stdout: _Optional[str] = ..., stderr: _Optional[str] = ...) -> None: ...
+    started: ShellStarted
+    def __init__(self, stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., started: _Optional[_Union[ShellStarted, _Mapping]] = ...) -> None: ...
+
+class ShellStarted(_message.Message):
+    __slots__ = ("shell_id", "pid")
+    SHELL_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    shell_id: int
+    pid: int
+    def __init__(self, shell_id: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class WriteShellStdinArgs(_message.Message):
     __slots__ = ("shell_id", "chars", "tool_call_id", "close_stdin")
