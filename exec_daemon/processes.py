@@ -1,0 +1,351 @@
+"""The one way the daemon starts child processes, and the one way it ends them.
+
+Every process the daemon starts goes through `spawn()`:
+- it gets a new session, hence its own process group (pgid = sid = its pid) and no controlling
+  terminal, so a program that prompts on /dev/tty fails at once instead of waiting forever;
+- its environment is the daemon's current one (`daemon.env.snapshot()`) unless the caller
+  passes another;
+- `Confinement` is the seam where the sandbox (issue #6) plugs in: `confinement_for(daemon,
+  policy)` resolves a `SandboxPolicy` to a `Confinement`, whose `wrap(spec)` may rewrite the
+  argv (e.g. prefix the confinement helper), the environment or the fds of the `SpawnSpec`
+  before it is started. Long-lived shells are keyed by `Confinement.key`, so calls under
+  different policies never share a shell. Today every policy resolves to `UNCONFINED`.
+
+Ending processes (`terminate`) signals the whole process group AND every process still in the
+session (a grandchild that made its own group with `set -m` is found through /proc), SIGTERM
+first, then SIGKILL after a grace period. Signals go through pidfds, checked against the
+process's session and start time, so a recycled pid is never hit.
+
+When the daemon runs as PID 1 (in a container), orphaned grandchildren are reparented to it and
+must be reaped; reaping them with `wait(-1)` would steal the exit codes asyncio waits for.
+`run_as_init_if_pid1()` therefore forks before the event loop starts: PID 1 stays a tiny init
+that forwards signals to the daemon and reaps everything, and the daemon proper runs as its
+child, where only its own children are ever waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from agent.v1.shell_pb2 import SandboxPolicy
+    from exec_daemon.state import Daemon
+
+log = logging.getLogger(__name__)
+
+# SIGTERM first, SIGKILL this long after when something is still alive.
+DEFAULT_GRACE_SECONDS = 1.0
+_POLL_SECONDS = 0.02
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# Pipes this large carry big outputs in fewer reads (the kernel caps it at pipe-max-size).
+PIPE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class SpawnSpec:
+    """What to start. fds are the parent's; None means /dev/null."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    stdin: int | None = None
+    stdout: int | None = None
+    stderr: int | None = None
+    pass_fds: tuple[int, ...] = ()
+
+
+class Confinement(Protocol):
+    """How a child is confined (issue #6 implements real ones)."""
+
+    @property
+    def key(self) -> str:
+        """Equal for confinements that may share one long-lived shell; "" when unconfined."""
+        ...
+
+    def wrap(self, spec: SpawnSpec) -> SpawnSpec:
+        """The spec to actually start (e.g. argv prefixed with the confinement helper)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Unconfined:
+    key: str = ""
+
+    def wrap(self, spec: SpawnSpec) -> SpawnSpec:
+        return spec
+
+
+UNCONFINED: Confinement = Unconfined()
+
+
+def confinement_for(daemon: Daemon, policy: SandboxPolicy | None) -> Confinement:
+    """The confinement a call with `policy` runs under. The seam for the sandbox (issue #6)."""
+    return UNCONFINED
+
+
+def boot_ticks_now() -> int:
+    """Now, in the unit of /proc/<pid>/stat's start time (clock ticks since boot)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
+
+
+@dataclass
+class Child:
+    """A started process: the leader of its own session and process group."""
+
+    process: asyncio.subprocess.Process
+    started_ticks: int
+    started_monotonic: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    async def wait(self) -> int:
+        return await self.process.wait()
+
+    async def terminate(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
+        """Ends the child and everything in its session, grandchildren included."""
+        await terminate_sessions({self.pid}, grace=grace)
+
+
+async def spawn(spec: SpawnSpec, confinement: Confinement = UNCONFINED) -> Child:
+    """Starts `spec` (after `confinement` wrapped it) as the leader of a new session.
+
+    Raises OSError (e.g. FileNotFoundError) when it cannot be started.
+    """
+    spec = confinement.wrap(spec)
+    ticks = boot_ticks_now()
+    process = await asyncio.create_subprocess_exec(
+        *spec.argv,
+        stdin=asyncio.subprocess.DEVNULL if spec.stdin is None else spec.stdin,
+        stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
+        stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
+        cwd=spec.cwd,
+        env=dict(spec.env),
+        pass_fds=spec.pass_fds,
+        start_new_session=True,
+    )
+    return Child(process=process, started_ticks=ticks)
+
+
+def with_env(spec: SpawnSpec, **values: str) -> SpawnSpec:
+    return replace(spec, env={**spec.env, **values})
+
+
+def open_pipe(size: int = PIPE_BYTES) -> tuple[int, int]:
+    """A close-on-exec pipe (read end, write end), enlarged when the kernel allows."""
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, size)
+    return read_fd, write_fd
+
+
+def close_fds(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# /proc
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start_ticks: int
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            raw = stat_file.read().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    fields = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return ProcInfo(
+            pid=pid,
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            sid=int(fields[3]),
+            state=fields[0],
+            start_ticks=int(fields[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def all_processes() -> Iterator[ProcInfo]:
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if name.isdigit() and (info := proc_info(int(name))) is not None:
+            yield info
+
+
+Selector = Callable[[ProcInfo], bool]
+
+
+def in_sessions(
+    sids: Iterable[int], *, spare: Iterable[int] = (), since_ticks: int = 0
+) -> Selector:
+    """Selects live processes of the sessions `sids` (or groups with those ids), except `spare`
+    pids and processes started before `since_ticks`."""
+    wanted, spared = set(sids), set(spare)
+
+    def select(info: ProcInfo) -> bool:
+        return (
+            info.alive
+            and (info.sid in wanted or info.pgid in wanted)
+            and info.pid not in spared
+            and info.start_ticks >= since_ticks
+        )
+
+    return select
+
+
+def _signal_checked(info: ProcInfo, sig: int) -> None:
+    """Sends `sig` to the process `info` describes, unless its pid now names another process."""
+    try:
+        pidfd = os.pidfd_open(info.pid)
+    except OSError:
+        return
+    try:
+        now = proc_info(info.pid)
+        if now is None or now.start_ticks != info.start_ticks or now.sid != info.sid:
+            return
+        signal.pidfd_send_signal(pidfd, sig)
+        if sig == signal.SIGTERM:
+            # A stopped process would only see the SIGTERM once continued.
+            signal.pidfd_send_signal(pidfd, signal.SIGCONT)
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
+
+
+def signal_selected(select: Selector, sig: int, already: set[tuple[int, int]] | None = None) -> int:
+    """Sends `sig` to every selected process; returns how many were selected.
+
+    With `already`, processes in it (pid, start time) are skipped and those signalled are added,
+    so repeating the call only reaches processes started since.
+    """
+    targets = [info for info in all_processes() if select(info)]
+    for info in targets:
+        identity = (info.pid, info.start_ticks)
+        if already is not None:
+            if identity in already:
+                continue
+            already.add(identity)
+        _signal_checked(info, sig)
+    return len(targets)
+
+
+async def terminate_selected(select: Selector, grace: float = DEFAULT_GRACE_SECONDS) -> None:
+    """SIGTERM to every selected process, then SIGKILL to whatever outlives `grace` seconds."""
+    if signal_selected(select, signal.SIGTERM) == 0:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        await asyncio.sleep(_POLL_SECONDS)
+        if not any(select(info) for info in all_processes()):
+            return
+    # Processes may fork while we kill: repeat a few times until the selection is empty.
+    for _ in range(20):
+        if signal_selected(select, signal.SIGKILL) == 0:
+            return
+        await asyncio.sleep(_POLL_SECONDS)
+    log.warning("some processes survived SIGKILL (uninterruptible sleep?)")
+
+
+async def terminate_sessions(sids: Iterable[int], grace: float = DEFAULT_GRACE_SECONDS) -> None:
+    """Ends every process of the given sessions / process groups (leaders included)."""
+    wanted = set(sids)
+    for sid in wanted:
+        # The group signal is atomic: it reaches members forked since the /proc scan too.
+        with contextlib.suppress(OSError):
+            os.killpg(sid, signal.SIGTERM)
+            os.killpg(sid, signal.SIGCONT)
+    await terminate_selected(in_sessions(wanted), grace)
+
+
+# ---------------------------------------------------------------------------------------------
+# PID 1
+
+_FORWARDED_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
+
+
+def run_as_init_if_pid1(force: bool = False) -> None:
+    """When this process is PID 1, fork: the parent becomes a minimal init, the child returns.
+
+    The init forwards termination signals to the daemon, reaps every orphan reparented to it,
+    and exits with the daemon's exit status. Must be called before any thread or event loop
+    exists. `force` does the same when not PID 1 (the init is then a subreaper).
+    """
+    if os.getpid() != 1 and not force:
+        return
+    if force:
+        _set_child_subreaper()
+    daemon_pid = os.fork()
+    if daemon_pid == 0:
+        return
+    _init_loop(daemon_pid)
+
+
+def _set_child_subreaper() -> None:
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+def _init_loop(daemon_pid: int) -> None:
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(daemon_pid, signum)
+
+    for signum in _FORWARDED_SIGNALS:
+        signal.signal(signum, forward)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid == daemon_pid:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)

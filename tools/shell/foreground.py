@@ -1,0 +1,134 @@
+"""Runs one foreground call: streams its output as deltas, enforces its timeout, handles abort."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from agent.v1.shell_pb2 import ShellToolCallDelta
+from agent.v1.tool_call_pb2 import ToolCallDelta
+from exec_daemon.dispatch import CallContext
+from tools.shell.output import OutputCapture
+from tools.shell.results import Ending
+from tools.shell.session import ExitStatus
+
+# Output waiting for a slow client above this pauses the reading of the pipes (the command then
+# blocks on a full pipe instead of the daemon's memory growing); reading resumes below LOW.
+HIGH_WATER_BYTES = 4 << 20
+LOW_WATER_BYTES = 1 << 20
+# Consecutive chunks of one stream are sent as one delta up to this size.
+DELTA_BYTES = 1 << 20
+
+
+class Execution(Protocol):
+    """What runs the command: the agent's session or a one-shot shell."""
+
+    def pause_output(self) -> None: ...
+
+    def resume_output(self) -> None: ...
+
+    async def interrupt(self) -> None: ...
+
+
+SpawnTask = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
+
+
+class ForegroundCall:
+    def __init__(self, ctx: CallContext, capture: OutputCapture, spawn_task: SpawnTask) -> None:
+        self._ctx = ctx
+        self._spawn_task = spawn_task
+        self.capture = capture
+        self._pending: deque[tuple[str, bytes]] = deque()
+        self._pending_bytes = 0
+        self._wake = asyncio.Event()
+        self._paused = False
+        self.execution: Execution | None = None
+        self.started = time.monotonic()
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def sink(self, stream: str, data: bytes) -> None:
+        """Called by the pipe readers with each chunk (synchronously, on the event loop)."""
+        self._pending.append((stream, data))
+        self._pending_bytes += len(data)
+        if self._pending_bytes > HIGH_WATER_BYTES and not self._paused and self.execution:
+            self.execution.pause_output()
+            self._paused = True
+        self._wake.set()
+
+    async def forward(self, emit: bool = True) -> None:
+        """Moves pending output into the capture, sending it as deltas when `emit`."""
+        while self._pending:
+            stream, data = self._pending.popleft()
+            if self._pending and self._pending[0][0] == stream:
+                parts = [data]
+                size = len(data)
+                while self._pending and self._pending[0][0] == stream and size < DELTA_BYTES:
+                    part = self._pending.popleft()[1]
+                    parts.append(part)
+                    size += len(part)
+                data = b"".join(parts)
+            self._pending_bytes -= len(data)
+            text = self.capture.feed(stream, data)
+            if self._paused and self._pending_bytes < LOW_WATER_BYTES and self.execution:
+                self.execution.resume_output()
+                self._paused = False
+            if emit and text:
+                await self._emit_text(stream, text)
+
+    async def _emit_text(self, stream: str, text: str) -> None:
+        delta = (
+            ShellToolCallDelta(stdout=text)
+            if stream == "stdout"
+            else ShellToolCallDelta(stderr=text)
+        )
+        await self._ctx.emit(ToolCallDelta(shell_tool_call_delta=delta))
+
+    async def flush_decoders(self, emit: bool) -> None:
+        for stream in ("stdout", "stderr"):
+            text = self.capture.flush_text(stream)
+            if emit and text:
+                await self._emit_text(stream, text)
+
+    async def run(
+        self, execution: Execution, done: asyncio.Future[ExitStatus], timeout_s: float
+    ) -> tuple[Ending, ExitStatus | None]:
+        """Streams until the command ends, times out (it is then interrupted) or the call is
+        cancelled (abort / disconnect: interrupted too, the partial output still answered)."""
+        self.execution = execution
+        done.add_done_callback(lambda _done: self._wake.set())
+        ending: Ending = "exited"
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._stream_until(done)
+        except TimeoutError:
+            ending = "timeout"
+            # Shielded, owned by the service: the processes end even if the call is cancelled.
+            await asyncio.shield(self._spawn_task(execution.interrupt()))
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            ending = "aborted"
+            await asyncio.shield(self._spawn_task(execution.interrupt()))
+        emit = ending != "aborted"
+        if self._paused:
+            execution.resume_output()
+            self._paused = False
+        await self.forward(emit)
+        await self.flush_decoders(emit)
+        status = done.result() if done.done() and not done.cancelled() else None
+        return ending, status
+
+    async def _stream_until(self, done: asyncio.Future[ExitStatus]) -> None:
+        while True:
+            await self.forward()
+            if done.done():
+                await self.forward()
+                return
+            self._wake.clear()
+            await self._wake.wait()

@@ -1,0 +1,245 @@
+"""What a shell call printed: streamed as text, kept in memory as head + tail, spilled to a file.
+
+Memory stays bounded whatever the output size: each of stdout, stderr and the interleaved
+output keeps its first and last `KEEP_BYTES / 2` bytes. Past the spill threshold the whole
+interleaved output also goes to a file (`output_location`), so nothing is lost. stdout and
+stderr are kept apart, so a flood on stdout never pushes stderr out. Bytes that are not UTF-8
+are decoded with U+FFFD and the result says so.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# In-memory bytes kept per stream (half head, half tail).
+KEEP_BYTES = 512 * 1024
+# Output larger than this (or than `file_output_threshold_bytes`) is spilled to a file. Never
+# above KEEP_BYTES: the spill file starts with what memory still holds in full.
+DEFAULT_SPILL_THRESHOLD = KEEP_BYTES
+
+_REPLACE_ERRORS = "exec_daemon.shell_replace"
+_replacements = 0
+
+
+def _count_replacement(exc: UnicodeError) -> tuple[str, int]:
+    global _replacements
+    _replacements += 1
+    assert isinstance(exc, UnicodeDecodeError)
+    return "\ufffd", exc.end
+
+
+codecs.register_error(_REPLACE_ERRORS, _count_replacement)
+
+
+def decode(data: bytes | bytearray) -> tuple[str, bool]:
+    """UTF-8 text of `data` and whether invalid bytes had to be replaced."""
+    before = _replacements
+    text = bytes(data).decode("utf-8", _REPLACE_ERRORS)
+    return text, _replacements != before
+
+
+class StreamDecoder:
+    """Decodes a stream chunk by chunk (a character split across chunks stays whole)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(_REPLACE_ERRORS)
+        self.replaced = False
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        before = _replacements
+        text = self._decoder.decode(data, final)
+        if _replacements != before:
+            self.replaced = True
+        return text
+
+
+def _trim_head(data: bytes | bytearray) -> bytes:
+    """`data` without a UTF-8 character cut in two at its end."""
+    end = len(data)
+    for back in range(1, min(4, end) + 1):
+        byte = data[end - back]
+        if byte & 0xC0 == 0x80:
+            continue
+        needed = (
+            2
+            if byte >> 5 == 0b110
+            else 3
+            if byte >> 4 == 0b1110
+            else 4
+            if byte >> 3 == 0b11110
+            else 1
+        )
+        return bytes(data[: end - back]) if needed > back else bytes(data)
+    return bytes(data)
+
+
+def _trim_tail(data: bytes | bytearray) -> bytes:
+    """`data` without the continuation bytes of a character cut in two at its start."""
+    start = 0
+    while start < min(3, len(data)) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return bytes(data[start:])
+
+
+class KeptBytes:
+    """The first and last bytes of a stream, and how many it had in all."""
+
+    def __init__(self, keep: int = KEEP_BYTES) -> None:
+        self._head_limit = keep // 2
+        self._tail_limit = keep - keep // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        if len(data) >= self._tail_limit:
+            self.tail[:] = data[-self._tail_limit :]
+            return
+        self.tail += data
+        excess = len(self.tail) - self._tail_limit
+        if excess > 0:
+            del self.tail[:excess]
+
+    @property
+    def cut(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def everything(self) -> bytes:
+        """All bytes, when nothing was cut."""
+        assert self.cut == 0
+        return bytes(self.head + self.tail)
+
+    def text(self, name: str, spill_path: str) -> tuple[str, bool]:
+        if self.cut == 0:
+            return decode(self.head + self.tail)
+        head, head_replaced = decode(_trim_head(self.head))
+        tail, tail_replaced = decode(_trim_tail(self.tail))
+        where = f"; the full output is in {spill_path}" if spill_path else ""
+        marker = (
+            f"\n[exec-daemon: {self.cut} bytes of {name} cut here, {self.total} in all{where}]\n"
+        )
+        return head + marker + tail, head_replaced or tail_replaced
+
+
+@dataclass
+class CapturedOutput:
+    stdout: str
+    stderr: str
+    interleaved: str
+    truncation_note: str
+    spill_path: str
+    total_bytes: int
+    decoded_with_replacement: bool
+
+
+class OutputCapture:
+    """Collects one call's output; `feed` returns the text to stream as a delta."""
+
+    def __init__(self, spill_threshold: int, spill_path: Path) -> None:
+        self._threshold = max(1, min(spill_threshold or DEFAULT_SPILL_THRESHOLD, KEEP_BYTES))
+        self._spill_target = spill_path
+        self._spill_fd: int | None = None
+        self.spill_path = ""
+        self.streams = {"stdout": KeptBytes(), "stderr": KeptBytes()}
+        self.interleaved = KeptBytes()
+        self._decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
+        self.spill_error = ""
+
+    @property
+    def total(self) -> int:
+        return self.interleaved.total
+
+    def feed(self, stream: str, data: bytes) -> str:
+        if (
+            self._spill_fd is None
+            and not self.spill_error
+            and self.total + len(data) > self._threshold
+        ):
+            self._start_spill()
+        self.streams[stream].add(data)
+        self.interleaved.add(data)
+        if self._spill_fd is not None:
+            self._spill(data)
+        return self._decoders[stream].decode(data)
+
+    def flush_text(self, stream: str) -> str:
+        """Text held back in a decoder (an unfinished character at the very end)."""
+        return self._decoders[stream].decode(b"", final=True)
+
+    def _start_spill(self) -> None:
+        try:
+            self._spill_target.parent.mkdir(parents=True, exist_ok=True)
+            self._spill_fd = os.open(
+                self._spill_target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
+            )
+        except OSError as exc:
+            self.spill_error = f"the full output could not be written to a file: {exc.strerror}"
+            return
+        self.spill_path = str(self._spill_target)
+        self._spill(self.interleaved.everything())
+
+    def _spill(self, data: bytes) -> None:
+        assert self._spill_fd is not None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._spill_fd, view) :]
+        except OSError as exc:
+            self.spill_error = (
+                f"writing the full output to {self.spill_path} failed: {exc.strerror}"
+            )
+            self.close()
+
+    def close(self) -> None:
+        if self._spill_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._spill_fd)
+            self._spill_fd = None
+
+    def finish(self) -> CapturedOutput:
+        self.close()
+        stdout, stdout_replaced = self.streams["stdout"].text("stdout", self.spill_path)
+        stderr, stderr_replaced = self.streams["stderr"].text("stderr", self.spill_path)
+        interleaved, _ = self.interleaved.text("output", self.spill_path)
+        replaced = (
+            stdout_replaced
+            or stderr_replaced
+            or any(decoder.replaced for decoder in self._decoders.values())
+        )
+        return CapturedOutput(
+            stdout=stdout,
+            stderr=stderr,
+            interleaved=interleaved,
+            truncation_note=self._note(),
+            spill_path=self.spill_path,
+            total_bytes=self.total,
+            decoded_with_replacement=replaced,
+        )
+
+    def _note(self) -> str:
+        parts = []
+        for name, kept in (*self.streams.items(), ("interleaved output", self.interleaved)):
+            if kept.cut:
+                parts.append(
+                    f"{name}: {kept.total} bytes, kept the first {len(kept.head)} and the last "
+                    f"{len(kept.tail)}, cut {kept.cut} in between"
+                )
+        if not parts and not self.spill_error:
+            return ""
+        note = "; ".join(parts)
+        if self.spill_path and parts:
+            note += f". The full output ({self.total} bytes) is in {self.spill_path}"
+        if self.spill_error:
+            note = f"{note}. {self.spill_error}" if note else self.spill_error
+        return note

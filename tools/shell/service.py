@@ -1,0 +1,271 @@
+"""The daemon-wide shell state: one session per (agent, confinement), one-shot shells, jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from exec_daemon.processes import Confinement, all_processes, terminate_sessions
+from exec_daemon.state import Daemon
+from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
+from tools.shell.jobs import OneShotSpec, ShellJob, start_one_shot
+from tools.shell.session import SessionStartError, ShellSession, Sink, env_diff_script
+
+log = logging.getLogger(__name__)
+
+# Ended jobs stay addressable (exit code, output file) until this many newer ones ended.
+KEEP_ENDED_JOBS = 256
+# Spill files of past calls kept in <terminals_folder>/shell-output.
+KEEP_SPILL_FILES = 64
+SHUTDOWN_GRACE_SECONDS = 1.0
+
+
+def _runtime_parent() -> str:
+    """tmpfs when there is one: the session writes its state there after every command."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+class ShellService:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self._ids = itertools.count(1)
+        self.runtime_dir = Path(
+            tempfile.mkdtemp(prefix="exec-daemon-shell-", dir=_runtime_parent())
+        )
+        (self.runtime_dir / SESSION_LOOP_NAME).write_text(SESSION_LOOP)
+        self._sessions: dict[tuple[str, str], ShellSession] = {}
+        self.jobs: dict[int, ShellJob] = {}
+        self._ended_jobs: list[int] = []
+        self._spawned_sids: set[int] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._spill_count = itertools.count(1)
+        self._env_version = 0
+        self._session_env_version: dict[int, int] = {}
+        self._rc_file_broken = False
+        self.closing = False
+        daemon.env.subscribe(self._env_changed)
+
+    # -- ids, paths, tasks --------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    @property
+    def terminals_folder(self) -> Path:
+        return Path(self.daemon.config.terminals_folder)
+
+    def spill_path(self, shell_id: int) -> Path:
+        folder = self.terminals_folder / "shell-output"
+        return folder / f"shell-{shell_id}-{next(self._spill_count)}.txt"
+
+    def prune_spill_files(self) -> None:
+        folder = self.terminals_folder / "shell-output"
+        with contextlib.suppress(OSError):
+            files = sorted(folder.iterdir(), key=lambda path: path.stat().st_mtime)
+            for old in files[:-KEEP_SPILL_FILES]:
+                old.unlink()
+
+    def spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """A task the service owns: shutdown waits for it (or cancels it)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- environment --------------------------------------------------------------------------
+
+    def _env_changed(self, _env: dict[str, str]) -> None:
+        self._env_version += 1
+
+    def env_script(self, session: ShellSession) -> str:
+        """bash code that brings the session up to the daemon's current environment."""
+        if self._session_env_version.get(session.shell_id, 0) == self._env_version:
+            return ""
+        current = self.daemon.env.snapshot()
+        script = env_diff_script(session.exported, current)
+        session.exported = current
+        self._session_env_version[session.shell_id] = self._env_version
+        return script
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def acquire_session(self, agent_id: str, confinement: Confinement) -> ShellSession | None:
+        """The agent's session, started if needed and marked busy; None while it is busy."""
+        key = (agent_id, confinement.key)
+        session = self._sessions.get(key)
+        if session is not None and not session.ended:
+            if session.busy:
+                return None
+            session.busy = True
+            return session
+        shell_id = self.next_id()
+        fresh = ShellSession(
+            shell_id, agent_id, self.runtime_dir / f"session-{shell_id}", confinement
+        )
+        fresh.busy = True
+        self._sessions[key] = fresh
+        try:
+            await self._start(fresh, previous=session)
+        except SessionStartError:
+            if self._sessions.get(key) is fresh:
+                del self._sessions[key]
+            raise
+        self._spawned_sids.add(fresh.pid)
+        self._session_env_version[fresh.shell_id] = self._env_version
+        if session is not None:
+            self.spawn_task(asyncio.to_thread(shutil.rmtree, session.directory, True))
+        return fresh
+
+    async def _start(self, session: ShellSession, previous: ShellSession | None) -> None:
+        cwd = self.daemon.workspace
+        restore = None
+        if previous is not None:
+            cwd = _existing_directory(previous.cwd) or cwd
+            restore = previous.latest_state()
+        env = self.daemon.env.snapshot()
+        rc_file = "" if self._rc_file_broken else _rc_file(env)
+        home = self.daemon.workspace
+        try:
+            await session.start(cwd, home, env, rc_file, restore)
+        except SessionStartError:
+            if not rc_file:
+                raise
+            log.warning("the shell did not start with %s; starting it without", rc_file)
+            self._rc_file_broken = True
+            await session.start(cwd, home, env, "", restore)
+
+    def release_session(self, session: ShellSession) -> None:
+        session.busy = False
+
+    def session_of(self, agent_id: str, confinement: Confinement) -> ShellSession | None:
+        return self._sessions.get((agent_id, confinement.key))
+
+    def find_session(self, shell_id: int) -> ShellSession | None:
+        for session in self._sessions.values():
+            if session.shell_id == shell_id:
+                return session
+        return None
+
+    # -- one-shot shells ----------------------------------------------------------------------
+
+    async def start_one_shot(
+        self,
+        *,
+        agent_id: str,
+        command: str,
+        working_directory: str,
+        confinement: Confinement,
+        sink: Sink,
+        background: bool = False,
+        interactive: bool = False,
+    ) -> ShellJob:
+        """Starts a shell beside the agent's session, from the session's state."""
+        shell_id = self.next_id()
+        session = self.session_of(agent_id, confinement)
+        state_copy = self._copy_state(session, shell_id)
+        cwd = (
+            working_directory
+            or (session.cwd if session is not None else "")
+            or self.daemon.workspace
+        )
+        env = self.daemon.env.snapshot()
+        if state_copy is not None:
+            # The state re-exports every variable the session had (and not those it unset).
+            env = {name: env[name] for name in ("PATH", "HOME") if name in env}
+        log_path = meta_path = None
+        if background or interactive:
+            log_path = self.terminals_folder / f"shell-{shell_id}.log"
+            meta_path = self.terminals_folder / f"shell-{shell_id}.json"
+            self.terminals_folder.mkdir(parents=True, exist_ok=True)
+        spec = OneShotSpec(
+            shell_id=shell_id,
+            agent_id=agent_id,
+            command=command,
+            cwd=cwd,
+            env=env,
+            state_file=state_copy,
+            scratch_dir=self.runtime_dir,
+            confinement=confinement,
+            background=background,
+            interactive=interactive,
+            log_path=log_path,
+            meta_path=meta_path if background else None,
+        )
+        try:
+            job = await start_one_shot(spec, sink)
+        except OSError:
+            if state_copy is not None:
+                state_copy.unlink(missing_ok=True)
+            raise
+        if state_copy is not None:
+            job.temp_files.append(state_copy)
+        self.jobs[shell_id] = job
+        self._spawned_sids.add(job.pid)
+        self.spawn_task(self._watch(job))
+        return job
+
+    def _copy_state(self, session: ShellSession | None, shell_id: int) -> Path | None:
+        """A private copy of the session's latest state (the session rewrites its own)."""
+        source = session.latest_state() if session is not None else None
+        if source is None:
+            return None
+        target = self.runtime_dir / f"state-{shell_id}"
+        try:
+            target.write_bytes(source.read_bytes())
+        except OSError:
+            return None
+        return target
+
+    async def _watch(self, job: ShellJob) -> None:
+        await job.watch()
+        self._ended_jobs.append(job.shell_id)
+        while len(self._ended_jobs) > KEEP_ENDED_JOBS:
+            old = self.jobs.pop(self._ended_jobs.pop(0), None)
+            if old is not None:
+                old.close_readers()
+        if len(self._spawned_sids) > 4 * KEEP_ENDED_JOBS:
+            self._forget_dead_sessions()
+
+    def _forget_dead_sessions(self) -> None:
+        alive = {info.sid for info in all_processes() if info.alive}
+        self._spawned_sids &= alive
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Ends every shell, job and process they started (SIGTERM, then SIGKILL)."""
+        self.closing = True
+        sids = set(self._spawned_sids)
+        sids |= {session.pid for session in self._sessions.values() if session.pid}
+        sids |= {job.pid for job in self.jobs.values()}
+        await terminate_sessions(sids, SHUTDOWN_GRACE_SECONDS)
+        for session in self._sessions.values():
+            await session.close(grace=0)
+        for job in self.jobs.values():
+            job.close_stdin()
+            job.close_readers()
+        tasks = list(self._tasks)
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=0.5)
+            for task in pending:
+                task.cancel()
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+
+def _rc_file(env: dict[str, str]) -> str:
+    home = env.get("HOME", "")
+    candidate = os.path.join(home, ".bashrc") if home else ""
+    return candidate if candidate and os.path.isfile(candidate) else ""
+
+
+def _existing_directory(path: str) -> str:
+    return path if path and os.path.isdir(path) else ""

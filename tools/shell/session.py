@@ -1,0 +1,355 @@
+"""A persistent bash session per agent: the daemon side of the protocol in bash_scripts.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from exec_daemon.processes import (
+    DEFAULT_GRACE_SECONDS,
+    Child,
+    Confinement,
+    SpawnSpec,
+    boot_ticks_now,
+    close_fds,
+    in_sessions,
+    open_pipe,
+    signal_selected,
+    spawn,
+    terminate_sessions,
+)
+from tools.shell.bash_scripts import SESSION_MAIN
+from tools.shell.pipes import PipeReader, write_all
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[str, bytes], None]
+
+# Commands longer than this go through a file (bash reads a pipe one byte at a time).
+INLINE_COMMAND_BYTES = 4096
+STARTUP_SECONDS = 10.0
+_ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+class SessionStartError(Exception):
+    """The session bash could not be started (the reason is safe to show)."""
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """How a command ended."""
+
+    exit_code: int
+    signal: str = ""
+    cwd: str = ""
+    # The shell itself ended (exit, set -e, killed): its next call starts a fresh one.
+    shell_ended: bool = False
+
+
+def status_from_returncode(returncode: int, cwd: str = "", shell_ended: bool = False) -> ExitStatus:
+    """asyncio's returncode (negative = killed by that signal) as an ExitStatus."""
+    if returncode < 0:
+        return ExitStatus(128 - returncode, signal_name(-returncode), cwd, shell_ended)
+    return ExitStatus(returncode, "", cwd, shell_ended)
+
+
+def status_from_shell(code: int, cwd: str) -> ExitStatus:
+    """A shell's `$?`: above 128 means the command was killed by signal `code - 128`."""
+    name = signal_name(code - 128) if 128 < code < 128 + 65 else ""
+    return ExitStatus(code, name, cwd)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def valid_env_name(name: str) -> bool:
+    return bool(name) and not name[0].isdigit() and set(name) <= _ENV_NAME_CHARS
+
+
+def env_diff_script(old: Mapping[str, str], new: Mapping[str, str]) -> str:
+    """bash code that turns the exported environment `old` into `new`."""
+    lines = [
+        f"builtin export {name}={shlex.quote(value)};"
+        for name, value in new.items()
+        if old.get(name) != value and valid_env_name(name)
+    ]
+    lines += [f"builtin unset {name};" for name in old if name not in new and valid_env_name(name)]
+    return "".join(lines)
+
+
+@dataclass
+class _Running:
+    seq: int
+    sink: Sink
+    done: asyncio.Future[ExitStatus]
+    started_ticks: int
+
+
+class ShellSession:
+    """One long-lived `bash` that runs an agent's commands one at a time, keeping its state."""
+
+    def __init__(
+        self,
+        shell_id: int,
+        agent_id: str,
+        directory: Path,
+        confinement: Confinement,
+    ) -> None:
+        self.shell_id = shell_id
+        self.agent_id = agent_id
+        self.directory = directory
+        self._confinement = confinement
+        self.child: Child | None = None
+        self.cwd = ""
+        self.exported: dict[str, str] = {}
+        self._seq = 0
+        self._dumped_seq = 0
+        self._running: _Running | None = None
+        self._command_fd: int | None = None
+        self._readers: list[PipeReader] = []
+        self._status_reader: PipeReader | None = None
+        self._status_buffer = b""
+        self._ready: asyncio.Future[None] | None = None
+        self.ended = False
+        # Set while a call holds the session (including the time its command is being sent).
+        self.busy = False
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid if self.child is not None else 0
+
+    # -- start and stop -----------------------------------------------------------------------
+
+    async def start(
+        self, cwd: str, home: str, env: Mapping[str, str], rc_file: str, restore: Path | None
+    ) -> None:
+        """Starts bash in `cwd` (`home` if that directory vanishes later), after `rc_file`
+        and the state in `restore`. The loop file SESSION_LOOP must be in directory/.."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / "state.exit").unlink()
+        command_r, command_w = open_pipe(64 * 1024)
+        status_r, status_w = open_pipe(64 * 1024)
+        stdout_r, stdout_w = open_pipe()
+        stderr_r, stderr_w = open_pipe()
+        spec = SpawnSpec(
+            argv=(
+                "bash", "--noprofile", "--norc", "-c", SESSION_MAIN, "bash",
+                str(command_r), str(status_w), str(self.directory), home,
+                rc_file, str(restore or ""),
+            ),
+            cwd=cwd,
+            env=env,
+            stdout=stdout_w,
+            stderr=stderr_w,
+            pass_fds=(command_r, status_w),
+        )  # fmt: skip
+        try:
+            self.child = await spawn(spec, self._confinement)
+        except OSError as exc:
+            close_fds(command_w, status_r, stdout_r, stderr_r)
+            raise SessionStartError(f"bash could not be started: {exc.strerror}") from exc
+        finally:
+            close_fds(command_r, status_w, stdout_w, stderr_w)
+        self.cwd = cwd
+        self.exported = dict(env)
+        self._command_fd = command_w
+        os.set_blocking(command_w, False)
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self._readers = [
+            PipeReader(stdout_r, lambda data: self._route("stdout", data)),
+            PipeReader(stderr_r, lambda data: self._route("stderr", data)),
+        ]
+        self._status_reader = PipeReader(status_r, self._on_status, self._on_status_eof)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), STARTUP_SECONDS)
+        except (TimeoutError, SessionStartError):
+            await self.close(grace=0.2)
+            raise SessionStartError("bash did not start (its rc file may exit or hang)") from None
+
+    async def close(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
+        """Ends the session bash and everything it started."""
+        if self.child is not None:
+            await terminate_sessions({self.child.pid}, grace)
+            with contextlib.suppress(ProcessLookupError):
+                await asyncio.wait_for(self.child.wait(), 1.0)
+        self._mark_ended()
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        close_fds(self._command_fd)
+        self._command_fd = None
+        for reader in self._readers:
+            reader.close()
+        if self._status_reader is not None:
+            self._status_reader.close()
+
+    # -- running a command --------------------------------------------------------------------
+
+    async def submit(
+        self, command: str, working_directory: str, sink: Sink, env_script: str
+    ) -> asyncio.Future[ExitStatus]:
+        """Sends `command` to the session; the future resolves once it ended and its output
+        went to `sink` (stream name, bytes)."""
+        assert self._command_fd is not None and self._running is None and not self.ended
+        self._seq += 1
+        header = f"__ed_seq={self._seq};{env_script}"
+        if working_directory:
+            header += f"__ed_wd={shlex.quote(working_directory)};"
+        body = command.encode()
+        if len(body) > INLINE_COMMAND_BYTES:
+            command_file = self.directory / f"command.{self._seq % 2}"
+            await asyncio.to_thread(command_file.write_bytes, body + b"\0")
+            header += f"__ed_file={shlex.quote(str(command_file))};"
+            body = b""
+        done: asyncio.Future[ExitStatus] = asyncio.get_running_loop().create_future()
+        self._running = _Running(self._seq, sink, done, boot_ticks_now())
+        request = header.encode() + b"\0" + body + b"\0"
+        try:
+            sent = await write_all(self._command_fd, request, STARTUP_SECONDS)
+        except OSError:
+            sent = -1
+        if sent != len(request):
+            # The shell is gone or stuck; the status pipe's end tells how it ended.
+            log.warning("shell %d did not take its command; ending it", self.shell_id)
+            asyncio.get_running_loop().create_task(self.close(grace=0.2))
+        return done
+
+    def _route(self, stream: str, data: bytes) -> None:
+        running = self._running
+        if running is not None:
+            running.sink(stream, data)
+        # Output of a command's own background jobs between calls belongs to no call.
+
+    def pause_output(self) -> None:
+        for reader in self._readers:
+            reader.pause()
+
+    def resume_output(self) -> None:
+        for reader in self._readers:
+            reader.resume()
+
+    def _finish(self, status: ExitStatus) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        for reader in self._readers:
+            reader.drain()
+        if not running.done.done():
+            running.done.set_result(status)
+
+    # -- the status pipe ----------------------------------------------------------------------
+
+    def _on_status(self, data: bytes) -> None:
+        self._status_buffer += data
+        fields = self._status_buffer.split(b"\0")
+        self._status_buffer = fields.pop()
+        index = 0
+        while index < len(fields):
+            kind = fields[index]
+            width = {b"R": 1, b"S": 4, b"D": 2}.get(kind)
+            if width is None:
+                log.error("shell %d: unexpected status record %r", self.shell_id, kind[:40])
+                index += 1
+                continue
+            record = fields[index : index + width]
+            if len(record) < width:
+                # Incomplete record: keep it for the next read.
+                self._status_buffer = b"\0".join([*record, self._status_buffer])
+                return
+            self._on_record(record)
+            index += width
+
+    def _on_record(self, record: list[bytes]) -> None:
+        kind = record[0]
+        if kind == b"R":
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(None)
+        elif kind == b"S":
+            seq, code, cwd = int(record[1]), int(record[2]), os.fsdecode(record[3])
+            self.cwd = cwd or self.cwd
+            if self._running is not None and self._running.seq == seq:
+                self._finish(status_from_shell(code, self.cwd))
+        elif kind == b"D":
+            self._dumped_seq = int(record[1])
+
+    def _on_status_eof(self) -> None:
+        """The session bash ended (exit, set -e, a signal, or we closed it)."""
+        asyncio.get_running_loop().create_task(self._after_end())
+
+    async def _after_end(self) -> None:
+        returncode = 0
+        if self.child is not None:
+            try:
+                returncode = await asyncio.wait_for(self.child.wait(), 5.0)
+            except TimeoutError:
+                # Something replaced the shell (`exec`) and closed the status pipe: end it.
+                await terminate_sessions({self.child.pid}, 0.2)
+                returncode = await self.child.wait()
+        self._mark_ended()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(SessionStartError("bash ended while starting"))
+            self._ready.exception()
+        self._finish(status_from_returncode(returncode, self.cwd, shell_ended=True))
+        self._close_pipes()
+
+    def _mark_ended(self) -> None:
+        self.ended = True
+
+    # -- interrupting -------------------------------------------------------------------------
+
+    async def interrupt(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
+        """Ends the running command, not the session: its processes get SIGTERM (SIGKILL after
+        `grace`) and the shell abandons the rest of the command. A shell that does not come
+        back (it ignores the signal) is ended; its next call starts a fresh one."""
+        running = self._running
+        if running is None or self.child is None:
+            return
+        pid = self.child.pid
+        select = in_sessions({pid}, spare={pid}, since_ticks=running.started_ticks)
+        start = time.monotonic()
+        terminated: set[tuple[int, int]] = set()
+        while not running.done.done():
+            elapsed = time.monotonic() - start
+            if elapsed > grace + 1.0:
+                log.warning("shell %d ignored the interrupt; ending it", self.shell_id)
+                await self.close(grace=0.2)
+                break
+            # First the shell (the trap runs as soon as its foreground child is gone), then
+            # the processes, again each round: the shell may have started new ones meanwhile.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
+            if elapsed > grace:
+                signal_selected(select, signal.SIGKILL)
+            else:
+                signal_selected(select, signal.SIGTERM, terminated)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(running.done), 0.05)
+        # Processes the command started and left behind (e.g. `sleep 100 &`) end with it.
+        if signal_selected(select, signal.SIGTERM):
+            await asyncio.sleep(0.05)
+            signal_selected(select, signal.SIGKILL)
+
+    # -- state for sibling shells -------------------------------------------------------------
+
+    def latest_state(self) -> Path | None:
+        """The file holding the session's state after its latest complete command."""
+        exit_state = self.directory / "state.exit"
+        if self.ended and exit_state.exists():
+            return exit_state
+        if self._dumped_seq == 0:
+            return None
+        return self.directory / f"state.{self._dumped_seq % 2}"
