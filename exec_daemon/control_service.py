@@ -11,7 +11,11 @@ from connectrpc.request import RequestContext
 
 from agent.v1.control_connect import ControlService as ControlServiceBase
 from agent.v1.control_pb2 import (
+    Artifact,
+    ArtifactFailure,
     DirectoryEntry,
+    DownloadCursorServerRequest,
+    DownloadCursorServerResponse,
     ExecRequest,
     GetDiffRequest,
     GetDiffResponse,
@@ -19,6 +23,8 @@ from agent.v1.control_pb2 import (
     GetMcpRefreshTokensResponse,
     GetWorkspaceChangesHashRequest,
     GetWorkspaceChangesHashResponse,
+    ListArtifactsRequest,
+    ListArtifactsResponse,
     ListDirectoryRequest,
     ListDirectoryResponse,
     PingRequest,
@@ -27,8 +33,14 @@ from agent.v1.control_pb2 import (
     ReadBinaryFileResponse,
     ReadTextFileRequest,
     ReadTextFileResponse,
+    RefreshGithubAccessTokenRequest,
+    RefreshGithubAccessTokenResponse,
     UpdateEnvironmentVariablesRequest,
     UpdateEnvironmentVariablesResponse,
+    UploadArtifactsRequest,
+    UploadArtifactsResponse,
+    WarmRemoteAccessServerRequest,
+    WarmRemoteAccessServerResponse,
     WriteBinaryFileRequest,
     WriteBinaryFileResponse,
     WriteTextFileRequest,
@@ -38,7 +50,7 @@ from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamEl
 from exec_daemon import __version__
 from exec_daemon.dispatch import Dispatcher
 from exec_daemon.exec_service import ExecStreamSession, rpc_extras
-from tools import changes, files, mcp
+from tools import artifacts, changes, files, github, mcp, remote_server
 from tools.changes import RpcFailure
 
 
@@ -190,6 +202,78 @@ class ControlService(ControlServiceBase):
         except RpcFailure as failure:
             raise _connect_error(failure) from None
         return GetWorkspaceChangesHashResponse(hash=digest)
+
+    # --- GitHub, artifacts, Cursor's remote server (logic in tools/github.py, tools/artifacts.py,
+    # tools/remote_server.py) ---
+
+    async def refresh_github_access_token(
+        self,
+        request: RefreshGithubAccessTokenRequest,
+        ctx: RequestContext[RefreshGithubAccessTokenRequest, RefreshGithubAccessTokenResponse],
+    ) -> RefreshGithubAccessTokenResponse:
+        try:
+            github.store_token(self._daemon, request.access_token)
+        except github.TokenRejected as exc:
+            raise ConnectError(Code.INVALID_ARGUMENT, str(exc)) from None
+        return RefreshGithubAccessTokenResponse(updated=True)
+
+    async def list_artifacts(
+        self,
+        request: ListArtifactsRequest,
+        ctx: RequestContext[ListArtifactsRequest, ListArtifactsResponse],
+    ) -> ListArtifactsResponse:
+        found = await artifacts.list_artifacts(self._daemon)
+        return ListArtifactsResponse(artifacts=[_artifact(info) for info in found])
+
+    async def upload_artifacts(
+        self,
+        request: UploadArtifactsRequest,
+        ctx: RequestContext[UploadArtifactsRequest, UploadArtifactsResponse],
+    ) -> UploadArtifactsResponse:
+        try:
+            outcome = await artifacts.upload_artifacts(
+                self._daemon, list(request.paths), request.upload_url
+            )
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return UploadArtifactsResponse(
+            uploaded=[_artifact(info) for info in outcome.uploaded],
+            failed=[path for path, _reason in outcome.failures],
+            failures=[ArtifactFailure(path=path, reason=why) for path, why in outcome.failures],
+        )
+
+    async def warm_remote_access_server(
+        self,
+        request: WarmRemoteAccessServerRequest,
+        ctx: RequestContext[WarmRemoteAccessServerRequest, WarmRemoteAccessServerResponse],
+    ) -> WarmRemoteAccessServerResponse:
+        try:
+            remote_server.warm_remote_access_server(request.commit)
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+
+    async def download_cursor_server(
+        self,
+        request: DownloadCursorServerRequest,
+        ctx: RequestContext[DownloadCursorServerRequest, DownloadCursorServerResponse],
+    ) -> DownloadCursorServerResponse:
+        try:
+            path, size, digest = await remote_server.download_cursor_server(
+                self._daemon, request.commit, request.url
+            )
+        except RpcFailure as failure:
+            raise _connect_error(failure) from None
+        return DownloadCursorServerResponse(path=str(path), size_bytes=size, sha256=digest)
+
+
+def _artifact(info: artifacts.ArtifactInfo) -> Artifact:
+    return Artifact(
+        path=info.path,
+        size_bytes=info.size,
+        mime_type=info.mime_type,
+        modified_ms=info.modified_ms,
+        uploaded=info.uploaded,
+    )
 
 
 async def _single_call(request: ExecRequest) -> AsyncIterator[ExecStreamElement]:

@@ -27,7 +27,7 @@ from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
 from exec_daemon.tracing import tracing_middlewares
 from sandbox.service import SandboxService
-from tools import display
+from tools import display, reports
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +43,15 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
     Tracing (only when on: exec_daemon/tracing.py) goes first, so a span covers the guards too;
-    then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py).
+    then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py);
+    innermost, the record of the agent's edits (for ai_attribution: tools/reports.py), which
+    must see the args a call really ran with and its raw result.
     """
-    return (*tracing_middlewares(daemon), *guard_middlewares(daemon))
+    return (
+        *tracing_middlewares(daemon),
+        *guard_middlewares(daemon),
+        reports.record_agent_edits(daemon),
+    )
 
 
 def build_app(daemon: Daemon, handlers: Mapping[str, Handler] = HANDLERS) -> FrontDoor:

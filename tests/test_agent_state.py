@@ -1,0 +1,129 @@
+"""tools/agent_state.py on the real daemon: reflect, switch_mode, truncated, and the tools only
+the orchestrator can answer (ask_question, grind, generate_image)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from agent.v1 import agent_pb2 as agent
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import ExecDaemonClient
+from tests.daemon_process import RunningDaemon
+from tests.interop import daemon_for_module
+from tools.agent_state import REFLECTIONS_PER_AGENT
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    with daemon_for_module(tmp_path_factory) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
+    async with daemon.client() as connected:
+        yield connected
+
+
+@pytest.fixture
+def conversation(request: pytest.FixtureRequest) -> str:
+    return request.node.name  # the daemon is shared: one conversation per test
+
+
+async def run(client: ExecDaemonClient, variant: str, args: Any, agent_id: str = "") -> Any:
+    call = ToolCall()
+    getattr(call, variant).args.CopyFrom(args)
+    outcome = await client.run(call, agent_id=agent_id)
+    assert outcome.error is None, outcome.error
+    assert outcome.result is not None
+    return getattr(outcome.result, variant).result
+
+
+async def switch(client: ExecDaemonClient, agent_id: str, mode: str) -> Any:
+    return await run(
+        client, "switch_mode_tool_call", agent.SwitchModeArgs(target_mode_id=mode), agent_id
+    )
+
+
+async def test_switch_mode_reports_the_previous_mode_per_agent(
+    client: ExecDaemonClient, conversation: str
+) -> None:
+    first = await switch(client, conversation, "plan")
+    assert (first.success.from_mode_id, first.success.to_mode_id) == ("agent", "plan")
+    second = await switch(client, conversation, "Ask")
+    assert (second.success.from_mode_id, second.success.to_mode_id) == ("plan", "ask")
+    other = await switch(client, conversation + "-other", "debug")
+    assert other.success.from_mode_id == "agent", "each conversation has its own mode"
+
+
+async def test_an_unknown_mode_is_refused_and_the_valid_ones_are_named(
+    client: ExecDaemonClient, conversation: str
+) -> None:
+    result = await switch(client, conversation, "yolo")
+    assert result.WhichOneof("result") == "error"
+    assert result.error.code == "invalid_argument"
+    for mode in ("agent", "ask", "plan", "debug"):
+        assert mode in result.error.message
+    after = await switch(client, conversation, "agent")
+    assert after.success.from_mode_id == "agent", "a refused switch changes nothing"
+
+
+async def test_reflections_are_kept_per_agent_and_bounded(
+    client: ExecDaemonClient, conversation: str
+) -> None:
+    reflection = agent.ReflectArgs(critical_synthesis="the test failed", next_steps="read it")
+    first = await run(client, "reflect_tool_call", reflection, conversation)
+    assert first.success.reflection_count == 1
+    for _ in range(REFLECTIONS_PER_AGENT + 5):
+        last = await run(client, "reflect_tool_call", reflection, conversation)
+    assert last.success.reflection_count == REFLECTIONS_PER_AGENT
+    other = await run(client, "reflect_tool_call", reflection, conversation + "-other")
+    assert other.success.reflection_count == 1
+
+
+async def test_an_empty_reflection_is_an_error(client: ExecDaemonClient) -> None:
+    result = await run(client, "reflect_tool_call", agent.ReflectArgs())
+    assert result.error.code == "invalid_argument"
+
+
+async def test_a_truncated_call_names_the_tool_and_runs_nothing(client: ExecDaemonClient) -> None:
+    args = agent.TruncatedToolCallArgs(original_tool_name="edit", reason="arguments over 1 MiB")
+    result = await run(client, "truncated_tool_call", args)
+    assert result.WhichOneof("result") == "error"
+    assert result.error.code == "truncated"
+    assert "edit" in result.error.message
+    assert "arguments over 1 MiB" in result.error.message
+    assert "nothing was run" in result.error.message
+
+
+@pytest.mark.parametrize(
+    ("variant", "args", "needle"),
+    [
+        ("ask_question_tool_call", agent.AskQuestionArgs(title="Which DB?"), "ask_question"),
+        (
+            "start_grind_planning_tool_call",
+            agent.StartGrindPlanningArgs(goal="fix all bugs"),
+            "start_grind_planning",
+        ),
+        (
+            "start_grind_execution_tool_call",
+            agent.StartGrindExecutionArgs(plan_id="p1"),
+            "start_grind_execution",
+        ),
+        (
+            "generate_image_tool_call",
+            agent.GenerateImageArgs(description="a cat"),
+            "--generate-image-enabled",
+        ),
+    ],
+)
+async def test_orchestrator_only_tools_answer_unavailable_at_once(
+    client: ExecDaemonClient, variant: str, args: Any, needle: str
+) -> None:
+    result = await run(client, variant, args)
+    assert result.WhichOneof("result") == "error"
+    assert result.error.code == "unavailable"
+    assert needle in result.error.message

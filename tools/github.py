@@ -1,0 +1,247 @@
+"""GitHub: the access token (ControlService.RefreshGithubAccessToken) and
+pr_management_tool_call (through the GitHub CLI, `gh`).
+
+The token goes into the environment every process the daemon starts from then on gets
+(`daemon.env`): `GH_TOKEN` and `GITHUB_TOKEN` for gh and other tools, and, through git's
+`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` variables, a credential helper for
+https://github.com only that answers with `$GH_TOKEN` (so the token itself is in no git config
+and no file, and a refresh needs no rewrite of anything). An empty helper value first clears
+the helpers other config files set for github.com, so a stale stored credential cannot win.
+The token's variable names are added to CLOUD_AGENT_INJECTED_SECRET_NAMES, so secret redaction
+(when on) hides it from tool output. The token is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass
+
+from agent.v1.agent_pb2 import (
+    PrAction,
+    PrManagementArgs,
+    PrManagementResult,
+    PrManagementSuccess,
+)
+from agent.v1.common_pb2 import ToolError
+from exec_daemon.dispatch import CallContext
+from exec_daemon.state import Daemon
+
+log = logging.getLogger(__name__)
+
+TOKEN_VARIABLES = ("GH_TOKEN", "GITHUB_TOKEN")
+SECRET_NAMES_VARIABLE = "CLOUD_AGENT_INJECTED_SECRET_NAMES"
+CREDENTIAL_KEY = "credential.https://github.com.helper"
+# git runs this with sh; it answers `get` with the token from the environment git has.
+CREDENTIAL_HELPER = '!f() { test "$1" = get || return 0; echo username=x-access-token; echo "password=$GH_TOKEN"; }; f'
+GH_TIMEOUT_SECONDS = 120.0
+MAX_OUTPUT_CHARS = 64 * 1024
+PR_VIEW_FIELDS = "number,url,state,title,isDraft,headRefName,baseRefName"
+
+
+class TokenRejected(Exception):
+    """The token cannot be stored; the message says why (it never contains the token)."""
+
+
+def _credential_entries(env: dict[str, str]) -> dict[str, str]:
+    """GIT_CONFIG_* variables with our two credential entries, after any the environment has
+    (ours replace an earlier copy of themselves)."""
+    count = _int(env.get("GIT_CONFIG_COUNT", "0"))
+    entries = [
+        (env.get(f"GIT_CONFIG_KEY_{index}", ""), env.get(f"GIT_CONFIG_VALUE_{index}", ""))
+        for index in range(count)
+    ]
+    kept = [(key, value) for key, value in entries if key != CREDENTIAL_KEY]
+    kept += [(CREDENTIAL_KEY, ""), (CREDENTIAL_KEY, CREDENTIAL_HELPER)]
+    variables = {"GIT_CONFIG_COUNT": str(len(kept))}
+    for index, (key, value) in enumerate(kept):
+        variables[f"GIT_CONFIG_KEY_{index}"] = key
+        variables[f"GIT_CONFIG_VALUE_{index}"] = value
+    return variables
+
+
+def _int(text: str) -> int:
+    try:
+        return max(0, int(text))
+    except ValueError:
+        return 0
+
+
+def store_token(daemon: Daemon, token: str) -> None:
+    """Makes `token` the GitHub credential of every process started from now on."""
+    token = token.strip()
+    if not token:
+        raise TokenRejected("access_token is empty")
+    if any(char.isspace() or not char.isprintable() for char in token):
+        raise TokenRejected("access_token contains whitespace or control characters")
+    env = daemon.env.snapshot()
+    names = [name.strip() for name in env.get(SECRET_NAMES_VARIABLE, "").split(",") if name.strip()]
+    names += [name for name in TOKEN_VARIABLES if name not in names]
+    update = {name: token for name in TOKEN_VARIABLES}
+    update[SECRET_NAMES_VARIABLE] = ",".join(names)
+    update.update(_credential_entries(env))
+    daemon.env.update(update)
+    log.info("GitHub access token updated (%d characters)", len(token))
+
+
+# ---------------------------------------------------------------------------------------------
+# pr_management through gh
+
+
+@dataclass
+class GhRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class GhUnavailable(Exception):
+    pass
+
+
+def _gh_path(env: dict[str, str]) -> str | None:
+    return shutil.which("gh", path=env.get("PATH", os.defpath))
+
+
+async def _run_gh(ctx: CallContext, gh: str, env: dict[str, str], *args: str) -> GhRun:
+    process = await asyncio.create_subprocess_exec(
+        gh,
+        *args,
+        cwd=ctx.daemon.workspace,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        async with asyncio.timeout(GH_TIMEOUT_SECONDS):
+            stdout, stderr = await process.communicate()
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 9)
+            await process.wait()
+    return GhRun(
+        process.returncode or 0,
+        stdout.decode("utf-8", "replace")[:MAX_OUTPUT_CHARS],
+        stderr.decode("utf-8", "replace")[:MAX_OUTPUT_CHARS],
+    )
+
+
+async def _gh_ready(ctx: CallContext) -> tuple[str, dict[str, str]]:
+    """gh's path and environment, or GhUnavailable naming what is missing."""
+    env = ctx.daemon.env.snapshot()
+    env.update({"GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1"})
+    gh = _gh_path(env)
+    if gh is None:
+        raise GhUnavailable("the GitHub CLI (gh) is not installed in the VM")
+    if not any(env.get(name) for name in TOKEN_VARIABLES):
+        # gh may still be logged in on its own (gh auth login): it answers without the network.
+        status = await _run_gh(ctx, gh, env, "auth", "token")
+        if status.returncode != 0:
+            raise GhUnavailable(
+                "no GitHub token: none was given (ControlService.RefreshGithubAccessToken), "
+                "GH_TOKEN/GITHUB_TOKEN are unset and gh is not logged in"
+            )
+    return gh, env
+
+
+def _error(code: str, message: str) -> PrManagementResult:
+    return PrManagementResult(error=ToolError(code=code, message=message))
+
+
+def _pr_number(url: str) -> int:
+    match = re.search(r"/pull/(\d+)", url)
+    return int(match.group(1)) if match else 0
+
+
+def _command(args: PrManagementArgs) -> list[str] | PrManagementResult:
+    number = [str(args.pr_number)] if args.pr_number else []
+    action = args.action
+    if action == PrAction.PR_ACTION_CREATE:
+        if not args.title:
+            return _error("invalid_argument", "creating a pull request needs a title")
+        command = ["pr", "create", "--title", args.title, "--body", args.body]
+        if args.base_branch:
+            command += ["--base", args.base_branch]
+        if args.head_branch:
+            command += ["--head", args.head_branch]
+        if args.draft:
+            command.append("--draft")
+        return command
+    if action == PrAction.PR_ACTION_UPDATE:
+        command = ["pr", "edit", *number]
+        if args.title:
+            command += ["--title", args.title]
+        if args.body:
+            command += ["--body", args.body]
+        if args.base_branch:
+            command += ["--base", args.base_branch]
+        if len(command) == 2 + len(number):
+            return _error("invalid_argument", "nothing to update: give a title, body or base")
+        return command
+    if action == PrAction.PR_ACTION_COMMENT:
+        if not args.body:
+            return _error("invalid_argument", "a comment needs a body")
+        return ["pr", "comment", *number, "--body", args.body]
+    if action == PrAction.PR_ACTION_VIEW:
+        return ["pr", "view", *number, "--json", PR_VIEW_FIELDS]
+    return _error("invalid_argument", "action is unspecified (create, update, view or comment)")
+
+
+def _failure(run: GhRun, command: list[str]) -> PrManagementResult:
+    detail = (run.stderr.strip() or run.stdout.strip() or f"exit code {run.returncode}")[:2000]
+    return _error("gh_failed", f"gh {' '.join(command[:2])} failed: {detail}")
+
+
+async def pr_management(args: PrManagementArgs, ctx: CallContext) -> PrManagementResult:
+    command = _command(args)
+    if isinstance(command, PrManagementResult):
+        return command
+    try:
+        gh, env = await _gh_ready(ctx)
+    except GhUnavailable as exc:
+        return _error("unavailable", str(exc))
+    except OSError:
+        log.warning("cannot run gh", exc_info=True)
+        return _error("unavailable", "the GitHub CLI (gh) cannot be started")
+    try:
+        run = await _run_gh(ctx, gh, env, *command)
+        if run.returncode != 0:
+            return _failure(run, command)
+        if args.action != PrAction.PR_ACTION_VIEW:
+            # Every other action prints a URL; the PR's state comes from a view.
+            view_target = [str(args.pr_number or _pr_number(run.stdout))]
+            if view_target == ["0"]:
+                view_target = []
+            view = await _run_gh(ctx, gh, env, "pr", "view", *view_target, "--json", PR_VIEW_FIELDS)
+            output = run.stdout.strip()
+            if view.returncode != 0:
+                url = output.splitlines()[-1] if output else ""
+                return PrManagementResult(
+                    success=PrManagementSuccess(pr_number=_pr_number(url), url=url, output=output)
+                )
+        else:
+            view, output = run, ""
+    except TimeoutError:
+        return _error("timeout", f"gh did not answer within {GH_TIMEOUT_SECONDS:.0f} s")
+    try:
+        info = json.loads(view.stdout)
+    except ValueError:
+        return _error("gh_failed", "gh pr view printed something that is not JSON")
+    return PrManagementResult(
+        success=PrManagementSuccess(
+            pr_number=int(info.get("number") or 0),
+            url=str(info.get("url") or ""),
+            state=str(info.get("state") or ""),
+            title=str(info.get("title") or ""),
+            draft=bool(info.get("isDraft")),
+            output=output or view.stdout.strip(),
+        )
+    )

@@ -1,0 +1,526 @@
+"""read_lints_tool_call (ReadLints): diagnostics from the real linters the VM has.
+
+| files | linter |
+|---|---|
+| .py .pyi | ruff (JSON output; the workspace's ruff config applies) |
+| shell scripts (.sh .bash .ksh, or a sh/bash shebang) | shellcheck |
+| .js .mjs .cjs | `node --check` (syntax errors) |
+| .ts .tsx .mts .cts | tsc --noEmit (the workspace's node_modules/.bin/tsc, else PATH) |
+| .json | the JSON parser |
+
+A linter that is not installed makes its files `unsupported_paths`, as are files no linter
+covers. No paths = the files `git status` lists as changed or new in the workspace. Directories
+are expanded to the files under them that the agent may see (.gitignore and .cursorignore apply).
+Linters run at the same time, each bounded in time; one that fails or times out puts its files
+in `skipped` with the reason, the others still answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.v1.common_pb2 import ToolError
+from agent.v1.files_pb2 import (
+    FileLints,
+    LintDiagnostic,
+    ReadLintsArgs,
+    ReadLintsResult,
+    ReadLintsSuccess,
+    SkippedLintPath,
+)
+from exec_daemon.dispatch import CallContext
+from exec_daemon.state import Daemon
+from tools.changes import RpcFailure, run_git
+from tools.workspace import CursorIgnore, display_path, resolve_path
+from tools.workspace_files import ListingFailure, list_files
+
+log = logging.getLogger(__name__)
+
+LINT_TIMEOUT_SECONDS = 60.0
+MAX_FILES = 500
+MAX_DIAGNOSTICS = 2000
+MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+# node --check takes one file per process; this many run at once.
+NODE_PARALLEL = 4
+
+PYTHON = frozenset({".py", ".pyi"})
+SHELL = frozenset({".sh", ".bash", ".ksh"})
+JAVASCRIPT = frozenset({".js", ".mjs", ".cjs"})
+TYPESCRIPT = frozenset({".ts", ".tsx", ".mts", ".cts"})
+JSON_FILES = frozenset({".json"})
+_SHELL_SHEBANG = re.compile(rb"^#!\s*(?:/usr)?/bin/(?:env\s+)?(?:ba|k|da)?sh\b")
+
+
+class LintFailure(Exception):
+    """A linter could not lint its files; the message is the reason shown for each."""
+
+
+@dataclass
+class LintRun:
+    """What one linter found: diagnostics per absolute path."""
+
+    name: str
+    diagnostics: dict[str, list[LintDiagnostic]] = field(default_factory=dict)
+
+    def add(self, path: str, diagnostic: LintDiagnostic) -> None:
+        self.diagnostics.setdefault(os.path.normpath(path), []).append(diagnostic)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the linters
+
+
+def find_tool(name: str, env: dict[str, str]) -> str | None:
+    """`name` from PATH, else beside this Python (the .venv's ruff), like the CLI finds rg."""
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def find_tsc(workspace: str, env: dict[str, str]) -> str | None:
+    local = Path(workspace) / "node_modules" / ".bin" / "tsc"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which("tsc", path=env.get("PATH", os.defpath))
+
+
+class LinterVersions:
+    """`<tool> --version` of each linter, asked once per daemon."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._versions: dict[str, str] = {}
+
+    async def version(self, name: str, tool: str, env: dict[str, str]) -> str:
+        if tool not in self._versions:
+            try:
+                output = await _run(tool, ["--version"], os.getcwd(), env)
+                words = output.stdout.decode("utf-8", "replace").split()
+                numbers = [word.lstrip("v") for word in words if re.match(r"v?\d+\.\d+", word)]
+                self._versions[tool] = f"{name} {numbers[0]}" if numbers else name
+            except LintFailure:
+                self._versions[tool] = name
+        return self._versions[tool]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a linter
+
+
+@dataclass
+class ProcessOutput:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+async def _run(tool: str, args: list[str], cwd: str, env: dict[str, str]) -> ProcessOutput:
+    """Runs a linter to completion, bounded in time; killed (its whole group) if abandoned."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            tool,
+            *args,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise LintFailure(f"{os.path.basename(tool)} cannot be started ({exc.strerror})") from None
+    try:
+        async with asyncio.timeout(LINT_TIMEOUT_SECONDS):
+            stdout, stderr = await process.communicate()
+    except TimeoutError:
+        raise LintFailure(
+            f"{os.path.basename(tool)} did not finish within {LINT_TIMEOUT_SECONDS:.0f} s"
+        ) from None
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 9)
+            await process.wait()
+    if len(stdout) > MAX_OUTPUT_BYTES:
+        raise LintFailure(f"{os.path.basename(tool)} printed more than {MAX_OUTPUT_BYTES} bytes")
+    return ProcessOutput(process.returncode or 0, stdout, stderr)
+
+
+def _diagnostic(
+    severity: str,
+    message: str,
+    source: str,
+    code: str,
+    start: tuple[int, int],
+    end: tuple[int, int] | None = None,
+) -> LintDiagnostic:
+    end = end or start
+    return LintDiagnostic(
+        severity=severity,
+        message=message,
+        source=source,
+        code=code,
+        start_line=max(start[0], 0),
+        start_column=max(start[1], 0),
+        end_line=max(end[0], 0),
+        end_column=max(end[1], 0),
+    )
+
+
+def _stderr_reason(tool: str, output: ProcessOutput) -> str:
+    text = output.stderr.decode("utf-8", "replace").strip().splitlines()
+    detail = text[0][:300] if text else f"exit code {output.returncode}"
+    return f"{tool} failed: {detail}"
+
+
+async def lint_python(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+    output = await _run(
+        tool,
+        ["check", "--output-format=json", "--exit-zero", "--no-cache", "--", *files],
+        cwd,
+        env,
+    )
+    try:
+        entries = json.loads(output.stdout or b"[]")
+    except ValueError:
+        raise LintFailure(_stderr_reason("ruff", output)) from None
+    if output.returncode != 0 and not entries:
+        raise LintFailure(_stderr_reason("ruff", output))
+    run = LintRun("ruff")
+    for entry in entries:
+        code = entry.get("code") or ""
+        syntax = not code or code == "invalid-syntax"
+        start, end = entry.get("location") or {}, entry.get("end_location") or {}
+        run.add(
+            entry["filename"]
+            if os.path.isabs(entry["filename"])
+            else os.path.join(cwd, entry["filename"]),
+            _diagnostic(
+                "error" if syntax else "warning",
+                entry.get("message", ""),
+                "ruff",
+                "" if syntax else code,
+                (start.get("row", 0), start.get("column", 0)),
+                (end.get("row", 0), end.get("column", 0)),
+            ),
+        )
+    return run
+
+
+SHELLCHECK_SEVERITY = {"error": "error", "warning": "warning", "info": "info", "style": "hint"}
+
+
+async def lint_shell(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+    output = await _run(tool, ["--format=json1", "--", *files], cwd, env)
+    try:
+        report = json.loads(output.stdout)
+    except ValueError:
+        raise LintFailure(_stderr_reason("shellcheck", output)) from None
+    run = LintRun("shellcheck")
+    for comment in report.get("comments", []):
+        path = comment["file"]
+        run.add(
+            path if os.path.isabs(path) else os.path.join(cwd, path),
+            _diagnostic(
+                SHELLCHECK_SEVERITY.get(comment.get("level", ""), "warning"),
+                comment.get("message", ""),
+                "shellcheck",
+                f"SC{comment.get('code', '')}",
+                (comment.get("line", 0), comment.get("column", 0)),
+                (comment.get("endLine", 0), comment.get("endColumn", 0)),
+            ),
+        )
+    return run
+
+
+_NODE_ERROR = re.compile(r"^(\w*Error): (.*)$", re.MULTILINE)
+
+
+def parse_node_check(path: str, stderr: str) -> LintDiagnostic | None:
+    """The syntax error `node --check` reports: `file:LINE`, the line, a caret, `XError: msg`."""
+    lines = stderr.splitlines()
+    location = re.match(r"^(.*):(\d+)$", lines[0]) if lines else None
+    error = _NODE_ERROR.search(stderr)
+    if location is None or error is None:
+        return None
+    line = int(location.group(2))
+    caret = next((text for text in lines[1:4] if text.strip().startswith("^")), "")
+    column = caret.index("^") + 1 if caret else 0
+    return _diagnostic("error", f"{error.group(1)}: {error.group(2)}", "node", "", (line, column))
+
+
+async def lint_javascript(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+    run = LintRun("node --check")
+    gate = asyncio.Semaphore(NODE_PARALLEL)
+
+    async def check(path: str) -> None:
+        async with gate:
+            output = await _run(tool, ["--check", path], cwd, env)
+        if output.returncode == 0:
+            return
+        diagnostic = parse_node_check(path, output.stderr.decode("utf-8", "replace"))
+        if diagnostic is None:
+            raise LintFailure(_stderr_reason("node --check", output))
+        run.add(path, diagnostic)
+
+    await asyncio.gather(*(check(path) for path in files))
+    return run
+
+
+_TSC_LINE = re.compile(r"^(.+?)\((\d+),(\d+)\): (error|warning|message) (TS\d+): (.*)$")
+
+
+async def lint_typescript(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+    output = await _run(tool, ["--noEmit", "--pretty", "false", "--", *files], cwd, env)
+    run = LintRun("tsc")
+    for line in output.stdout.decode("utf-8", "replace").splitlines():
+        match = _TSC_LINE.match(line)
+        if match is None:
+            continue
+        path, row, column, severity, code, message = match.groups()
+        run.add(
+            path if os.path.isabs(path) else os.path.join(cwd, path),
+            _diagnostic(
+                "info" if severity == "message" else severity,
+                message,
+                "tsc",
+                code,
+                (int(row), int(column)),
+            ),
+        )
+    if output.returncode not in (0, 1, 2) or (output.returncode and not run.diagnostics):
+        raise LintFailure(_stderr_reason("tsc", output))
+    return run
+
+
+def _parse_json_files(files: list[str]) -> LintRun:
+    run = LintRun("json")
+    for path in files:
+        try:
+            if os.path.getsize(path) > MAX_JSON_BYTES:
+                raise LintFailure(f"larger than {MAX_JSON_BYTES} bytes")
+            text = Path(path).read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            run.add(path, _diagnostic("error", f"not UTF-8: {exc.reason}", "json", "", (1, 1)))
+            continue
+        except OSError as exc:
+            raise LintFailure(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            run.add(path, _diagnostic("error", exc.msg, "json", "", (exc.lineno, exc.colno)))
+    return run
+
+
+async def lint_json(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+    return await asyncio.to_thread(_parse_json_files, files)
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing files and linters
+
+Linter = Callable[[str, list[str], str, dict[str, str]], Awaitable[LintRun]]
+
+
+@dataclass(frozen=True)
+class LinterSpec:
+    name: str
+    run: Linter
+
+
+LINTERS = {
+    "python": LinterSpec("ruff", lint_python),
+    "shell": LinterSpec("shellcheck", lint_shell),
+    "javascript": LinterSpec("node", lint_javascript),
+    "typescript": LinterSpec("tsc", lint_typescript),
+    "json": LinterSpec("json", lint_json),
+}
+
+
+def file_kind(path: str) -> str | None:
+    extension = os.path.splitext(path)[1].lower()
+    for kind, extensions in (
+        ("python", PYTHON),
+        ("shell", SHELL),
+        ("javascript", JAVASCRIPT),
+        ("typescript", TYPESCRIPT),
+        ("json", JSON_FILES),
+    ):
+        if extension in extensions:
+            return kind
+    if not extension:
+        with contextlib.suppress(OSError), open(path, "rb") as file:
+            if _SHELL_SHEBANG.match(file.read(128)):
+                return "shell"
+    return None
+
+
+def _tool_for(kind: str, workspace: str, env: dict[str, str]) -> str | None:
+    if kind == "json":
+        return "json"
+    if kind == "typescript":
+        return find_tsc(workspace, env)
+    return find_tool(LINTERS[kind].name, env)
+
+
+@dataclass
+class Selection:
+    files: list[str] = field(default_factory=list)  # absolute
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (absolute, reason)
+
+
+async def _select(daemon: Daemon, paths: list[str]) -> Selection:
+    workspace = daemon.workspace
+    ignore = daemon.service(CursorIgnore)
+    selection = Selection()
+    for path in paths:
+        absolute = resolve_path(workspace, path)
+        if ignore.is_ignored(absolute, absolute.is_dir()):
+            selection.skipped.append((str(absolute), "hidden from the agent by .cursorignore"))
+        elif absolute.is_dir():
+            found, _more = await list_files(daemon, absolute, MAX_FILES + 1, LINT_TIMEOUT_SECONDS)
+            selection.files += found
+        elif absolute.is_file():
+            selection.files.append(str(absolute))
+        else:
+            selection.skipped.append((str(absolute), "no such file"))
+    unique = list(dict.fromkeys(selection.files))
+    for extra in unique[MAX_FILES:]:
+        selection.skipped.append((extra, f"more than {MAX_FILES} files asked for"))
+    selection.files = unique[:MAX_FILES]
+    return selection
+
+
+async def changed_files(daemon: Daemon) -> list[str]:
+    """Workspace files git sees as changed or new (not deleted ones), relative paths."""
+    top = await run_git(daemon, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise RpcFailure(
+            "failed_precondition", "no paths given and the workspace is not a git repository"
+        )
+    status = await run_git(
+        daemon, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."
+    )
+    if status.returncode != 0:
+        raise RpcFailure("internal", f"git status failed: {status.stderr[:300]}")
+    root = top.stdout.decode().strip()
+    entries = status.stdout.decode("utf-8", "surrogateescape").split("\0")
+    candidates = []
+    skip_next = False
+    for entry in entries:
+        if skip_next:  # the old name of a rename
+            skip_next = False
+            continue
+        if len(entry) < 4:
+            continue
+        state, name = entry[:2], entry[3:]
+        skip_next = "R" in state or "C" in state
+        if "D" not in state:
+            candidates.append(os.path.join(root, name))
+    return await asyncio.to_thread(lambda: [path for path in candidates if os.path.isfile(path)])
+
+
+def _error(code: str, message: str) -> ReadLintsResult:
+    return ReadLintsResult(error=ToolError(code=code, message=message))
+
+
+async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
+    daemon = ctx.daemon
+    paths = list(args.paths)
+    if not paths:
+        try:
+            paths = await changed_files(daemon)
+        except RpcFailure as failure:
+            return _error(failure.code, failure.message)
+    try:
+        selection = await _select(daemon, paths)
+    except ListingFailure as failure:
+        return _error(failure.code, failure.message)
+    env = daemon.env.snapshot()
+    by_kind: dict[str, list[str]] = {}
+    unsupported: list[str] = []
+    for path in selection.files:
+        kind = await asyncio.to_thread(file_kind, path)
+        tool = _tool_for(kind, daemon.workspace, env) if kind else None
+        if kind is None or tool is None:
+            unsupported.append(path)
+        else:
+            by_kind.setdefault(kind, []).append(path)
+    outcomes = await asyncio.gather(
+        *(_lint_kind(daemon, kind, files, env) for kind, files in by_kind.items())
+    )
+    return ReadLintsResult(
+        success=_success(daemon.workspace, selection, unsupported, list(by_kind.values()), outcomes)
+    )
+
+
+async def _lint_kind(
+    daemon: Daemon, kind: str, files: list[str], env: dict[str, str]
+) -> tuple[str, LintRun | str]:
+    """(linter with version, its run or why it failed)."""
+    spec = LINTERS[kind]
+    tool = _tool_for(kind, daemon.workspace, env)
+    assert tool is not None
+    label = (
+        "json"
+        if kind == "json"
+        else await daemon.service(LinterVersions).version(spec.name, tool, env)
+    )
+    try:
+        return label, await spec.run(tool, files, daemon.workspace, env)
+    except LintFailure as failure:
+        log.info("%s failed: %s", label, failure)
+        return label, str(failure)
+
+
+def _success(
+    workspace: str,
+    selection: Selection,
+    unsupported: list[str],
+    grouped: list[list[str]],
+    outcomes: list[tuple[str, LintRun | str]],
+) -> ReadLintsSuccess:
+    success = ReadLintsSuccess(
+        unsupported_paths=[display_path(workspace, path) for path in unsupported],
+        skipped=[
+            SkippedLintPath(path=display_path(workspace, path), reason=reason)
+            for path, reason in selection.skipped
+        ],
+    )
+    shown = 0
+    for files, (label, outcome) in zip(grouped, outcomes, strict=True):
+        success.linters.append(label)
+        if isinstance(outcome, str):
+            success.skipped.extend(
+                SkippedLintPath(path=display_path(workspace, path), reason=outcome)
+                for path in files
+            )
+            continue
+        for path in files:
+            diagnostics = sorted(
+                outcome.diagnostics.get(os.path.normpath(path), []),
+                key=lambda d: (d.start_line, d.start_column),
+            )
+            success.total_diagnostics += len(diagnostics)
+            room = max(MAX_DIAGNOSTICS - shown, 0)
+            if len(diagnostics) > room:
+                success.truncated = True
+                diagnostics = diagnostics[:room]
+            shown += len(diagnostics)
+            success.files.append(
+                FileLints(path=display_path(workspace, path), diagnostics=diagnostics)
+            )
+    success.files.sort(key=lambda file: file.path)
+    return success

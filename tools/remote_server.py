@@ -1,0 +1,119 @@
+"""ControlService.WarmRemoteAccessServer / DownloadCursorServer: the Cursor IDE's remote server.
+
+Starting that server needs Cursor's server build, which this daemon neither ships nor knows
+where to find, so warming it answers UNAVAILABLE. A download with a `url` is done: the archive is
+streamed to `~/.cursor-server/downloads/` (a temp file renamed into place when complete), bounded
+in size and time, and answered with its path, size and sha256.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import urllib.parse
+from pathlib import Path
+from typing import NoReturn
+
+from exec_daemon.state import Daemon
+from tools.changes import RpcFailure
+
+log = logging.getLogger(__name__)
+
+MAX_DOWNLOAD_BYTES = 2 * 1024 * 1024 * 1024
+DOWNLOAD_TIMEOUT_SECONDS = 600.0
+CHUNK_BYTES = 256 * 1024
+
+
+def warm_remote_access_server(commit: str) -> NoReturn:
+    raise RpcFailure(
+        "unavailable",
+        "the remote access (Cursor IDE) server is not part of this daemon: it needs Cursor's "
+        "server build, which is not installed in this VM",
+    )
+
+
+def download_directory(daemon: Daemon) -> Path:
+    home = daemon.env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".cursor-server" / "downloads"
+
+
+def _file_name(commit: str, url: str) -> str:
+    if commit:
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", commit):
+            raise RpcFailure("invalid_argument", "commit must be letters, digits, '.', '_' or '-'")
+        return f"cursor-server-{commit}"
+    name = os.path.basename(urllib.parse.urlsplit(url).path)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
+    return name or "cursor-server"
+
+
+def _check_url(url: str) -> None:
+    if not url:
+        raise RpcFailure(
+            "failed_precondition",
+            "no url given: this daemon does not know where Cursor publishes its server builds; "
+            "pass the archive's url",
+        )
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise RpcFailure("invalid_argument", "url must be an http or https URL")
+
+
+async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple[Path, int, str]:
+    """Downloads the archive; returns (path, size, sha256 hex)."""
+    import httpx
+
+    _check_url(url)
+    directory = download_directory(daemon)
+    target = directory / _file_name(commit, url)
+    try:
+        await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=directory)
+    except OSError as exc:
+        raise RpcFailure("internal", f"cannot write to {directory}: {exc.strerror}") from None
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as file:
+            timeout = httpx.Timeout(60.0)
+            async with (
+                asyncio.timeout(DOWNLOAD_TIMEOUT_SECONDS),
+                httpx.AsyncClient(timeout=timeout, follow_redirects=True) as client,
+                client.stream("GET", url) as response,
+            ):
+                if not response.is_success:
+                    raise RpcFailure(
+                        "unavailable",
+                        f"the download failed: the server answered HTTP {response.status_code}",
+                    )
+                async for chunk in response.aiter_bytes(CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > MAX_DOWNLOAD_BYTES:
+                        raise RpcFailure(
+                            "resource_exhausted",
+                            f"the download is larger than {MAX_DOWNLOAD_BYTES} bytes",
+                        )
+                    digest.update(chunk)
+                    await asyncio.to_thread(file.write, chunk)
+            await asyncio.to_thread(os.fsync, file.fileno())
+        await asyncio.to_thread(os.replace, temp_name, target)
+    except TimeoutError:
+        raise RpcFailure(
+            "deadline_exceeded",
+            f"the download did not finish within {DOWNLOAD_TIMEOUT_SECONDS:.0f} s",
+        ) from None
+    except httpx.HTTPError as exc:
+        log.info("downloading the Cursor server from %s failed: %r", url, exc)
+        raise RpcFailure("unavailable", f"the download failed ({type(exc).__name__})") from None
+    except OSError as exc:
+        raise RpcFailure("internal", f"writing {target} failed: {exc.strerror}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+    log.info("downloaded the Cursor server to %s (%d bytes)", target, size)
+    return target, size, digest.hexdigest()

@@ -1,0 +1,69 @@
+"""The files under a directory that the agent may see, listed by ripgrep (.gitignore, .ignore
+and .cursorignore apply; hidden files are included, .git is not). Used by read_lints and
+sem_search."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
+from exec_daemon.state import Daemon
+from tools.workspace import CursorIgnore, relative_to_workspace
+
+READ_BYTES = 1 << 20
+
+
+class ListingFailure(Exception):
+    """The files cannot be listed; `code` is a ToolError code, the message says why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def list_files(
+    daemon: Daemon, directory: Path, limit: int, time_limit: float
+) -> tuple[list[str], bool]:
+    """(absolute paths of up to `limit` files under `directory`, sorted; whether there were more)."""
+    in_workspace = relative_to_workspace(daemon.workspace, directory) is not None
+    ignore = daemon.service(CursorIgnore).rg_args() if in_workspace else []
+    # rg reads .cursorignore's patterns relative to its cwd: run it in the workspace.
+    cwd = daemon.workspace if in_workspace else str(directory)
+    command = [
+        daemon.config.rg_path, "--no-config", *ignore, "--files", "--hidden", "--null",
+        "--glob", "!.git", "--", str(directory),
+    ]  # fmt: skip
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        raise ListingFailure(
+            "unavailable", f"ripgrep cannot be started (--rg-path {daemon.config.rg_path})"
+        ) from None
+    assert process.stdout is not None
+    names: list[bytes] = []
+    pending = b""
+    try:
+        async with asyncio.timeout(time_limit):
+            while len(names) <= limit and (chunk := await process.stdout.read(READ_BYTES)):
+                *complete, pending = (pending + chunk).split(b"\0")
+                names += complete
+    except TimeoutError:
+        raise ListingFailure(
+            "timeout", f"listing the files under {directory} took longer than {time_limit:.0f} s"
+        ) from None
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        await process.wait()
+    paths = sorted(os.path.join(cwd, os.fsdecode(name)) for name in names)
+    return paths[:limit], len(paths) > limit
