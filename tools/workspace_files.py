@@ -28,13 +28,14 @@ async def list_files(
     daemon: Daemon, directory: Path, limit: int, time_limit: float
 ) -> tuple[list[str], bool]:
     """(absolute paths of up to `limit` files under `directory`, sorted; whether there were more)."""
-    in_workspace = relative_to_workspace(daemon.workspace, directory) is not None
-    ignore = daemon.service(CursorIgnore).rg_args() if in_workspace else []
-    # rg reads .cursorignore's patterns relative to its cwd: run it in the workspace.
-    cwd = daemon.workspace if in_workspace else str(directory)
+    relative = relative_to_workspace(daemon.workspace, directory)
+    ignore = daemon.service(CursorIgnore).rg_args() if relative is not None else []
+    # rg matches .cursorignore's patterns against the paths it walks, relative to its cwd: run
+    # it in the workspace on a relative path.
+    cwd = daemon.workspace if relative is not None else str(directory)
     command = [
         daemon.config.rg_path, "--no-config", *ignore, "--files", "--hidden", "--null",
-        "--glob", "!.git", "--", str(directory),
+        "--glob", "!.git", "--", relative or ".",
     ]  # fmt: skip
     try:
         process = await asyncio.create_subprocess_exec(
@@ -65,5 +66,5 @@ async def list_files(
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
         await process.wait()
-    paths = sorted(os.path.join(cwd, os.fsdecode(name)) for name in names)
+    paths = sorted(os.path.normpath(os.path.join(cwd, os.fsdecode(name))) for name in names)
     return paths[:limit], len(paths) > limit

@@ -1,0 +1,244 @@
+"""sem_search_tool_call (tools/sem_search.py) on the real daemon with the real model: queries
+that share no words with the code find the right file among decoys; the index follows edits."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.v1.agent_pb2 import SemSearchArgs
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.cli import resolve_rg_path
+from exec_daemon.client import ExecDaemonClient
+from exec_daemon.config import DaemonConfig
+from exec_daemon.state import Daemon
+from tests.daemon_process import RunningDaemon, running_daemon
+from tools.sem_search import SemanticIndex, chunk_text
+
+CORPUS = {
+    "auth/passwords.py": """
+import hashlib, hmac, os
+
+def hash_password(plain: str) -> bytes:
+    salt = os.urandom(16)
+    return salt + hashlib.pbkdf2_hmac("sha256", plain.encode(), salt, 200_000)
+
+def verify_password(plain: str, stored: bytes) -> bool:
+    salt, digest = stored[:16], stored[16:]
+    candidate = hashlib.pbkdf2_hmac("sha256", plain.encode(), salt, 200_000)
+    return hmac.compare_digest(candidate, digest)
+""",
+    "net/retry.py": """
+import time, urllib.request
+
+def fetch_with_backoff(url: str, attempts: int = 5) -> bytes:
+    delay = 0.5
+    for attempt in range(attempts):
+        try:
+            return urllib.request.urlopen(url, timeout=10).read()
+        except OSError:
+            time.sleep(delay)
+            delay *= 2
+    raise RuntimeError(f"gave up on {url}")
+""",
+    "images/thumbnails.py": """
+from PIL import Image
+
+def make_thumbnail(source: str, target: str, width: int = 128) -> None:
+    with Image.open(source) as picture:
+        ratio = width / picture.width
+        picture.resize((width, int(picture.height * ratio))).save(target)
+""",
+    "billing/invoice.py": """
+from decimal import Decimal
+
+VAT_RATE = Decimal("0.20")
+
+def invoice_total(lines: list[tuple[str, Decimal, int]]) -> Decimal:
+    net = sum(price * quantity for _name, price, quantity in lines)
+    return (net * (1 + VAT_RATE)).quantize(Decimal("0.01"))
+""",
+    "storage/cache.py": """
+from collections import OrderedDict
+
+class LruCache:
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.items = capacity, OrderedDict()
+
+    def get(self, key):
+        if key in self.items:
+            self.items.move_to_end(key)
+        return self.items.get(key)
+""",
+    "mail/notify.py": """
+import smtplib
+from email.message import EmailMessage
+
+def send_welcome_email(address: str) -> None:
+    message = EmailMessage()
+    message["To"], message["Subject"] = address, "Welcome aboard"
+    with smtplib.SMTP("localhost") as smtp:
+        smtp.send_message(message)
+""",
+    "docs/README.md": "# Project\n\nInternal tools for the shop. Run `make test` before pushing.\n",
+}
+
+QUERIES = [
+    ("where is a login secret checked against what we saved", "auth/passwords.py"),
+    ("try the download again, waiting longer each time it fails", "net/retry.py"),
+    ("shrink a photo to a small preview", "images/thumbnails.py"),
+    ("how much the customer owes including sales tax", "billing/invoice.py"),
+    ("greet new users by mail", "mail/notify.py"),
+]
+
+
+def write_corpus(workspace: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content.lstrip("\n"))
+
+
+@pytest.fixture(scope="module")
+def corpus_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("sem")
+    workspace = root / "workspace"
+    workspace.mkdir()
+    write_corpus(workspace, CORPUS)
+    write_corpus(
+        workspace, {".cursorignore": "private/\n", "private/keys.py": CORPUS["auth/passwords.py"]}
+    )
+    with running_daemon(workspace, root / "state") as running:
+        yield running
+
+
+@pytest.fixture
+async def corpus_client(corpus_daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
+    async with corpus_daemon.client() as connected:
+        yield connected
+
+
+async def search(client: ExecDaemonClient, query: str, **args: Any) -> Any:
+    call = ToolCall()
+    call.sem_search_tool_call.args.CopyFrom(SemSearchArgs(query=query, **args))
+    outcome = await client.run(call)
+    assert outcome.error is None, outcome.error
+    assert outcome.result is not None
+    return outcome.result.sem_search_tool_call.result
+
+
+def paths(result: Any) -> list[str]:
+    return [chunk.path for chunk in result.success.results]
+
+
+@pytest.mark.parametrize(("query", "expected"), QUERIES)
+async def test_a_query_finds_the_file_that_means_it(
+    corpus_client: ExecDaemonClient, query: str, expected: str
+) -> None:
+    result = await search(corpus_client, query, max_results=3)
+    assert result.WhichOneof("result") == "success", result
+    assert paths(result)[0] == expected, [
+        (c.path, round(c.score, 3)) for c in result.success.results
+    ]
+    best = result.success.results[0]
+    assert best.start_line == 1 and best.end_line >= 3
+    assert best.contents.splitlines()[0] == CORPUS[expected].lstrip("\n").splitlines()[0]
+    scores = [chunk.score for chunk in result.success.results]
+    assert scores == sorted(scores, reverse=True) and 0 < scores[0] <= 1
+    assert result.success.index_complete
+    assert result.success.model == "all-MiniLM-L6-v2"
+
+
+async def test_target_directories_limit_the_search(corpus_client: ExecDaemonClient) -> None:
+    result = await search(
+        corpus_client, QUERIES[0][0], target_directories=["net", "images/"], max_results=10
+    )
+    assert set(paths(result)) == {"net/retry.py", "images/thumbnails.py"}
+
+
+async def test_hidden_and_outside_paths_are_never_searched(
+    corpus_client: ExecDaemonClient,
+) -> None:
+    result = await search(corpus_client, QUERIES[0][0], max_results=50)
+    assert not any(path.startswith("private/") for path in paths(result))
+    outside = await search(corpus_client, "x", target_directories=["/etc"])
+    assert outside.error.code == "invalid_argument"
+    hidden = await search(corpus_client, "x", target_directories=["private"])
+    assert hidden.error.code == "permission_denied"
+    empty = await search(corpus_client, "   ")
+    assert empty.error.code == "invalid_argument"
+
+
+async def test_the_index_follows_edits_and_deletions(
+    client: ExecDaemonClient, workspace: Path
+) -> None:
+    write_corpus(workspace, CORPUS)
+    first = await search(client, "weather forecast for tomorrow")
+    assert "weather.py" not in " ".join(paths(first))
+    write_corpus(
+        workspace,
+        {
+            "billing/invoice.py": '''
+def forecast(city: str) -> str:
+    """Tomorrow's weather: temperature, rain and wind for the city."""
+    return f"{city}: 18 degrees, light rain"
+''',
+        },
+    )
+    (workspace / "mail" / "notify.py").unlink()
+    again = await search(client, "weather forecast for tomorrow", max_results=20)
+    assert paths(again)[0] == "billing/invoice.py"
+    assert "mail/notify.py" not in paths(again)
+    assert again.success.total_files == len(CORPUS) - 1
+    old_meaning = await search(client, QUERIES[3][0], max_results=20)
+    contents = " ".join(chunk.contents for chunk in old_meaning.success.results)
+    assert "VAT_RATE" not in contents, "the old content is gone from the index"
+
+
+async def test_without_the_model_the_search_is_unavailable(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    write_corpus(workspace, {"a.py": "x = 1\n"})
+    env = {"EXEC_DAEMON_EMBEDDING_MODEL": str(tmp_path / "no-model")}
+    with running_daemon(workspace, tmp_path / "state", env=env) as running:
+        async with running.client() as client:
+            result = await search(client, "anything")
+    assert result.WhichOneof("result") == "error"
+    assert result.error.code == "unavailable"
+    assert "weights are missing" in result.error.message
+
+
+async def test_a_search_that_cannot_wait_answers_from_what_is_indexed(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    write_corpus(workspace, CORPUS)
+    config = DaemonConfig(auth_token="t", workspace=workspace, rg_path=resolve_rg_path("rg"))
+    daemon = Daemon(config)
+    index = daemon.service(SemanticIndex)
+    try:
+        state = await index.refreshed(0.0)
+        assert not state.complete
+        for _ in range(300):
+            state = await index.refreshed(1.0)
+            if state.complete:
+                break
+        assert state.complete and state.indexed_files == state.total_files == len(CORPUS)
+    finally:
+        await daemon.aclose()
+    await asyncio.sleep(0)
+
+
+def test_chunks_cover_every_line_and_prefer_blank_lines() -> None:
+    text = "\n".join(f"line {n}" if n % 12 else "" for n in range(1, 80))
+    chunks = chunk_text(text)
+    assert chunks[0].start_line == 1
+    for previous, current in itertools.pairwise(chunks):
+        assert current.start_line == previous.end_line + 1
+    assert chunks[-1].end_line == 79
+    assert all(chunk.end_line - chunk.start_line < 30 for chunk in chunks)
+    assert chunks[0].end_line == 11, "cut before the first blank line after 8 lines"
