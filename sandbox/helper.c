@@ -31,8 +31,8 @@
  * Placeholders are marked with the xattr user.exec-daemon.placeholder and shared-locked (flock)
  * while a sandbox uses them; the last sandbox to leave removes them if they are still empty.
  *
- * Process tree: this process stays in the daemon's namespaces (it waits, forwards SIGTERM/SIGHUP,
- * removes placeholders, exits like the command did); its child is PID 1 of the new namespaces
+ * Process tree: this process stays in the daemon's namespaces (it waits, forwards signals sent to
+ * it, removes placeholders, exits like the command did); its child is PID 1 of the new namespaces
  * (mounts, reaping, and killing everything left when the command ends); the grandchild drops all
  * capabilities, sets no_new_privs, Landlock and seccomp, then execs the command.
  */
@@ -672,6 +672,19 @@ static __attribute__((noreturn)) void run_payload(int error_fd) {
     payload_fail(EXEC_FAILED, errno, "exec %s", opt.argv[0]);
 }
 
+/* ---- Signals ------------------------------------------------------------------------------ */
+/* Signals sent to this process (kill, pidfd_send_signal: SI_USER) reach the command through PID 1.
+ * Those the kernel sends a whole process group (a terminal's Ctrl-C, SI_KERNEL) reach the command
+ * directly, so they are not forwarded (it would get them twice); neither ends the helper. */
+static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2};
+
+static int is_forwarded(int sig, const siginfo_t *info) {
+    if (info->si_code != SI_USER && info->si_code != SI_QUEUE && info->si_code != SI_TKILL) return 0;
+    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
+        if (forwarded_signals[i] == sig) return 1;
+    return 0;
+}
+
 /* ---- PID 1 of the sandbox ----------------------------------------------------------------- */
 static __attribute__((noreturn)) void run_init(uid_t uid, gid_t gid, int parent_alive_fd, int status_fd) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -725,7 +738,7 @@ static __attribute__((noreturn)) void run_init(uid_t uid, gid_t gid, int parent_
     for (;;) {
         siginfo_t info;
         int sig = sigwaitinfo(&all, &info);
-        if (sig == SIGTERM || sig == SIGHUP) {
+        if (is_forwarded(sig, &info)) {
             if (!payload_done) kill(payload, sig);
             continue;
         }
@@ -754,8 +767,9 @@ static __attribute__((noreturn)) void run_init(uid_t uid, gid_t gid, int parent_
 /* ---- The outer process -------------------------------------------------------------------- */
 static volatile sig_atomic_t init_pid;
 
-static void forward_signal(int sig) {
-    if (init_pid > 0) kill(init_pid, sig);
+static void forward_signal(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    if (init_pid > 0 && is_forwarded(sig, info)) kill(init_pid, sig);
 }
 
 static __attribute__((noreturn)) void exit_like(int status) {
@@ -794,12 +808,12 @@ static int run_sandbox(void) {
     int alive[2], status_pipe[2];
     if (pipe2(alive, O_CLOEXEC) < 0 || pipe2(status_pipe, O_CLOEXEC) < 0) fail(errno, "pipe");
     /* Group signals (Ctrl-C, killpg) reach the command directly; this process must outlive them. */
-    static const int ignored[] = {SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH};
+    static const int ignored[] = {SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH};
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) signal(ignored[i], SIG_IGN);
-    struct sigaction forward = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
+    struct sigaction forward = {.sa_sigaction = forward_signal, .sa_flags = SA_RESTART | SA_SIGINFO};
     sigemptyset(&forward.sa_mask);
-    sigaction(SIGTERM, &forward, NULL);
-    sigaction(SIGHUP, &forward, NULL);
+    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
+        sigaction(forwarded_signals[i], &forward, NULL);
 
     unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD;
     if (opt.net == NET_PROXY || (opt.net == NET_NONE && landlock_abi() < 6)) opt.private_net = 1;

@@ -7,9 +7,10 @@ Sources, from the call up:
   `additionalReadonlyPaths`, `disableTmpWrite`, `networkPolicy {default, allow[], deny[]}`.
 
 How they merge (nothing a file says can weaken what the call or the daemon enforces):
-- Whether a call is confined: `INSECURE_NONE` requested runs it unconfined; a requested
-  `WORKSPACE_*` type needs `--sandbox-enabled` (else the call is rejected, never silently run
-  unconfined); an unspecified type is confined when the daemon has `--sandbox-enabled`.
+- Whether a call is confined: only with `--sandbox-enabled` (without it, as in the reference
+  daemon, policies are not enforced: the call runs unconfined and its effective policy says so,
+  `insecure_none` with a note); then `INSECURE_NONE` requested runs it unconfined and any other
+  request (or none) is confined. A kernel that cannot confine it gets it rejected (service.py).
 - `type`: the strictest of the request (or, when unspecified, the project's, else the user's,
   else `workspace_readwrite`) and of what either file says. A project file cannot turn the
   sandbox off (`insecure_none` there is ignored with a note); the user's file can, for calls
@@ -168,6 +169,9 @@ class EffectivePolicy:
 
 
 UNCONFINED = EffectivePolicy(sandboxed=False, type=SandboxType.INSECURE_NONE)
+NOT_ENABLED_NOTE = (
+    "sandboxing is not enabled on this daemon (--sandbox-enabled): the command ran unconfined"
+)
 
 
 @dataclass(frozen=True)
@@ -279,13 +283,10 @@ def resolve_policy(
     requested_type = _PROTO_TYPES.get(requested.type) if requested is not None else None
     if requested_type == SandboxType.INSECURE_NONE:
         return UNCONFINED
-    if requested_type is None and not sandbox_enabled:
-        return UNCONFINED
     if not sandbox_enabled:
-        raise SandboxRejected(
-            "a sandboxed command was requested but sandboxing is not enabled on this daemon "
-            "(start it with --sandbox-enabled)"
-        )
+        if requested_type is None:
+            return UNCONFINED
+        return replace(UNCONFINED, notes=(NOT_ENABLED_NOTE,))
     configs = [config for config in (user, project) if config is not None]
     notes = [note for config in configs for note in config.notes]
 

@@ -373,6 +373,21 @@ async def test_sigterm_reaches_the_command_and_the_exit_status_comes_back(
     assert result.returncode == -signal.SIGKILL
 
 
+async def test_signals_sent_to_the_helper_reach_the_command_once(harness: SandboxHarness) -> None:
+    process, _ = await harness.spawn(
+        "trap 'echo usr1' USR1; trap 'echo int; exit 3' INT; echo ready;"
+        " for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; done; echo late; sleep 30 & wait"
+    )
+    assert process.stdout is not None
+    assert (await process.stdout.readline()).strip() == b"ready"
+    process.send_signal(signal.SIGUSR1)
+    await asyncio.sleep(1.3)
+    process.send_signal(signal.SIGINT)
+    out, _err = await asyncio.wait_for(process.communicate(), 10)
+    assert out.decode().split() == ["usr1", "late", "int"]
+    assert process.returncode == 3
+
+
 # ---------------------------------------------------------------------------------------------
 # Network and sockets
 

@@ -46,9 +46,12 @@ def test_without_sandbox_enabled_an_unspecified_policy_is_unconfined() -> None:
     assert not resolve(SandboxPolicy(), enabled=False).sandboxed
 
 
-def test_a_requested_sandbox_on_a_daemon_without_one_is_rejected_not_run_unconfined() -> None:
-    with pytest.raises(SandboxRejected, match="--sandbox-enabled"):
-        resolve(SandboxPolicy(type=RW), enabled=False)
+def test_without_sandbox_enabled_a_requested_sandbox_is_reported_as_not_applied() -> None:
+    policy = resolve(SandboxPolicy(type=RW), enabled=False)
+    assert not policy.sandboxed
+    proto = policy.to_proto()
+    assert proto.type == NONE and proto.network_mode == SandboxPolicy.NETWORK_MODE_FULL
+    assert "--sandbox-enabled" in proto.notes[0]
 
 
 def test_default_is_workspace_readwrite_without_network() -> None:
