@@ -157,3 +157,21 @@ def test_git_diffs_are_read_by_their_hunk_counts() -> None:
     assert diff_lines_by_file(diff, trust_counts=True) == {
         "q.sql": (["++ new comment"], ["-- old comment"])
     }
+
+
+async def test_attribution_in_a_workspace_below_the_repository_root(
+    client: ExecDaemonClient, workspace: Path
+) -> None:
+    repo = workspace.parent
+    (repo / "outside.txt").write_text("outside\n")
+    (workspace / "inside.py").write_text("a = 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "outside.txt", "workspace/inside.py")
+    git(repo, "commit", "-q", "-m", "base")
+    (repo / "outside.txt").write_text("changed outside\n")
+    edit = EditArgs(path="inside.py", old_string="a = 1\n", new_string="a = 2\n")
+    assert (await run(client, "edit_tool_call", edit)).WhichOneof("result") == "success"
+    write = EditArgs(path="sub/new.py", contents="b = 1\n")
+    assert (await run(client, "edit_tool_call", write)).WhichOneof("result") == "success"
+    result = await run(client, "ai_attribution_tool_call", agent.AiAttributionArgs())
+    assert by_path(result) == {"inside.py": (1, 1, 1, 1), "sub/new.py": (1, 0, 1, 0)}

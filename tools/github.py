@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 from dataclasses import dataclass
 
 from agent.v1.agent_pb2 import (
@@ -125,7 +126,7 @@ async def _run_gh(ctx: CallContext, gh: str, env: dict[str, str], *args: str) ->
     finally:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 9)
+                os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
     return GhRun(
         process.returncode or 0,

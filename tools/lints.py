@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -151,7 +152,7 @@ async def _run(tool: str, args: list[str], cwd: str, env: dict[str, str]) -> Pro
     finally:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 9)
+                os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
     if len(stdout) > MAX_OUTPUT_BYTES:
         raise LintFailure(f"{os.path.basename(tool)} printed more than {MAX_OUTPUT_BYTES} bytes")
@@ -283,7 +284,7 @@ _TSC_LINE = re.compile(r"^(.+?)\((\d+),(\d+)\): (error|warning|message) (TS\d+):
 
 
 async def lint_typescript(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
-    output = await _run(tool, ["--noEmit", "--pretty", "false", "--", *files], cwd, env)
+    output = await _run(tool, ["--noEmit", "--pretty", "false", *files], cwd, env)
     run = LintRun("tsc")
     for line in output.stdout.decode("utf-8", "replace").splitlines():
         match = _TSC_LINE.match(line)
@@ -449,17 +450,17 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     except ListingFailure as failure:
         return _error(failure.code, failure.message)
     env = daemon.env.snapshot()
+    kinds = await asyncio.to_thread(lambda: [file_kind(path) for path in selection.files])
+    tools = {kind: _tool_for(kind, daemon.workspace, env) for kind in set(kinds) if kind}
     by_kind: dict[str, list[str]] = {}
     unsupported: list[str] = []
-    for path in selection.files:
-        kind = await asyncio.to_thread(file_kind, path)
-        tool = _tool_for(kind, daemon.workspace, env) if kind else None
-        if kind is None or tool is None:
+    for path, kind in zip(selection.files, kinds, strict=True):
+        if kind is None or tools[kind] is None:
             unsupported.append(path)
         else:
             by_kind.setdefault(kind, []).append(path)
     outcomes = await asyncio.gather(
-        *(_lint_kind(daemon, kind, files, env) for kind, files in by_kind.items())
+        *(_lint_kind(daemon, kind, tools[kind], files, env) for kind, files in by_kind.items())
     )
     return ReadLintsResult(
         success=_success(daemon.workspace, selection, unsupported, list(by_kind.values()), outcomes)
@@ -467,11 +468,10 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
 
 
 async def _lint_kind(
-    daemon: Daemon, kind: str, files: list[str], env: dict[str, str]
+    daemon: Daemon, kind: str, tool: str | None, files: list[str], env: dict[str, str]
 ) -> tuple[str, LintRun | str]:
     """(linter with version, its run or why it failed)."""
     spec = LINTERS[kind]
-    tool = _tool_for(kind, daemon.workspace, env)
     assert tool is not None
     label = (
         "json"

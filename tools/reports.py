@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 BUGFIX_STATUSES = ("fixed", "not_reproduced", "wont_fix", "failed")
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 MAX_UNTRACKED_FILE_BYTES = 4 * 1024 * 1024
+MAX_UNTRACKED_FILES = 5000
 # Distinct lines remembered per file and per direction; beyond it the oldest are not dropped,
 # new ones are just not recorded (a file rewritten with millions of lines is not worth more).
 MAX_RECORDED_LINES_PER_FILE = 200_000
@@ -264,8 +265,9 @@ def _parse_workspace_diff(diff: str) -> dict[str, FileChanges]:
 
 
 def _untracked_lines(root: str, names: list[str]) -> dict[str, FileChanges]:
+    """Every line of each untracked file counts as added (binary and huge files: none)."""
     changes = {}
-    for name in names:
+    for name in names[:MAX_UNTRACKED_FILES]:
         path = os.path.join(root, name)
         try:
             if os.path.getsize(path) > MAX_UNTRACKED_FILE_BYTES:
@@ -279,8 +281,11 @@ def _untracked_lines(root: str, names: list[str]) -> dict[str, FileChanges]:
     return changes
 
 
-async def _workspace_changes(daemon: Daemon, pathspecs: list[str]) -> dict[str, FileChanges]:
-    """Changed lines per file (paths relative to the repository's top = the workspace's)."""
+async def _workspace_changes(
+    daemon: Daemon, repo_root: str, pathspecs: list[str]
+) -> dict[str, FileChanges]:
+    """Changed lines per file under the pathspecs (relative to the workspace), by path from the
+    repository's top."""
     head = await run_git(daemon, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     base = head.stdout.decode().strip() if head.returncode == 0 else EMPTY_TREE
     diff = await run_git(
@@ -294,10 +299,10 @@ async def _workspace_changes(daemon: Daemon, pathspecs: list[str]) -> dict[str, 
         raise RpcFailure("internal", f"git diff failed: {diff.stderr[:500]}")
     changes = _parse_workspace_diff(diff.stdout.decode("utf-8", "replace"))
     untracked = await run_git(
-        daemon, "ls-files", "--others", "--exclude-standard", "-z", "--", *pathspecs
+        daemon, "ls-files", "--others", "--exclude-standard", "--full-name", "-z", "--", *pathspecs
     )
     names = [name for name in untracked.stdout.decode("utf-8", "replace").split("\0") if name]
-    changes.update(await asyncio.to_thread(_untracked_lines, daemon.workspace, names))
+    changes.update(await asyncio.to_thread(_untracked_lines, repo_root, names))
     return changes
 
 
@@ -310,18 +315,19 @@ async def ai_attribution(args: AiAttributionArgs, ctx: CallContext) -> AiAttribu
     top = await run_git(daemon, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         return _attribution_error("failed_precondition", "the workspace is not in a git repository")
-    pathspecs = []
+    # The workspace may be a subdirectory of the repository: only its files count.
+    pathspecs = [] if args.paths else ["."]
     for path in args.paths:
         relative = relative_to_workspace(daemon.workspace, resolve_path(daemon.workspace, path))
         if relative is None:
             return _attribution_error("invalid_argument", f"{path} is outside the workspace")
         pathspecs.append(f":(literal){relative}")
-    try:
-        changes = await _workspace_changes(daemon, pathspecs)
-    except RpcFailure as failure:
-        return _attribution_error(failure.code, failure.message)
     # git names paths from the repository's top, which may lie above the workspace.
     repo_root = top.stdout.decode().strip()
+    try:
+        changes = await _workspace_changes(daemon, repo_root, pathspecs)
+    except RpcFailure as failure:
+        return _attribution_error(failure.code, failure.message)
     edits = daemon.service(AgentEdits)
     files = []
     for name in sorted(changes):

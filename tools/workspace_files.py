@@ -66,5 +66,6 @@ async def list_files(
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
         await process.wait()
-    paths = sorted(os.path.normpath(os.path.join(cwd, os.fsdecode(name))) for name in names)
+    # rg prints "./name" for the "." argument.
+    paths = sorted(f"{cwd}/{os.fsdecode(name.removeprefix(b'./'))}" for name in names)
     return paths[:limit], len(paths) > limit
