@@ -110,11 +110,19 @@ def build_plan(
     keep_fds: Sequence[int] = (),
     mount_proc: bool = True,
     targets: tuple[ProtectedTarget, ...] | None = None,
+    private: Sequence[str] = (),
+    own: Sequence[str] = (),
 ) -> Plan:
-    """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced."""
+    """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
+
+    `private`: the daemon's own directories (e.g. shell state that unconfined shells source):
+    read-only inside. `own`: paths the confined process itself must write (e.g. its shell's
+    state directory): writable whatever the policy says.
+    """
     plan = Plan()
     root = os.path.realpath(workspace)
-    readwrite: list[str] = []
+    own_paths = [os.path.realpath(path) for path in own if os.path.exists(path)]
+    readwrite: list[str] = list(own_paths)
     if policy.type == SandboxType.WORKSPACE_READWRITE:
         readwrite.append(root)
         for path in policy.readwrite_paths:
@@ -135,10 +143,13 @@ def build_plan(
             mounts.read_only[root] = "--ro"
         else:
             _protect_workspace(root, policy, writable, mounts, targets or protected_targets())
-    for path in policy.readonly_paths:
+    for path in [*policy.readonly_paths, *private]:
         real = os.path.realpath(path)
         if os.path.exists(real) and writable(real):
             mounts.read_only.setdefault(real, "--ro")
+    for path in own_paths:
+        if any(_under(path, area) for area in mounts.read_only):
+            mounts.writable[path] = None
 
     mode = policy.network.mode
     options = ["--net", mode.value, "--cwd", os.path.abspath(cwd)]

@@ -25,10 +25,10 @@ import hashlib
 import logging
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.state import Daemon
@@ -60,6 +60,10 @@ class SandboxService:
         self._private_exceptions = private_exceptions_from_env()
         self._start_lock = asyncio.Lock()
         self._live: set[SandboxRun] = set()
+        # The daemon's own directories: read-only inside every sandbox (keep_private).
+        self._private: dict[str, None] = dict.fromkeys(
+            str(path) for path in (daemon.config.terminals_folder, daemon.config.artifacts_folder)
+        )
 
     async def start(self) -> KernelSupport:
         """Builds/locates the helper and probes the kernel (once); logs one status line."""
@@ -88,6 +92,11 @@ class SandboxService:
             return KernelSupport(helper_error=f"{self.helper} is not executable")
         return None
 
+    def keep_private(self, path: Path | str) -> None:
+        """Makes `path` read-only inside every sandbox: for the daemon's own files that a
+        confined command must not change (e.g. shell state that unconfined shells source)."""
+        self._private[str(path)] = None
+
     def support_now(self) -> KernelSupport:
         """The probe result for synchronous callers (the daemon probes at start, so this is
         normally known; otherwise the probe runs here, once, blocking ~10 ms)."""
@@ -114,10 +123,13 @@ class SandboxService:
         *,
         env: Mapping[str, str],
         keep_fds: Sequence[int] = (),
+        own: Sequence[str] = (),
     ) -> SandboxRun:
-        """What the spawn path needs to run a command under `policy`. Raises SandboxRejected."""
+        """What the spawn path needs to run a command under `policy`. Raises SandboxRejected.
+
+        `own`: paths the command itself must be able to write (see plan.build_plan)."""
         await self.start()
-        return self.prepare(policy, cwd, env=env, keep_fds=keep_fds)
+        return self.prepare(policy, cwd, env=env, keep_fds=keep_fds, own=own)
 
     def prepare(
         self,
@@ -126,6 +138,7 @@ class SandboxService:
         *,
         env: Mapping[str, str],
         keep_fds: Sequence[int] = (),
+        own: Sequence[str] = (),
     ) -> SandboxRun:
         """`confine` for synchronous callers. Raises SandboxRejected."""
         support = self.support_now()
@@ -143,6 +156,8 @@ class SandboxService:
                 ctl_fd=child.fileno(),
                 keep_fds=keep_fds,
                 mount_proc=support.proc_mount,
+                private=list(self._private),
+                own=own,
             )
         except BaseException:
             parent.close()
@@ -196,7 +211,13 @@ class SandboxConfinement:
         return self.policy.to_proto()
 
     def wrap(self, spec: SpawnSpec) -> SpawnSpec:
-        run = self.service.prepare(self.policy, spec.cwd, env=spec.env, keep_fds=spec.pass_fds)
+        run = self.service.prepare(
+            self.policy,
+            spec.cwd,
+            env=spec.env,
+            keep_fds=spec.pass_fds,
+            own=getattr(spec, "writable", ()),
+        )
         self._runs[run.pass_fds[0]] = run
         return replace(
             spec,
@@ -222,6 +243,42 @@ class SandboxConfinement:
         run = self._run_of(wrapped)
         if run is not None:
             await run.aclose()
+
+    def command_processes(self, helper_pid: int, since_ticks: int) -> Callable[[Any], bool]:
+        """Selects (for exec_daemon.processes' signalling) the processes in the sandbox that
+        `helper_pid` runs which started at `since_ticks` or later: also those that left the
+        helper's session with setsid, which a session-based selection misses."""
+        namespace = _child_pid_namespace(helper_pid)
+
+        def select(info: Any) -> bool:
+            return (
+                namespace is not None
+                and info.alive
+                and info.start_ticks >= since_ticks
+                and _pid_namespace(info.pid) == namespace
+            )
+
+        return select
+
+
+def _pid_namespace(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _child_pid_namespace(helper_pid: int) -> int | None:
+    """The PID namespace the helper created: that of its child (the sandbox's PID 1)."""
+    try:
+        children = Path(f"/proc/{helper_pid}/task/{helper_pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        namespace = _pid_namespace(int(child))
+        if namespace is not None and namespace != _pid_namespace(helper_pid):
+            return namespace
+    return None
 
 
 class SandboxRun:

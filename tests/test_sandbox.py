@@ -666,3 +666,69 @@ async def test_confinement_seam_wraps_and_reports_set_up(harness: SandboxHarness
     await process.wait()
     abandoned = confinement.wrap(spec)  # type: ignore[arg-type]
     await confinement.abandon(abandoned)  # type: ignore[arg-type]
+
+
+async def test_command_processes_finds_setsid_escapees_for_the_daemon(
+    harness: SandboxHarness,
+) -> None:
+    from exec_daemon.processes import all_processes, boot_ticks_now, signal_selected
+
+    marker = f"{5000 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
+    confinement = harness.service.confinement_for(RW)
+    assert confinement is not None
+    process, _ = await harness.spawn(
+        f"echo ready; read go; setsid sleep {marker} & sleep {marker}", stdin_pipe=True
+    )
+    assert process.stdout is not None and process.stdin is not None
+    assert (await process.stdout.readline()).strip() == b"ready"
+    since = boot_ticks_now()
+    process.stdin.write(b"go\n")
+    await process.stdin.drain()
+    deadline = time.monotonic() + 5
+    while len(processes_with_argument(marker)) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    select = confinement.command_processes(process.pid, since)
+    selected = {info.pid for info in all_processes() if select(info)}
+    assert set(processes_with_argument(marker)) <= selected
+    assert process.pid not in selected  # the helper, PID 1 and the shell started before
+    signal_selected(select, signal.SIGKILL)
+    await asyncio.wait_for(process.communicate(), 10)
+    assert processes_with_argument(marker) == []
+
+
+async def test_private_daemon_paths_are_read_only_and_own_paths_writable(
+    harness: SandboxHarness, identity: Identity
+) -> None:
+    private = owned_directory(identity, "sbx-private-")
+    own = private / "session-1"
+    own.mkdir()
+    if identity.uid != os.geteuid():
+        os.chown(own, identity.uid, identity.gid)
+    harness.service.keep_private(private)
+    try:
+        effective = harness.service.resolve(RW)
+        run = await harness.service.confine(
+            effective, harness.workspace, env=harness.env, own=[str(own)]
+        )
+        process = await asyncio.create_subprocess_exec(
+            *harness.identity.wrap(
+                run.argv(
+                    [
+                        "bash",
+                        "-c",
+                        f"echo x > {private}/loop || echo denied; echo y > {own}/state && echo ok",
+                    ]
+                )
+            ),
+            env=run.env(harness.env),
+            pass_fds=run.pass_fds,
+            cwd=harness.workspace,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        await run.started()
+        out, _ = await process.communicate()
+        assert out.split() == [b"denied", b"ok"]
+        assert (own / "state").read_text() == "y\n"
+    finally:
+        remove_tree(private)
