@@ -6,10 +6,12 @@ Every process the daemon starts goes through `spawn()`:
 - its environment is the daemon's current one (`daemon.env.snapshot()`) unless the caller
   passes another;
 - `Confinement` is the seam where the sandbox (issue #6) plugs in: `confinement_for(daemon,
-  policy)` resolves a `SandboxPolicy` to a `Confinement`, whose `wrap(spec)` may rewrite the
-  argv (e.g. prefix the confinement helper), the environment or the fds of the `SpawnSpec`
-  before it is started. Long-lived shells are keyed by `Confinement.key`, so calls under
-  different policies never share a shell. Today every policy resolves to `UNCONFINED`.
+  policy)` resolves a `SandboxPolicy` to a `Confinement` (sandbox.SandboxService decides; it
+  raises sandbox.SandboxRejected when the call must not run), whose `wrap(spec)` rewrites the
+  argv (the confinement helper in front), the environment and the fds of the `SpawnSpec`
+  before it is started, and whose `started(wrapped)` returns once the process runs confined
+  (raising SandboxRejected, the process ended, if it could not be). Long-lived shells are
+  keyed by `Confinement.key`, so calls under different policies never share a shell.
 
 Ending processes (`terminate`) signals the whole process group AND every process still in the
 session (a grandchild that made its own group with `set -m` is found through /proc), SIGTERM
@@ -61,6 +63,9 @@ class SpawnSpec:
     stdout: int | None = None
     stderr: int | None = None
     pass_fds: tuple[int, ...] = ()
+    # Paths the process itself writes (e.g. a shell's state directory): a sandbox keeps them
+    # writable whatever its policy says.
+    writable: tuple[str, ...] = ()
 
 
 class Confinement(Protocol):
@@ -75,6 +80,15 @@ class Confinement(Protocol):
         """The spec to actually start (e.g. argv prefixed with the confinement helper)."""
         ...
 
+    async def started(self, wrapped: SpawnSpec) -> None:
+        """Returns once the process started from `wrapped` runs confined; raises when it
+        could not be confined (the process then ends by itself)."""
+        ...
+
+    async def abandon(self, wrapped: SpawnSpec) -> None:
+        """`wrapped` could not be started: release what `wrap` prepared."""
+        ...
+
 
 @dataclass(frozen=True)
 class Unconfined:
@@ -83,13 +97,23 @@ class Unconfined:
     def wrap(self, spec: SpawnSpec) -> SpawnSpec:
         return spec
 
+    async def started(self, wrapped: SpawnSpec) -> None:
+        return None
+
+    async def abandon(self, wrapped: SpawnSpec) -> None:
+        return None
+
 
 UNCONFINED: Confinement = Unconfined()
 
 
 def confinement_for(daemon: Daemon, policy: SandboxPolicy | None) -> Confinement:
-    """The confinement a call with `policy` runs under. The seam for the sandbox (issue #6)."""
-    return UNCONFINED
+    """The confinement a call with `policy` runs under. Raises sandbox.SandboxRejected when the
+    call must not run (e.g. the kernel cannot enforce the policy)."""
+    from sandbox.service import SandboxService
+
+    confinement = daemon.service(SandboxService).confinement_for(policy)
+    return UNCONFINED if confinement is None else confinement
 
 
 def boot_ticks_now() -> int:
@@ -124,21 +148,34 @@ class Child:
 async def spawn(spec: SpawnSpec, confinement: Confinement = UNCONFINED) -> Child:
     """Starts `spec` (after `confinement` wrapped it) as the leader of a new session.
 
-    Raises OSError (e.g. FileNotFoundError) when it cannot be started.
+    Raises OSError (e.g. FileNotFoundError) when it cannot be started, and
+    sandbox.SandboxRejected when it could not be confined (the process is then gone).
     """
     spec = confinement.wrap(spec)
     ticks = boot_ticks_now()
-    process = await asyncio.create_subprocess_exec(
-        *spec.argv,
-        stdin=asyncio.subprocess.DEVNULL if spec.stdin is None else spec.stdin,
-        stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
-        stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
-        cwd=spec.cwd,
-        env=dict(spec.env),
-        pass_fds=spec.pass_fds,
-        start_new_session=True,
-    )
-    return Child(process=process, started_ticks=ticks)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            stdin=asyncio.subprocess.DEVNULL if spec.stdin is None else spec.stdin,
+            stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
+            stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
+            cwd=spec.cwd,
+            env=dict(spec.env),
+            pass_fds=spec.pass_fds,
+            start_new_session=True,
+        )
+    except BaseException:
+        await confinement.abandon(spec)
+        raise
+    child = Child(process=process, started_ticks=ticks)
+    try:
+        await confinement.started(spec)
+    except BaseException:
+        await terminate_sessions({child.pid}, grace=0.2)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(child.wait(), 2.0)
+        raise
+    return child
 
 
 def with_env(spec: SpawnSpec, **values: str) -> SpawnSpec:

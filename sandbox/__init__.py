@@ -12,7 +12,13 @@
 - `service`: `SandboxService`, the daemon's entry point (`daemon.service(SandboxService)`).
 """
 
-from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
+from sandbox.policy import (
+    EffectivePolicy,
+    NetworkMode,
+    SandboxRejected,
+    SandboxSetupFailed,
+    SandboxType,
+)
 from sandbox.service import SandboxConfinement, SandboxRun, SandboxService
 
 __all__ = [
@@ -22,5 +28,6 @@ __all__ = [
     "SandboxRejected",
     "SandboxRun",
     "SandboxService",
+    "SandboxSetupFailed",
     "SandboxType",
 ]

@@ -27,6 +27,7 @@ How they merge (nothing a file says can weaken what the call or the daemon enfor
 from __future__ import annotations
 
 import enum
+import errno
 import ipaddress
 import os
 import re
@@ -48,6 +49,16 @@ class SandboxRejected(Exception):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
+        self.reason = reason
+
+
+class SandboxSetupFailed(SandboxRejected, OSError):
+    """The sandbox of a process being started could not be set up (the process is gone).
+
+    An OSError too, so that code starting processes handles it like any failed start."""
+
+    def __init__(self, reason: str) -> None:
+        OSError.__init__(self, errno.EPERM, reason)
         self.reason = reason
 
 

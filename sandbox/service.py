@@ -34,7 +34,13 @@ from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.plan import Plan, build_plan
-from sandbox.policy import ConfigFiles, EffectivePolicy, SandboxRejected, resolve_policy
+from sandbox.policy import (
+    ConfigFiles,
+    EffectivePolicy,
+    SandboxRejected,
+    SandboxSetupFailed,
+    resolve_policy,
+)
 from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
 from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
 
@@ -176,6 +182,8 @@ class SandboxService:
         missing = self.support_now().missing()
         if missing:
             raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
+        # What the plan refuses (e.g. `.git` is a symlink) is refused now, before any spawn.
+        build_plan(policy, self.workspace, self.workspace, env={}, private=list(self._private))
         return SandboxConfinement(self, policy)
 
     def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:
@@ -211,13 +219,18 @@ class SandboxConfinement:
         return self.policy.to_proto()
 
     def wrap(self, spec: SpawnSpec) -> SpawnSpec:
-        run = self.service.prepare(
-            self.policy,
-            spec.cwd,
-            env=spec.env,
-            keep_fds=spec.pass_fds,
-            own=getattr(spec, "writable", ()),
-        )
+        try:
+            run = self.service.prepare(
+                self.policy,
+                spec.cwd,
+                env=spec.env,
+                keep_fds=spec.pass_fds,
+                own=getattr(spec, "writable", ()),
+            )
+        except SandboxSetupFailed:
+            raise
+        except SandboxRejected as rejected:
+            raise SandboxSetupFailed(rejected.reason) from None
         self._runs[run.pass_fds[0]] = run
         return replace(
             spec,
@@ -322,8 +335,8 @@ class SandboxRun:
     async def started(self) -> None:
         """Waits until the command runs confined. Call it right after spawning the helper.
 
-        Raises SandboxRejected with the helper's reason when the sandbox could not be set up (the
-        command then never ran).
+        Raises SandboxSetupFailed (a SandboxRejected and an OSError) with the helper's reason
+        when the sandbox could not be set up (the command then never ran).
         """
         self._close_child_end()
         try:
@@ -342,9 +355,11 @@ class SandboxRun:
                         # The helper is done (placeholders removed) when it closes the channel.
                         while (await self._receive())[0]:
                             pass
-                        raise SandboxRejected(f"the sandbox could not be set up: {reason}")
+                        raise SandboxSetupFailed(f"the sandbox could not be set up: {reason}")
                     elif not data:
-                        raise SandboxRejected("the sandbox helper ended before the command started")
+                        raise SandboxSetupFailed(
+                            "the sandbox helper ended before the command started"
+                        )
         except BaseException:
             await self.aclose()
             raise
