@@ -13,6 +13,7 @@ from agent.v1.shell_pb2 import (
     AwaitArgs,
     AwaitResult,
     AwaitSuccess,
+    SandboxPolicy,
     ShellArgs,
     ShellNotFound,
     ShellResult,
@@ -25,6 +26,8 @@ from agent.v1.shell_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.dispatch import CallContext
 from exec_daemon.processes import Confinement, confinement_for
+from sandbox.policy import SandboxRejected
+from sandbox.service import SandboxService
 from tools.shell import results
 from tools.shell.foreground import ForegroundCall
 from tools.shell.jobs import ShellJob
@@ -82,7 +85,39 @@ async def shell_tool_call(args: ShellArgs, ctx: CallContext) -> ShellResult:
     if problem:
         return results.spawn_error(args, terminals, problem, cwd)
     policy = args.requested_sandbox_policy if args.HasField("requested_sandbox_policy") else None
-    confinement = confinement_for(ctx.daemon, policy)
+    try:
+        confinement = confinement_for(ctx.daemon, policy)
+        effective = _effective_policy(ctx, policy, confinement)
+    except SandboxRejected as exc:
+        return _sandbox_rejected(args, terminals, exc.reason)
+    result = await _run_shell(args, ctx, service, cwd, confinement)
+    if effective is not None:
+        result.sandbox_policy.CopyFrom(effective)
+    return result
+
+
+def _effective_policy(
+    ctx: CallContext, requested: SandboxPolicy | None, confinement: Confinement
+) -> SandboxPolicy | None:
+    """What the result reports: the policy the command really ran under (None for a call that
+    asked for nothing and ran unconfined)."""
+    effective: SandboxPolicy | None = getattr(confinement, "effective_policy", None)
+    if effective is None and requested is not None:
+        effective = ctx.daemon.service(SandboxService).resolve(requested).to_proto()
+    return effective
+
+
+def _sandbox_rejected(args: ShellArgs, terminals: str, reason: str) -> ShellResult:
+    result = results.rejected(args, terminals, reason)
+    result.rejected.details.source = "sandbox"
+    result.rejected.details.sandbox_unavailable = True
+    return result
+
+
+async def _run_shell(
+    args: ShellArgs, ctx: CallContext, service: ShellService, cwd: str, confinement: Confinement
+) -> ShellResult:
+    terminals = str(service.terminals_folder)
     if args.is_background:
         return await _start_background(args, ctx, service, cwd, confinement)
     timeout_ms = args.timeout if args.HasField("timeout") else DEFAULT_TIMEOUT_MS

@@ -17,6 +17,8 @@ from exec_daemon.processes import (
     DEFAULT_GRACE_SECONDS,
     Child,
     Confinement,
+    ProcInfo,
+    Selector,
     SpawnSpec,
     boot_ticks_now,
     close_fds,
@@ -72,6 +74,13 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"SIG{number}"
+
+
+def _either(first: Selector, second: Selector) -> Selector:
+    def select(info: ProcInfo) -> bool:
+        return first(info) or second(info)
+
+    return select
 
 
 def valid_env_name(name: str) -> bool:
@@ -155,6 +164,7 @@ class ShellSession:
             stdout=stdout_w,
             stderr=stderr_w,
             pass_fds=(command_r, status_w),
+            writable=(str(self.directory),),
         )  # fmt: skip
         try:
             self.child = await spawn(spec, self._confinement)
@@ -320,6 +330,10 @@ class ShellSession:
             return
         pid = self.child.pid
         select = in_sessions({pid}, spare={pid}, since_ticks=running.started_ticks)
+        in_sandbox = getattr(self._confinement, "command_processes", None)
+        if in_sandbox is not None:
+            # In a sandbox: also what left the session with setsid (its own PID namespace).
+            select = _either(select, in_sandbox(pid, running.started_ticks))
         start = time.monotonic()
         terminated: set[tuple[int, int]] = set()
         while not running.done.done():
