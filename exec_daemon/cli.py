@@ -32,8 +32,6 @@ NOT_BUILT_YET = (
     "cloud_rules_enabled",
     "chrome_executable_path",
     "generate_image_enabled",
-    "sandbox_enabled",
-    "sandbox_helper_path",
 )
 
 
