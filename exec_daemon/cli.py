@@ -22,6 +22,7 @@ from exec_daemon.config import (
     RUN_MODES,
     DaemonConfig,
 )
+from exec_daemon.processes import run_as_init_if_pid1
 
 log = logging.getLogger("exec_daemon")
 
@@ -190,6 +191,8 @@ def serve(workspace: Path | None, log_level: str, rg_path: str, **options: Any) 
         rg_path=resolve_rg_path(rg_path),
         **options,
     )
+    # As PID 1 (a container's init) a tiny init process reaps orphans; the daemon is its child.
+    run_as_init_if_pid1()
     asyncio.run(_serve(config))
 
 

@@ -118,9 +118,13 @@ class ShellService:
         self._sessions[key] = fresh
         try:
             await self._start(fresh, previous=session)
-        except SessionStartError:
+        except BaseException:
+            # Keep the ended session (its state) for the next attempt, never a half-made one.
             if self._sessions.get(key) is fresh:
-                del self._sessions[key]
+                if session is not None:
+                    self._sessions[key] = session
+                else:
+                    del self._sessions[key]
             raise
         self._spawned_sids.add(fresh.pid)
         self._session_env_version[fresh.shell_id] = self._env_version

@@ -253,11 +253,13 @@ class ShellSession:
             reader.resume()
 
     def _finish(self, status: ExitStatus) -> None:
-        running, self._running = self._running, None
+        running = self._running
         if running is None:
             return
+        # The command's output is in the pipes before its status record: collect it first.
         for reader in self._readers:
             reader.drain()
+        self._running = None
         if not running.done.done():
             running.done.set_result(status)
 
