@@ -212,7 +212,8 @@ async def test_a_hanging_hook_is_killed_at_its_timeout_and_the_call_goes_on(
     body = (
         "import subprocess\n"
         "child = subprocess.Popen(['sleep', '60'])\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "own_group = subprocess.Popen(['sleep', '60'], process_group=0)\n"
+        f"open({str(pid_file)!r}, 'w').write(f'{{child.pid}} {{own_group.pid}}')\n"
         "time.sleep(60)\n"
     )
     hang = hook_script(space, "hang", body)
@@ -223,10 +224,10 @@ async def test_a_hanging_hook_is_killed_at_its_timeout_and_the_call_goes_on(
     elapsed = time.monotonic() - started
     assert result_of(outcome).success.ranges[0].contents == "still read"
     assert 0.9 < elapsed < 5
-    child = int(pid_file.read_text())
+    children = [int(pid) for pid in pid_file.read_text().split()]
     await asyncio.sleep(0.2)
-    # The hook's whole process group went, its grandchild included.
-    assert process_gone(child)
+    # The hook's whole session went: its children, also one that made its own process group.
+    assert all(process_gone(pid) for pid in children)
 
 
 async def test_a_hanging_fail_closed_hook_refuses_the_call(

@@ -58,6 +58,7 @@ from exec_daemon.dispatch import Invocation, Middleware, Next, ToolCallError
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.permissions import Judge
 from exec_daemon.guards.rejections import rejected_result
+from exec_daemon.processes import terminate_sessions
 from exec_daemon.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 OUTPUT_CAP_BYTES = 1024 * 1024
 # After a hook exits, how long its output pipes may stay open (a background child holding them).
 PIPE_GRACE_SECONDS = 0.5
+# A hook past its timeout gets SIGTERM, then SIGKILL this much later.
+KILL_GRACE_SECONDS = 0.5
 # beforeReadFile hooks get the file's content when it is at most this big.
 READ_CONTENT_CAP_BYTES = 1024 * 1024
 
@@ -338,6 +341,7 @@ async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """At once, without awaiting (the call is being cancelled)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
 
@@ -359,6 +363,8 @@ async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> 
     # A tool's output can be large: encode it off the event loop.
     data = await asyncio.to_thread(lambda: json.dumps(payload).encode())
     try:
+        # As processes.spawn does: a session of its own (its own process group, no controlling
+        # terminal), ended with processes.terminate_sessions; asyncio's pipes carry the JSON.
         process = await asyncio.create_subprocess_shell(
             hook.command,
             stdin=asyncio.subprocess.PIPE,
@@ -381,7 +387,8 @@ async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> 
         # Output still arriving (or a background child holding the pipes): a short grace.
         await asyncio.wait(readers, timeout=PIPE_GRACE_SECONDS)
     except TimeoutError:
-        _kill_group(process)
+        # Its whole session goes, children that made their own process group included.
+        await terminate_sessions({process.pid}, grace=KILL_GRACE_SECONDS)
         await process.wait()
         return _failed(hook, f"timed out after {hook.timeout:g}s")
     except BaseException:
