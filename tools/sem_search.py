@@ -44,7 +44,8 @@ MAX_INDEXED_CHUNKS = 50_000
 MAX_FILE_BYTES = 512 * 1024
 CHUNK_MAX_LINES = 30
 CHUNK_MIN_LINES = 8
-CHUNK_MAX_CHARS = 1500
+# About 250 tokens of code (3.3 characters a token): a chunk fits the model's 256-token window.
+CHUNK_MAX_CHARS = 800
 # Files whose lines average longer than this are minified or data, not code to read.
 MAX_AVERAGE_LINE_CHARS = 300
 # Chunks embedded per worker-thread call: small enough that shutdown and new files are not
