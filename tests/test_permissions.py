@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -378,3 +380,54 @@ async def test_auto_review_confines_other_shell_commands_when_the_sandbox_is_up(
     full_access = shell("make build", requested_sandbox_policy={"type": "TYPE_INSECURE_NONE"})
     refused = (await guarded.run(full_access)).shell_tool_call.result.rejected.details
     assert refused.needs_review and refused.sandbox_unavailable
+
+
+# --- on the real sandbox -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("auto-review")
+    workspace = root / "workspace"
+    write_config(workspace / ".cursor" / "permissions.json", {"terminalAllowlist": ["git"]})
+    with running_daemon(
+        workspace,
+        root / "state",
+        "--sandbox-enabled",
+        "--run-mode",
+        "auto_review",
+        env={"HOME": str(root / "home")},
+    ) as running:
+        yield running
+
+
+def exists(path: str | Path) -> bool:
+    return os.path.exists(path)
+
+
+async def test_auto_review_runs_other_commands_confined_on_the_real_sandbox(
+    sandboxed: RunningDaemon,
+) -> None:
+    probe = f"/etc/guards-probe-{os.getpid()}"
+    try:
+        async with sandboxed.client() as client:
+            outcome = await client.run(
+                shell(f"touch made.txt && echo made; touch {probe} || echo denied")
+            )
+            result = result_of(outcome)
+            assert result.sandbox_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
+            assert result.success.stdout.split() == ["made", "denied"]
+            made = sandboxed.workspace / "made.txt"
+            assert exists(made) and not exists(probe)
+            full_access = shell("touch x", requested_sandbox_policy={"type": "TYPE_INSECURE_NONE"})
+            refused = rejection(await client.run(full_access))
+            assert refused.needs_review and refused.sandbox_unavailable
+            # A read-only subagent's read-only command runs confined read-only.
+            started = await client.run(call("task_tool_call", readonly=True, agent_id="ro"), "main")
+            assert result_of(started).success.readonly
+            listing = result_of(await client.run(shell("ls"), agent_id="ro"))
+            assert listing.sandbox_policy.type == SandboxPolicy.TYPE_WORKSPACE_READONLY
+            assert "made.txt" in listing.success.stdout
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)
