@@ -33,6 +33,11 @@ class WatchedJson:
         self._value: Any = None
 
     def value(self) -> Any:
+        # Most of these files do not exist: access() says so without raising an exception,
+        # which halves the cost of the common case (every tool call asks).
+        if not os.access(self._name, os.F_OK):
+            self._stamp, self._value = None, None
+            return None
         try:
             stat = os.stat(self._name)
         except OSError:
