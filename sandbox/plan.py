@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.placeholders import MARK as PLACEHOLDER_MARK
 from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
 from sandbox.protected import ProtectedTarget, protected_targets
 
@@ -210,6 +211,17 @@ def _protect_workspace(
                 mounts.writable[writable_path] = None
 
 
+def _is_placeholder(path: str) -> bool:
+    """An empty directory the sandbox put there itself (once filled, e.g. by a `git init`
+    outside, it is a real repository)."""
+    try:
+        return bool(os.getxattr(path, PLACEHOLDER_MARK, follow_symlinks=False)) and (
+            not os.listdir(path)
+        )
+    except OSError:
+        return False
+
+
 def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
     """The git directories whose config and hooks need protecting (pinning `.git` on the way).
 
@@ -220,8 +232,9 @@ def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
         raise SandboxRejected(
             f"{git} is a symbolic link: the sandbox cannot protect the repository configuration"
         )
-    if not os.path.lexists(git) or policy.block_git_writes:
-        mounts.read_only[git] = "--ro" if os.path.lexists(git) else "--ro-dir"
+    if not os.path.lexists(git) or policy.block_git_writes or _is_placeholder(git):
+        exists = os.path.lexists(git) and not _is_placeholder(git)
+        mounts.read_only[git] = "--ro" if exists else "--ro-dir"
         return []
     if os.path.isdir(git):
         mounts.pins[git] = None

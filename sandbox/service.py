@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import logging
 import os
 import socket
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
+from sandbox.placeholders import PlaceholderKeeper
 from sandbox.plan import Plan, build_plan
 from sandbox.policy import (
     ConfigFiles,
@@ -66,6 +68,7 @@ class SandboxService:
         self._private_exceptions = private_exceptions_from_env()
         self._start_lock = asyncio.Lock()
         self._live: set[SandboxRun] = set()
+        self.placeholders = PlaceholderKeeper()
         # The daemon's own directories: read-only inside every sandbox (keep_private).
         self._private: dict[str, None] = dict.fromkeys(
             str(path) for path in (daemon.config.terminals_folder, daemon.config.artifacts_folder)
@@ -169,9 +172,15 @@ class SandboxService:
             parent.close()
             child.close()
             raise
+        self._hold_placeholders(plan)
         run = SandboxRun(self, policy, plan, self.helper, parent, child)
         self._live.add(run)
         return run
+
+    def _hold_placeholders(self, plan: Plan) -> None:
+        for option, value in itertools.pairwise(plan.options):
+            if option in ("--ro-dir", "--ro-file"):
+                self.placeholders.hold(value, directory=option == "--ro-dir")
 
     def confinement_for(self, requested: SandboxPolicy | None) -> SandboxConfinement | None:
         """The processes.Confinement for a call's requested policy; None when it runs
@@ -191,10 +200,13 @@ class SandboxService:
 
     def _forget(self, run: SandboxRun) -> None:
         self._live.discard(run)
+        if not self._live:
+            self.placeholders.schedule_release()
 
     async def aclose(self) -> None:
         for run in list(self._live):
             await run.aclose()
+        await self.placeholders.release()
 
 
 class SandboxConfinement:

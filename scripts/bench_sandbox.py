@@ -4,9 +4,11 @@
 Both are spawned the way the daemon spawns commands (asyncio subprocess from a warm process);
 the sandboxed one goes through SandboxService (policy, plan, helper, control channel) with the
 default policy (workspace read-write, no network) and, separately, with an allowlist (proxy).
-Runs alternate so machine noise hits both alike. Prints JSON.
+Runs alternate so machine noise hits both alike. `--daemon` also times `true` as shell calls
+through a real daemon (`--sandbox-enabled`): in the agent's session (one long-lived sandbox, so
+nothing per call) and as one-shot shells (`is_interactive`: a sandbox per call). Prints JSON.
 
-    .venv/bin/python scripts/bench_sandbox.py [-n 100] [--workspace DIR] [--realtime]
+    .venv/bin/python scripts/bench_sandbox.py [-n 100] [--workspace DIR] [--realtime] [--daemon]
 
 On a machine shared with other work the wall times mostly measure the scheduler (a confined
 command is a chain of 3 processes, each waiting for a CPU); `cpu_ms_per_command` does not, and
@@ -29,11 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.v1.shell_pb2 import SandboxPolicy
+from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
+from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.config import DaemonConfig
 from exec_daemon.state import Daemon
 from sandbox.build import ensure_helper
 from sandbox.service import SandboxService
+from tests.daemon_process import running_daemon
 
 GOAL_ADDED_MS = 8.0
 COMMAND = ["/bin/true"]
@@ -63,6 +67,37 @@ async def run_sandboxed(
     return elapsed
 
 
+async def daemon_calls(n: int) -> dict[str, dict[str, float]]:
+    """Median wall time of `true` as shell calls through a real daemon, per mode."""
+    sandboxed = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+    unconfined = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
+    modes = {
+        "session_unsandboxed": (unconfined, False),
+        "session_sandboxed": (sandboxed, False),
+        "one_shot_unsandboxed": (unconfined, True),
+        "one_shot_sandboxed": (sandboxed, True),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in modes}
+    with tempfile.TemporaryDirectory() as root:
+        workspace = Path(root) / "workspace"
+        workspace.mkdir()
+        with running_daemon(workspace, Path(root) / "state", "--sandbox-enabled") as daemon:
+            async with daemon.client() as client:
+                for round_number in range(n + 2):
+                    for name, (policy, one_shot) in modes.items():
+                        args = ShellArgs(
+                            command="true", requested_sandbox_policy=policy, is_interactive=one_shot
+                        )
+                        call = ToolCall(shell_tool_call=ShellToolCall(args=args))
+                        start = time.perf_counter()
+                        outcome = await client.run(call, agent_id="bench")
+                        elapsed = (time.perf_counter() - start) * 1000
+                        assert outcome.result is not None, outcome.error
+                        if round_number >= 2:  # the first rounds start the sessions
+                            samples[name].append(elapsed)
+    return {name: summary(values) for name, values in samples.items()}
+
+
 def children_cpu_ms() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (usage.ru_utime + usage.ru_stime) * 1000
@@ -82,6 +117,7 @@ async def main() -> None:
     parser.add_argument("-n", type=int, default=100)
     parser.add_argument("--workspace", type=Path, default=None)
     parser.add_argument("--realtime", action="store_true", help="run under SCHED_FIFO (root)")
+    parser.add_argument("--daemon", action="store_true", help="also time shell calls")
     options = parser.parse_args()
     if options.realtime:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
@@ -141,6 +177,8 @@ async def main() -> None:
         "goal_added_ms": GOAL_ADDED_MS,
         "goal_met": added <= GOAL_ADDED_MS,
     }
+    if options.daemon:
+        result["through_the_daemon"] = await daemon_calls(options.n)
     print(json.dumps(result, indent=2))
 
 

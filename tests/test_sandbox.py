@@ -203,8 +203,12 @@ async def test_protected_paths_that_do_not_exist_cannot_be_created(harness: Sand
     script += "\nls -A"
     result = await harness.run(script)
     assert "CREATED" not in result.stdout, result.stdout
-    # Inside, the placeholders were there; afterwards nothing is left in the workspace.
+    # Inside, the placeholders were there; the daemon keeps them (empty) for the next sandbox...
     assert ".vscode" in result.stdout
+    for name in (".git", ".vscode", ".cursorignore", ".cursor", ".claude"):
+        assert os.listdir(harness.workspace / name) == [], name
+    # ...and removes them when it is done with sandboxes: nothing is left in the workspace.
+    await harness.service.aclose()
     assert sorted(os.listdir(harness.workspace)) == []
 
 
@@ -525,6 +529,7 @@ async def test_a_setup_failure_in_the_helper_is_a_rejection(harness: SandboxHarn
     with pytest.raises(SandboxRejected, match=r"\.vscode is a symbolic link"):
         await harness.run("echo SHOULD-NOT-RUN > ran.txt")
     assert not (harness.workspace / "ran.txt").exists()
+    await harness.service.aclose()
     (harness.workspace / ".vscode").unlink()
     (harness.workspace / ".git").symlink_to("/tmp")
     with pytest.raises(SandboxRejected, match="symbolic link"):
@@ -564,6 +569,7 @@ async def test_concurrent_sandboxes_share_placeholders_safely(harness: SandboxHa
     # ...and must not have removed the placeholder the first one still relies on.
     out, _err = await asyncio.wait_for(long_running.communicate(b"go\n"), 10)
     assert b"CREATED" not in out and b".vscode" in out
+    await harness.service.aclose()
     assert sorted(os.listdir(harness.workspace)) == []
 
 
@@ -732,3 +738,20 @@ async def test_private_daemon_paths_are_read_only_and_own_paths_writable(
         assert (own / "state").read_text() == "y\n"
     finally:
         remove_tree(private)
+
+
+async def test_a_repository_created_outside_over_a_placeholder_is_protected_as_one(
+    harness: SandboxHarness, identity: Identity
+) -> None:
+    assert (
+        "CREATED"
+        not in (await harness.run("git init -q . 2>/dev/null && echo CREATED; true")).stdout
+    )
+    # The daemon keeps the .git placeholder; a person (unconfined) now makes a repository there.
+    as_identity(identity, "git", "init", "-q", ".", cwd=harness.workspace)
+    result = await harness.run(
+        "echo x > f.txt && git add f.txt && echo ok-index; echo '[x]' >> .git/config 2>/dev/null && echo WROTE"
+    )
+    assert "ok-index" in result.stdout and "WROTE" not in result.stdout, result.output
+    await harness.service.aclose()
+    assert (harness.workspace / ".git" / "HEAD").exists()
