@@ -78,6 +78,12 @@ class PrefixConfinement:
     def wrap(self, spec: SpawnSpec) -> SpawnSpec:
         return replace(spec, argv=("env", "CONFINED=yes", *spec.argv))
 
+    async def started(self, wrapped: SpawnSpec) -> None:
+        return None
+
+    async def abandon(self, wrapped: SpawnSpec) -> None:
+        return None
+
 
 async def test_confinement_wraps_what_is_spawned(tmp_path: Path) -> None:
     spec = SpawnSpec(("bash", "-c", "echo $CONFINED"), cwd=str(tmp_path), env=dict(os.environ))

@@ -27,6 +27,8 @@ KEEP_ENDED_JOBS = 256
 # Spill files of past calls kept in <terminals_folder>/shell-output.
 KEEP_SPILL_FILES = 64
 SHUTDOWN_GRACE_SECONDS = 1.0
+# An rc file that kept bash from starting this many times in a row is no longer sourced.
+RC_FILE_ATTEMPTS = 3
 
 
 def _runtime_parent() -> str:
@@ -53,7 +55,8 @@ class ShellService:
         self._spill_count = itertools.count(1)
         self._env_version = 0
         self._session_env_version: dict[int, int] = {}
-        self._rc_file_broken = False
+        self._rc_file_failures = 0
+        self._starting: set[tuple[str, str]] = set()
         self.closing = False
         daemon.env.subscribe(self._env_changed)
 
@@ -102,7 +105,8 @@ class ShellService:
     # -- sessions -----------------------------------------------------------------------------
 
     async def acquire_session(self, agent_id: str, confinement: Confinement) -> ShellSession | None:
-        """The agent's session, started if needed and marked busy; None while it is busy."""
+        """The agent's session, started if needed and marked busy; None while it is busy (or
+        being started by another call): the caller then runs a shell beside it."""
         key = (agent_id, confinement.key)
         session = self._sessions.get(key)
         if session is not None and not session.ended:
@@ -110,45 +114,51 @@ class ShellService:
                 return None
             session.busy = True
             return session
-        shell_id = self.next_id()
-        fresh = ShellSession(
-            shell_id, agent_id, self.runtime_dir / f"session-{shell_id}", confinement
-        )
+        if key in self._starting:
+            return None
+        self._starting.add(key)
+        try:
+            fresh = await self._start_session(agent_id, confinement, previous=session)
+        finally:
+            self._starting.discard(key)
         fresh.busy = True
         self._sessions[key] = fresh
-        try:
-            await self._start(fresh, previous=session)
-        except BaseException:
-            # Keep the ended session (its state) for the next attempt, never a half-made one.
-            if self._sessions.get(key) is fresh:
-                if session is not None:
-                    self._sessions[key] = session
-                else:
-                    del self._sessions[key]
-            raise
         self._spawned_sids.add(fresh.pid)
         self._session_env_version[fresh.shell_id] = self._env_version
         if session is not None:
             self.spawn_task(asyncio.to_thread(shutil.rmtree, session.directory, True))
         return fresh
 
-    async def _start(self, session: ShellSession, previous: ShellSession | None) -> None:
+    async def _start_session(
+        self, agent_id: str, confinement: Confinement, previous: ShellSession | None
+    ) -> ShellSession:
+        """A new session, where `previous` (ended) was and with its state, else in the
+        workspace. An rc file that keeps bash from starting is skipped (and, after repeated
+        failures, no longer tried)."""
         cwd = self.daemon.workspace
         restore = None
         if previous is not None:
             cwd = _existing_directory(previous.cwd) or cwd
             restore = previous.latest_state()
         env = self.daemon.env.snapshot()
-        rc_file = "" if self._rc_file_broken else _rc_file(env)
-        home = self.daemon.workspace
-        try:
-            await session.start(cwd, home, env, rc_file, restore)
-        except SessionStartError:
-            if not rc_file:
-                raise
-            log.warning("the shell did not start with %s; starting it without", rc_file)
-            self._rc_file_broken = True
-            await session.start(cwd, home, env, "", restore)
+        rc_file = "" if self._rc_file_failures >= RC_FILE_ATTEMPTS else _rc_file(env)
+        while True:
+            shell_id = self.next_id()
+            session = ShellSession(
+                shell_id, agent_id, self.runtime_dir / f"session-{shell_id}", confinement
+            )
+            try:
+                await session.start(cwd, self.daemon.workspace, env, rc_file, restore)
+            except SessionStartError:
+                if not rc_file:
+                    raise
+                self._rc_file_failures += 1
+                log.warning("the shell did not start with %s; starting it without", rc_file)
+                rc_file = ""
+                continue
+            if rc_file:
+                self._rc_file_failures = 0
+            return session
 
     def release_session(self, session: ShellSession) -> None:
         session.busy = False
@@ -178,7 +188,7 @@ class ShellService:
         """Starts a shell beside the agent's session, from the session's state."""
         shell_id = self.next_id()
         session = self.session_of(agent_id, confinement)
-        state_copy = self._copy_state(session, shell_id)
+        state_copy = await self._copy_state(session, shell_id)
         cwd = (
             working_directory
             or (session.cwd if session is not None else "")
@@ -220,9 +230,9 @@ class ShellService:
         self.spawn_task(self._watch(job))
         return job
 
-    def _copy_state(self, session: ShellSession | None, shell_id: int) -> Path | None:
+    async def _copy_state(self, session: ShellSession | None, shell_id: int) -> Path | None:
         """A private copy of the session's latest state (the session rewrites its own)."""
-        source = session.latest_state() if session is not None else None
+        source = await session.settled_state() if session is not None else None
         if source is None:
             return None
         target = self.runtime_dir / f"state-{shell_id}"

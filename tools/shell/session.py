@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import shlex
@@ -83,6 +84,16 @@ def _either(first: Selector, second: Selector) -> Selector:
     return select
 
 
+def _high_fds(pipe: tuple[int, int], read_end: bool) -> tuple[int, int]:
+    """The pipe, with the end bash gets moved to an fd >= 100: bash dups it onto COMMAND_FD /
+    STATUS_FD and closes the original, which must therefore never be one of those."""
+    read_fd, write_fd = pipe
+    low = read_fd if read_end else write_fd
+    high = fcntl.fcntl(low, fcntl.F_DUPFD_CLOEXEC, 100)
+    os.close(low)
+    return (high, write_fd) if read_end else (read_fd, high)
+
+
 def valid_env_name(name: str) -> bool:
     return bool(name) and not name[0].isdigit() and set(name) <= _ENV_NAME_CHARS
 
@@ -124,13 +135,16 @@ class ShellSession:
         self.cwd = ""
         self.exported: dict[str, str] = {}
         self._seq = 0
+        self._finished_seq = 0
         self._dumped_seq = 0
+        self._dumped = asyncio.Event()
         self._running: _Running | None = None
         self._command_fd: int | None = None
         self._readers: list[PipeReader] = []
         self._status_reader: PipeReader | None = None
         self._status_buffer = b""
         self._ready: asyncio.Future[None] | None = None
+        self._startup_output = bytearray()
         self.ended = False
         # Set while a call holds the session (including the time its command is being sent).
         self.busy = False
@@ -149,8 +163,8 @@ class ShellSession:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             (self.directory / "state.exit").unlink()
-        command_r, command_w = open_pipe(64 * 1024)
-        status_r, status_w = open_pipe(64 * 1024)
+        command_r, command_w = _high_fds(open_pipe(64 * 1024), read_end=True)
+        status_r, status_w = _high_fds(open_pipe(64 * 1024), read_end=False)
         stdout_r, stdout_w = open_pipe()
         stderr_r, stderr_w = open_pipe()
         spec = SpawnSpec(
@@ -186,15 +200,22 @@ class ShellSession:
         self._status_reader = PipeReader(status_r, self._on_status, self._on_status_eof)
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), STARTUP_SECONDS)
-        except (TimeoutError, SessionStartError):
+        except (TimeoutError, SessionStartError) as exc:
             await self.close(grace=0.2)
+            log.warning(
+                "shell %d did not start (%s); its output: %r",
+                self.shell_id,
+                "timed out" if isinstance(exc, TimeoutError) else exc,
+                bytes(self._startup_output[-2000:]),
+            )
             raise SessionStartError("bash did not start (its rc file may exit or hang)") from None
+        self._startup_output.clear()
 
     async def close(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
         """Ends the session bash and everything it started."""
         if self.child is not None:
             await terminate_sessions({self.child.pid}, grace)
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, TimeoutError):
                 await asyncio.wait_for(self.child.wait(), 1.0)
         self._mark_ended()
         self._close_pipes()
@@ -242,6 +263,9 @@ class ShellSession:
         running = self._running
         if running is not None:
             running.sink(stream, data)
+        elif self._ready is not None and not self._ready.done():
+            # Kept to explain a start that fails (bash's own error messages).
+            self._startup_output += data[:4096]
         # Output of a command's own background jobs between calls belongs to no call.
 
     def pause_output(self) -> None:
@@ -293,10 +317,13 @@ class ShellSession:
         elif kind == b"S":
             seq, code, cwd = int(record[1]), int(record[2]), os.fsdecode(record[3])
             self.cwd = cwd or self.cwd
+            self._finished_seq = seq
+            self._dumped.clear()
             if self._running is not None and self._running.seq == seq:
                 self._finish(status_from_shell(code, self.cwd))
         elif kind == b"D":
             self._dumped_seq = int(record[1])
+            self._dumped.set()
 
     def _on_status_eof(self) -> None:
         """The session bash ended (exit, set -e, a signal, or we closed it)."""
@@ -313,7 +340,9 @@ class ShellSession:
                 returncode = await self.child.wait()
         self._mark_ended()
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(SessionStartError("bash ended while starting"))
+            self._ready.set_exception(
+                SessionStartError(f"bash ended while starting (exit status {returncode})")
+            )
             self._ready.exception()
         self._finish(status_from_returncode(returncode, self.cwd, shell_ended=True))
         self._close_pipes()
@@ -360,6 +389,13 @@ class ShellSession:
             signal_selected(select, signal.SIGKILL)
 
     # -- state for sibling shells -------------------------------------------------------------
+
+    async def settled_state(self, wait_seconds: float = 2.0) -> Path | None:
+        """The latest state, once the shell wrote it (right after its last status record)."""
+        if not self.ended and self._dumped_seq < self._finished_seq:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dumped.wait(), wait_seconds)
+        return self.latest_state()
 
     def latest_state(self) -> Path | None:
         """The file holding the session's state after its latest complete command."""
