@@ -33,7 +33,8 @@ async def _discard(_delta: ToolCallDelta) -> None:
 class CallReport:
     """What the middleware learned while running a call, beyond its result; goes into the answer."""
 
-    # The args the handler actually ran with, when a hook rewrote them.
+    # The args the handler actually ran with, when the middleware changed them (a hook's
+    # rewrite, the sandbox policy a run mode imposes).
     args_run: Message | None = None
     feedback: HookFeedback = field(default_factory=HookFeedback)
 

@@ -5,10 +5,13 @@ calls — the tools that reach outside the workspace tools' own checks:
 - run_everything: every call runs.
 - allowlist: allowlisted calls run; the rest answer `rejected` with needs_approval, so the
   orchestrator can ask a person and resend the call with run_mode RUN_MODE_RUN_EVERYTHING.
+  Deterministic: nothing is sandboxed or reviewed automatically.
 - auto_review: allowlisted calls run; other shell commands run confined to the workspace when
-  the sandbox is available (their `requested_sandbox_policy` is set to WORKSPACE_READWRITE unless
-  they asked for one); the rest answer `rejected` with needs_review for the orchestrator's
-  classifier. `autoRun.allow_instructions`/`block_instructions` travel in every such rejection.
+  the sandbox is available (--sandbox-enabled and the kernel probe passed; their
+  `requested_sandbox_policy` is set to WORKSPACE_READWRITE unless they asked for a confined
+  one); the rest (MCP, fetch, shell asking for full access) answer `rejected` with needs_review
+  for the orchestrator's classifier. `autoRun.allow_instructions`/`block_instructions` travel in
+  every such rejection.
 
 permissions.json is read from `~/.cursor/` and `<workspace>/.cursor/` (JSON with comments) and
 the two are merged (lists concatenated):
