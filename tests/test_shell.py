@@ -30,7 +30,7 @@ from agent.v1.shell_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import CallOutcome, ExecDaemonClient
-from exec_daemon.processes import proc_info
+from exec_daemon.processes import all_processes, proc_info
 from tests.daemon_process import RunningDaemon, running_daemon
 
 # An rc file that would break a prompt-scraping shell (FM 11): PS1 and PROMPT_COMMAND changed,
@@ -111,6 +111,13 @@ async def await_shell(client: ExecDaemonClient, shell_id: int, **kwargs: Any) ->
     outcome = await client.run(call)
     assert outcome.result is not None, outcome.error
     return outcome.result.await_tool_call.result
+
+
+def exe_name(pid: int) -> str:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return ""
 
 
 def alive(pid: int) -> bool:
@@ -633,6 +640,36 @@ async def test_client_disconnect_ends_the_command(
         stream._reader.cancel()
     # The HTTP connection is closed with the client: the daemon cancels the calls.
     assert await all_dead([int(pid) for pid in pids.read_text().split()], seconds=8)
+
+
+async def test_abort_while_the_session_starts_leaves_no_shell(tmp_path: Path) -> None:
+    """An rc file that takes a while: the call is aborted before the session is ready."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("sleep 0.6\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", env={"HOME": str(home)}) as daemon:
+        async with daemon.client() as client, client.exec_stream() as stream:
+            call = await stream.start(shell_call("echo never"), agent_id="slow")
+            await asyncio.sleep(0.2)
+            await stream.abort(call.id)
+            outcome = await call.wait()
+            assert outcome.result is not None
+            assert outcome.result.shell_tool_call.result.WhichOneof("result") == "aborted"
+        daemon_pid = daemon.process.pid
+
+        def shells() -> list[int]:
+            return [
+                info.pid
+                for info in all_processes()
+                if info.ppid == daemon_pid and info.alive and exe_name(info.pid) == "bash"
+            ]
+
+        deadline = time.monotonic() + 3
+        while shells() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert shells() == []
 
 
 async def test_shutdown_ends_every_shell(tmp_path: Path) -> None:

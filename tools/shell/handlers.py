@@ -199,7 +199,11 @@ async def _run_one_shot(
     call = ForegroundCall(ctx, _capture(service, args, job.shell_id), service.spawn_task)
     if args.is_interactive:
         started = ShellStarted(shell_id=job.shell_id, pid=job.pid)
-        await ctx.emit(ToolCallDelta(shell_tool_call_delta=ShellToolCallDelta(started=started)))
+        try:
+            await ctx.emit(ToolCallDelta(shell_tool_call_delta=ShellToolCallDelta(started=started)))
+        except BaseException:
+            service.spawn_task(job.interrupt())
+            raise
     assert job.done is not None
     ending, status = await call.run(job, job.done, timeout_ms / 1000)
     return _finish(args, service, call, ending, status, job.shell_id, job.pid, job.cwd, timeout_ms)

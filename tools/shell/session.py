@@ -10,9 +10,10 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from exec_daemon.processes import (
     DEFAULT_GRACE_SECONDS,
@@ -82,6 +83,16 @@ def _either(first: Selector, second: Selector) -> Selector:
         return first(info) or second(info)
 
     return select
+
+
+_detached: set[asyncio.Task[Any]] = set()
+
+
+def _detach(coro: Coroutine[Any, Any, Any]) -> None:
+    """Runs `coro` to its end without an owner (the loop itself only keeps weak references)."""
+    task = asyncio.get_running_loop().create_task(coro)
+    _detached.add(task)
+    task.add_done_callback(_detached.discard)
 
 
 def _high_fds(pipe: tuple[int, int], read_end: bool) -> tuple[int, int]:
@@ -209,6 +220,10 @@ class ShellSession:
                 bytes(self._startup_output[-2000:]),
             )
             raise SessionStartError("bash did not start (its rc file may exit or hang)") from None
+        except BaseException:
+            # Cancelled (the call was aborted) while bash started: nobody will own this shell.
+            _detach(self.close(grace=0.2))
+            raise
         self._startup_output.clear()
 
     async def close(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
@@ -253,10 +268,14 @@ class ShellSession:
             sent = await write_all(self._command_fd, request, STARTUP_SECONDS)
         except OSError:
             sent = -1
+        except BaseException:
+            # Cancelled half-way through the request: the shell is out of step, end it.
+            _detach(self.close(grace=0.2))
+            raise
         if sent != len(request):
             # The shell is gone or stuck; the status pipe's end tells how it ended.
             log.warning("shell %d did not take its command; ending it", self.shell_id)
-            asyncio.get_running_loop().create_task(self.close(grace=0.2))
+            _detach(self.close(grace=0.2))
         return done
 
     def _route(self, stream: str, data: bytes) -> None:
@@ -327,7 +346,7 @@ class ShellSession:
 
     def _on_status_eof(self) -> None:
         """The session bash ended (exit, set -e, a signal, or we closed it)."""
-        asyncio.get_running_loop().create_task(self._after_end())
+        _detach(self._after_end())
 
     async def _after_end(self) -> None:
         returncode = 0
