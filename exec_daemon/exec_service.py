@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 # Messages waiting for a slow client; a full queue makes producers (e.g. shell output) wait.
 OUTBOX_SIZE = 256
+# ... and at most about this many bytes of them: large deltas (shell output) would otherwise let
+# a slow client keep OUTBOX_SIZE times their size in memory.
+OUTBOX_BYTES = 8 << 20
 # A peer that has sent heartbeats and then stays silent this many intervals is taken as dead.
 MISSED_HEARTBEATS = 3
 # How long a cancelled call may take to clean up before the stream ends anyway.
@@ -56,6 +59,31 @@ def aborted_answer(tool_call: ToolCall, reason: str) -> ToolCall:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class Outbox(asyncio.Queue[object]):
+    """A queue that is full at OUTBOX_SIZE messages or OUTBOX_BYTES bytes (one larger message
+    still fits in an empty queue)."""
+
+    def __init__(self) -> None:
+        super().__init__(OUTBOX_SIZE)
+        self._bytes = 0
+
+    def full(self) -> bool:
+        return super().full() or self._bytes >= OUTBOX_BYTES
+
+    def _put(self, item: object) -> None:
+        self._bytes += _message_bytes(item)
+        super()._put(item)  # type: ignore[misc]
+
+    def _get(self) -> object:
+        item = super()._get()  # type: ignore[misc]
+        self._bytes -= _message_bytes(item)
+        return item
+
+
+def _message_bytes(item: object) -> int:
+    return item.ByteSize() if isinstance(item, ExecServerMessage) else 0
 
 
 class CallRunner:
@@ -118,7 +146,7 @@ class ExecStreamSession:
         extras: Mapping[str, Any] | None = None,
     ) -> None:
         self._stopping = dispatcher.daemon.stopping
-        self._outbox: asyncio.Queue[object] = asyncio.Queue(OUTBOX_SIZE)
+        self._outbox: asyncio.Queue[object] = Outbox()
         self._runner = CallRunner(dispatcher, self._outbox, extras)
         self._calls: dict[int, asyncio.Task[None]] = {}
         self._heartbeat_seconds = heartbeat_seconds

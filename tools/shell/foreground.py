@@ -20,7 +20,11 @@ from tools.shell.session import ExitStatus
 HIGH_WATER_BYTES = 4 << 20
 LOW_WATER_BYTES = 1 << 20
 # Consecutive chunks of one stream are sent as one delta up to this size.
-DELTA_BYTES = 1 << 20
+DELTA_BYTES = 512 << 10
+# While output keeps coming, deltas go out at most this often (the first one after a quiet
+# spell at once): a fast stream then travels in a few large deltas instead of thousands of
+# pipe-sized ones, each of which costs both ends far more than its bytes.
+FLUSH_SECONDS = 0.01
 
 
 class Execution(Protocol):
@@ -47,6 +51,7 @@ class ForegroundCall:
         self._paused = False
         self.execution: Execution | None = None
         self.started = time.monotonic()
+        self._last_flush = 0.0
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
@@ -61,17 +66,10 @@ class ForegroundCall:
         self._wake.set()
 
     async def forward(self, emit: bool = True) -> None:
-        """Moves pending output into the capture, sending it as deltas when `emit`."""
+        """Moves pending output into the capture, sending it as deltas (of at most DELTA_BYTES
+        each) when `emit`."""
         while self._pending:
-            stream, data = self._pending.popleft()
-            if self._pending and self._pending[0][0] == stream:
-                parts = [data]
-                size = len(data)
-                while self._pending and self._pending[0][0] == stream and size < DELTA_BYTES:
-                    part = self._pending.popleft()[1]
-                    parts.append(part)
-                    size += len(part)
-                data = b"".join(parts)
+            stream, data = self._take(DELTA_BYTES)
             self._pending_bytes -= len(data)
             text = self.capture.feed(stream, data)
             if self._paused and self._pending_bytes < LOW_WATER_BYTES and self.execution:
@@ -79,6 +77,23 @@ class ForegroundCall:
                 self._paused = False
             if emit and text:
                 await self._emit_text(stream, text)
+
+    def _take(self, limit: int) -> tuple[str, bytes]:
+        """Up to `limit` bytes of the oldest pending output of one stream."""
+        stream, data = self._pending.popleft()
+        if len(data) > limit:
+            self._pending.appendleft((stream, data[limit:]))
+            return stream, data[:limit]
+        parts = [data]
+        size = len(data)
+        while self._pending and self._pending[0][0] == stream and size < limit:
+            part = self._pending.popleft()[1]
+            if size + len(part) > limit:
+                self._pending.appendleft((stream, part[limit - size :]))
+                part = part[: limit - size]
+            parts.append(part)
+            size += len(part)
+        return stream, parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def _emit_text(self, stream: str, text: str) -> None:
         delta = (
@@ -126,7 +141,11 @@ class ForegroundCall:
 
     async def _stream_until(self, done: asyncio.Future[ExitStatus]) -> None:
         while True:
+            hold = self._last_flush + FLUSH_SECONDS - time.monotonic()
+            if hold > 0 and not done.done() and self._pending_bytes < DELTA_BYTES:
+                await asyncio.sleep(hold)
             await self.forward()
+            self._last_flush = time.monotonic()
             if done.done():
                 await self.forward()
                 return

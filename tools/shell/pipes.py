@@ -7,7 +7,8 @@ import contextlib
 import os
 from collections.abc import Callable
 
-READ_BYTES = 1 << 20
+# Larger reads only make larger short-lived buffers (the pipes themselves hold 1 MiB).
+READ_BYTES = 256 << 10
 
 
 class PipeReader:
