@@ -342,9 +342,9 @@ async def test_a_second_call_runs_beside_a_busy_session(
     long = asyncio.create_task(shell(client, "sleep 1.5; echo long-done", agent))
     await asyncio.sleep(0.2)
     started = time.monotonic()
-    second = await shell(client, "pwd; echo $SHARED; fn", agent)
+    second = await shell(client, "pwd; echo $SHARED $FROM_RC; fn; greet", agent)
     assert time.monotonic() - started < 1.0, "the second call did not wait for the first"
-    assert stdout_of(second) == f"{tmp_path}\nenv\nfn-ok\n"
+    assert stdout_of(second) == f"{tmp_path}\nenv yes\nfn-ok\nhello from alias\n"
     assert stdout_of(await long) == "long-done\n"
 
 

@@ -9,7 +9,8 @@ see (both are closed around the `eval`), so no output can fake them:
 
     R                   ready (after the rc file and the restored state)
     S seq status cwd    command `seq` ended with `status`, in directory `cwd`
-    D seq               the state after command `seq` is in DIR/state.<seq % 2>
+    D seq file          the state after command `seq` (0: at start) is in `file`; the files
+                        alternate, so the previous one stays whole while the next is written
 
 The loop runs in a sourced file so that a command can be abandoned: on SIGUSR1 the session
 turns on function tracing with a DEBUG trap that `return`s from every frame (user functions,
@@ -58,8 +59,12 @@ fi
 __ed_finish() {
   builtin printf 'S\0%s\0%s\0%s\0' "$__ed_seq" "$1" "$__ed_end" >&62
   __ed_busy=0
-  __ed_dump "$__ed_dir/state.$(( __ed_seq % 2 ))"
-  builtin printf 'D\0%s\0' "$__ed_seq" >&62
+  if [[ -z $__ed_nodump ]]; then __ed_save "$__ed_seq"; fi
+}
+__ed_save() {
+  __ed_n=$(( 1 - __ed_n ))
+  __ed_dump "$__ed_dir/state.$__ed_n"
+  builtin printf 'D\0%s\0%s\0' "$1" "$__ed_dir/state.$__ed_n" >&62
 }
 __ed_on_usr1() {
   if [[ ${__ed_user-} == 1 ]]; then
@@ -73,7 +78,8 @@ __ed_on_exit() {
 }
 builtin trap '__ed_on_usr1' USR1
 builtin trap '__ed_on_exit' EXIT
-__ed_eof=0 __ed_busy=0 __ed_user=0 __ed_seq=0 __ed_end=$PWD __ed_x=
+__ed_eof=0 __ed_busy=0 __ed_user=0 __ed_seq=0 __ed_end=$PWD __ed_x= __ed_n=0 __ed_nodump=
+__ed_save 0
 builtin printf 'R\0' >&62
 while :; do
   # The loop file is named `bash` and sourced by that name from its directory, so bash's error
@@ -102,7 +108,7 @@ _LOOP_LINES = (
     r"""while :; do""",
     r"""IFS= builtin read -r -d '' -u 61 __ed_hdr || { __ed_eof=1; builtin return 0; }""",
     r"""IFS= builtin read -r -d '' -u 61 __ed_cmd || { __ed_eof=1; builtin return 0; }""",
-    r"""__ed_wd= __ed_file= __ed_prev=""",
+    r"""__ed_wd= __ed_file= __ed_prev= __ed_nodump=""",
     r'builtin eval "$__ed_hdr"',
     r"""if [[ -n $__ed_file ]]; then IFS= builtin read -r -d '' __ed_cmd <"$__ed_file" || :; fi""",
     r"""__ed_busy=1""",
@@ -123,7 +129,7 @@ SESSION_LOOP_NAME = "bash"
 _ONE_SHOT_LINES = (
     r"""builtin shopt -s expand_aliases""",
     r"""if [[ -n $1 ]]; then builtin source "$1" </dev/null >/dev/null 2>&1; fi""",
-    r"""builtin unset -f __ed_dump __ed_finish __ed_on_usr1 __ed_on_exit 2>/dev/null""",
+    r"""builtin unset -f __ed_dump __ed_save __ed_finish __ed_on_usr1 __ed_on_exit 2>/dev/null""",
     r"""if [[ -n $2 ]]; then builtin cd -- "$2" || builtin exit 126; fi""",
     r"""if [[ -n $4 ]]; then IFS= builtin read -r -d '' __ed_cmd <"$4" || :; else __ed_cmd=$3; fi""",
     r"""builtin set --""",

@@ -71,7 +71,7 @@ def resolve_directory(workspace: str, requested: str) -> tuple[str, str]:
 
 async def shell_tool_call(args: ShellArgs, ctx: CallContext) -> ShellResult:
     service = ctx.daemon.service(ShellService)
-    terminals = str(service.terminals_folder)
+    terminals = service.terminals_path
     if not args.command.strip():
         return results.spawn_error(args, terminals, "empty command: there is nothing to run")
     if "\0" in args.command:
@@ -117,7 +117,7 @@ def _sandbox_rejected(args: ShellArgs, terminals: str, reason: str) -> ShellResu
 async def _run_shell(
     args: ShellArgs, ctx: CallContext, service: ShellService, cwd: str, confinement: Confinement
 ) -> ShellResult:
-    terminals = str(service.terminals_folder)
+    terminals = service.terminals_path
     if args.is_background:
         return await _start_background(args, ctx, service, cwd, confinement)
     timeout_ms = args.timeout if args.HasField("timeout") else DEFAULT_TIMEOUT_MS
@@ -133,7 +133,7 @@ async def _run_shell(
 
 
 def _capture(service: ShellService, args: ShellArgs, shell_id: int) -> OutputCapture:
-    return OutputCapture(args.file_output_threshold_bytes, service.spill_path(shell_id))
+    return OutputCapture(args.file_output_threshold_bytes, lambda: service.spill_path(shell_id))
 
 
 async def _run_in_session(
@@ -194,7 +194,7 @@ async def _run_one_shot(
     except OSError as exc:
         log.warning("starting a shell failed: %s", exc)
         return results.spawn_error(
-            args, str(service.terminals_folder), f"bash could not be started: {exc.strerror}", cwd
+            args, service.terminals_path, f"bash could not be started: {exc.strerror}", cwd
         )
     call = ForegroundCall(ctx, _capture(service, args, job.shell_id), service.spawn_task)
     if args.is_interactive:
@@ -238,13 +238,13 @@ def _finish(
         timeout_ms=timeout_ms,
         reason=reason,
     )
-    return results.finished(args, str(service.terminals_folder), finished)
+    return results.finished(args, service.terminals_path, finished)
 
 
 async def _start_background(
     args: ShellArgs, ctx: CallContext, service: ShellService, cwd: str, confinement: Confinement
 ) -> ShellResult:
-    terminals = str(service.terminals_folder)
+    terminals = service.terminals_path
     try:
         job = await service.start_one_shot(
             agent_id=ctx.agent_id,

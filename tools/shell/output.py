@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,7 +147,8 @@ class CapturedOutput:
 class OutputCapture:
     """Collects one call's output; `feed` returns the text to stream as a delta."""
 
-    def __init__(self, spill_threshold: int, spill_path: Path) -> None:
+    def __init__(self, spill_threshold: int, spill_path: Callable[[], Path]) -> None:
+        """`spill_path` names the file for the full output (asked only when it is needed)."""
         self._threshold = max(1, min(spill_threshold or DEFAULT_SPILL_THRESHOLD, KEEP_BYTES))
         self._spill_target = spill_path
         self._spill_fd: int | None = None
@@ -178,15 +180,16 @@ class OutputCapture:
         return self._decoders[stream].decode(b"", final=True)
 
     def _start_spill(self) -> None:
+        target = self._spill_target()
         try:
-            self._spill_target.parent.mkdir(parents=True, exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
             self._spill_fd = os.open(
-                self._spill_target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
+                target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
             )
         except OSError as exc:
             self.spill_error = f"the full output could not be written to a file: {exc.strerror}"
             return
-        self.spill_path = str(self._spill_target)
+        self.spill_path = str(target)
         self._spill(self.interleaved.everything())
 
     def _spill(self, data: bytes) -> None:

@@ -58,6 +58,8 @@ class ShellService:
         self._rc_file_failures = 0
         self._starting: set[tuple[str, str]] = set()
         self.closing = False
+        self._terminals_folder = Path(daemon.config.terminals_folder)
+        self.terminals_path = str(self._terminals_folder)
         daemon.env.subscribe(self._env_changed)
 
     # -- ids, paths, tasks --------------------------------------------------------------------
@@ -67,7 +69,7 @@ class ShellService:
 
     @property
     def terminals_folder(self) -> Path:
-        return Path(self.daemon.config.terminals_folder)
+        return self._terminals_folder
 
     def spill_path(self, shell_id: int) -> Path:
         folder = self.terminals_folder / "shell-output"

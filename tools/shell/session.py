@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import shlex
 import signal
 import time
@@ -105,6 +106,20 @@ def _high_fds(pipe: tuple[int, int], read_end: bool) -> tuple[int, int]:
     return (high, write_fd) if read_end else (read_fd, high)
 
 
+# What a sibling shell inherits (exported variables, functions, aliases, the directory) can only
+# change through these shell words, an assignment or a function definition; commands naming
+# none of them (`git status`, `pytest -q`, `true`) skip saving the state (~0.15 ms of bash).
+_STATE_CHANGING = re.compile(
+    r"\b(export|declare|typeset|readonly|local|unset|alias|unalias|source|eval|exec|cd|pushd"
+    r"|popd|set|shopt|read|readarray|mapfile|printf|getopts|function|enable|hash|trap|umask"
+    r"|builtin|command)\b|=|\(\s*\)|(^|[\s;&|(])\.\s"
+)
+
+
+def may_change_state(command: str) -> bool:
+    return _STATE_CHANGING.search(command) is not None
+
+
 def valid_env_name(name: str) -> bool:
     return bool(name) and not name[0].isdigit() and set(name) <= _ENV_NAME_CHARS
 
@@ -146,8 +161,10 @@ class ShellSession:
         self.cwd = ""
         self.exported: dict[str, str] = {}
         self._seq = 0
-        self._finished_seq = 0
-        self._dumped_seq = 0
+        # The state is saved after commands that may change it (see may_change_state).
+        self._awaited_dump_seq = 0
+        self._dumped_seq = -1
+        self._state_file: Path | None = None
         self._dumped = asyncio.Event()
         self._running: _Running | None = None
         self._command_fd: int | None = None
@@ -253,6 +270,11 @@ class ShellSession:
         assert self._command_fd is not None and self._running is None and not self.ended
         self._seq += 1
         header = f"__ed_seq={self._seq};{env_script}"
+        if env_script or may_change_state(command):
+            self._awaited_dump_seq = self._seq
+            self._dumped.clear()
+        else:
+            header += "__ed_nodump=1;"
         if working_directory:
             header += f"__ed_wd={shlex.quote(working_directory)};"
         body = command.encode()
@@ -315,7 +337,7 @@ class ShellSession:
         index = 0
         while index < len(fields):
             kind = fields[index]
-            width = {b"R": 1, b"S": 4, b"D": 2}.get(kind)
+            width = {b"R": 1, b"S": 4, b"D": 3}.get(kind)
             if width is None:
                 log.error("shell %d: unexpected status record %r", self.shell_id, kind[:40])
                 index += 1
@@ -336,13 +358,13 @@ class ShellSession:
         elif kind == b"S":
             seq, code, cwd = int(record[1]), int(record[2]), os.fsdecode(record[3])
             self.cwd = cwd or self.cwd
-            self._finished_seq = seq
-            self._dumped.clear()
             if self._running is not None and self._running.seq == seq:
                 self._finish(status_from_shell(code, self.cwd))
         elif kind == b"D":
             self._dumped_seq = int(record[1])
-            self._dumped.set()
+            self._state_file = Path(os.fsdecode(record[2]))
+            if self._dumped_seq >= self._awaited_dump_seq:
+                self._dumped.set()
 
     def _on_status_eof(self) -> None:
         """The session bash ended (exit, set -e, a signal, or we closed it)."""
@@ -411,16 +433,14 @@ class ShellSession:
 
     async def settled_state(self, wait_seconds: float = 2.0) -> Path | None:
         """The latest state, once the shell wrote it (right after its last status record)."""
-        if not self.ended and self._dumped_seq < self._finished_seq:
+        if not self.ended and self._dumped_seq < self._awaited_dump_seq:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._dumped.wait(), wait_seconds)
         return self.latest_state()
 
     def latest_state(self) -> Path | None:
-        """The file holding the session's state after its latest complete command."""
+        """The file holding the session's state after its latest complete save."""
         exit_state = self.directory / "state.exit"
         if self.ended and exit_state.exists():
             return exit_state
-        if self._dumped_seq == 0:
-            return None
-        return self.directory / f"state.{self._dumped_seq % 2}"
+        return self._state_file
