@@ -8,7 +8,7 @@ come back with their scores.
 The index lives in memory, one per daemon (= per workspace), built lazily by the first search
 and refreshed by every later one: files are listed and stat'ed again, and only files whose size
 or mtime changed are embedded again (deleted ones dropped). Embedding runs in worker threads,
-a batch at a time, newest files first. It costs about 1 s per 10 KB of code on one core, so a
+a batch at a time, newest files first. It costs about 2 s of one core per 10 KB of code, so a
 search waits for it at most SEARCH_WAIT_SECONDS; past that it answers from what is indexed (and
 says so: `index_complete`, counts, a note) while indexing goes on for the next search.
 """
