@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 # hypercorn would GOAWAY a busy HTTP/2 connection after 1000 requests, mid-call (design.md).
 KEEP_ALIVE_MAX_REQUESTS = 2**62
+# hypercorn closes a connection idle for 5 s by default: a client reusing it at that moment gets a
+# broken pipe. Orchestrators keep pooled connections far longer than that.
+KEEP_ALIVE_SECONDS = 600.0
 # After SIGTERM, streams are ended at once; connections get this long to finish their last frames.
 GRACEFUL_SECONDS = 1.0
 # The HTTP server must have stopped within this long after SIGTERM, or it is cancelled.
@@ -84,6 +87,7 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
     host = f"[{config.host}]" if ":" in config.host else config.host
     hconfig.bind = [f"{host}:{config.port}"]
     hconfig.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
+    hconfig.keep_alive_timeout = KEEP_ALIVE_SECONDS
     hconfig.graceful_timeout = GRACEFUL_SECONDS
     hconfig.accesslog = None
     hconfig.errorlog = logging.getLogger("hypercorn.error")
