@@ -335,6 +335,25 @@ async def test_exit_and_set_e_restart_the_session_where_it_was(
     assert stdout_of(await shell(client, "echo fine", agent)) == "fine\n"
 
 
+async def test_a_shell_that_dies_or_is_replaced_ends_its_call(
+    client: ExecDaemonClient, agent: str, tmp_path: Path
+) -> None:
+    """FM 5 on the shell side: the other end of the protocol dying never leaves a call hanging."""
+    await shell(client, f"cd {tmp_path}", agent)
+    started = time.monotonic()
+    killed = await shell(client, "echo before; kill -KILL $$", agent, timeout=20000)
+    assert (killed.failure.signal, killed.failure.shell_exited) == ("SIGKILL", True)
+    assert killed.failure.stdout == "before\n"
+    replaced = await shell(client, "exec sleep 0.3", agent, timeout=20000)
+    assert replaced.success.shell_exited
+    assert time.monotonic() - started < 5
+    # A command that replaced the shell runs until the call's timeout, then ends.
+    server = await shell(client, "echo up; exec sleep 100", agent, timeout=1000)
+    assert server.WhichOneof("result") == "timeout"
+    assert server.timeout.stdout == "up\n"
+    assert stdout_of(await shell(client, "pwd", agent)) == f"{tmp_path}\n"
+
+
 async def test_a_second_call_runs_beside_a_busy_session(
     client: ExecDaemonClient, agent: str, tmp_path: Path
 ) -> None:

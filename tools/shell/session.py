@@ -373,10 +373,12 @@ class ShellSession:
     async def _after_end(self) -> None:
         returncode = 0
         if self.child is not None:
+            # `exec cmd` replaces the shell and closes the status pipe: cmd then runs until it
+            # ends, under the running call's timeout; with no call running it gets 5 s.
+            limit = None if self._running is not None else 5.0
             try:
-                returncode = await asyncio.wait_for(self.child.wait(), 5.0)
+                returncode = await asyncio.wait_for(self.child.wait(), limit)
             except TimeoutError:
-                # Something replaced the shell (`exec`) and closed the status pipe: end it.
                 await terminate_sessions({self.child.pid}, 0.2)
                 returncode = await self.child.wait()
         self._mark_ended()
