@@ -691,6 +691,37 @@ async def test_abort_while_the_session_starts_leaves_no_shell(tmp_path: Path) ->
         assert shells() == []
 
 
+async def test_idle_sessions_beyond_the_limit_close_and_restart_where_they_were(
+    tmp_path: Path,
+) -> None:
+    from tools.shell.service import MAX_LIVE_SESSIONS
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", env={"HOME": str(tmp_path)}) as daemon:
+        async with daemon.client() as client:
+            first = await shell(client, f"cd {tmp_path}; export FIRST=kept; echo $$", "agent-0")
+            first_pid = int(first.success.stdout)
+            for number in range(1, MAX_LIVE_SESSIONS + 2):
+                await shell(client, "true", f"agent-{number}")
+            daemon_pid = daemon.process.pid
+
+            def session_shells() -> list[int]:
+                return [
+                    info.pid
+                    for info in all_processes()
+                    if info.ppid == daemon_pid and info.alive and exe_name(info.pid) == "bash"
+                ]
+
+            deadline = time.monotonic() + 5
+            while len(session_shells()) > MAX_LIVE_SESSIONS and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert len(session_shells()) == MAX_LIVE_SESSIONS
+            assert not alive(first_pid), "the least recently used session was closed"
+            again = await shell(client, "pwd; echo $FIRST", "agent-0")
+            assert stdout_of(again) == f"{tmp_path}\nkept\n"
+
+
 async def test_shutdown_ends_every_shell(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ KEEP_SPILL_FILES = 64
 SHUTDOWN_GRACE_SECONDS = 1.0
 # An rc file that kept bash from starting this many times in a row is no longer sourced.
 RC_FILE_ATTEMPTS = 3
+# Live session shells (one per agent); the least recently used idle ones are closed beyond it.
+MAX_LIVE_SESSIONS = 32
+MAX_KNOWN_SESSIONS = 512
 
 
 def _runtime_parent() -> str:
@@ -115,6 +119,7 @@ class ShellService:
             if session.busy:
                 return None
             session.busy = True
+            session.last_used = time.monotonic()
             return session
         if key in self._starting:
             return None
@@ -129,7 +134,26 @@ class ShellService:
         self._session_env_version[fresh.shell_id] = self._env_version
         if session is not None:
             self.spawn_task(asyncio.to_thread(shutil.rmtree, session.directory, True))
+        self._limit_sessions()
         return fresh
+
+    def _limit_sessions(self) -> None:
+        """Closes the least recently used idle sessions beyond MAX_LIVE_SESSIONS (their state
+        is kept: their next call restarts where they were), and forgets the oldest ended ones
+        beyond MAX_KNOWN_SESSIONS."""
+        live = [session for session in self._sessions.values() if not session.ended]
+        idle = sorted((s for s in live if not s.busy), key=lambda session: session.last_used)
+        for session in idle[: max(0, len(live) - MAX_LIVE_SESSIONS)]:
+            session.ended = True
+            self.spawn_task(session.close())
+        if len(self._sessions) > MAX_KNOWN_SESSIONS:
+            ended = sorted(
+                ((key, s) for key, s in self._sessions.items() if s.ended),
+                key=lambda item: item[1].last_used,
+            )
+            for key, session in ended[: len(self._sessions) - MAX_KNOWN_SESSIONS]:
+                del self._sessions[key]
+                self.spawn_task(asyncio.to_thread(shutil.rmtree, session.directory, True))
 
     async def _start_session(
         self, agent_id: str, confinement: Confinement, previous: ShellSession | None

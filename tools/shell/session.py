@@ -176,6 +176,7 @@ class ShellSession:
         self.ended = False
         # Set while a call holds the session (including the time its command is being sent).
         self.busy = False
+        self.last_used = time.monotonic()
 
     @property
     def pid(self) -> int:
