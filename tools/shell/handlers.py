@@ -34,7 +34,7 @@ from tools.shell.jobs import ShellJob
 from tools.shell.output import OutputCapture
 from tools.shell.pipes import write_all
 from tools.shell.service import ShellService
-from tools.shell.session import SessionStartError, ShellSession
+from tools.shell.session import SessionStartError, ShellSession, os_reason
 from tools.shell.watch import LogWatcher
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ async def _run_one_shot(
     except OSError as exc:
         log.warning("starting a shell failed: %s", exc)
         return results.spawn_error(
-            args, service.terminals_path, f"bash could not be started: {exc.strerror}", cwd
+            args, service.terminals_path, f"bash could not be started: {os_reason(exc)}", cwd
         )
     call = ForegroundCall(ctx, _capture(service, args, job.shell_id), service.spawn_task)
     if args.is_interactive:
@@ -257,7 +257,7 @@ async def _start_background(
     except OSError as exc:
         log.warning("starting a background shell failed: %s", exc)
         return results.spawn_error(
-            args, terminals, f"bash could not be started: {exc.strerror}", cwd
+            args, terminals, f"bash could not be started: {os_reason(exc)}", cwd
         )
     return results.background_started(
         args, terminals, shell_id=job.shell_id, pid=job.pid, output_file=str(job.log_path or "")

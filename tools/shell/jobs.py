@@ -212,8 +212,10 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
     )  # fmt: skip
     try:
         child = await spawn(process_spec, spec.confinement)
-    except OSError:
+    except BaseException:
         close_fds(*parent_fds, stdin_w)
+        for path in temp_files:
+            path.unlink(missing_ok=True)
         raise
     finally:
         close_fds(*child_fds)

@@ -245,7 +245,7 @@ class ShellService:
         )
         try:
             job = await start_one_shot(spec, sink)
-        except OSError:
+        except BaseException:
             if state_copy is not None:
                 state_copy.unlink(missing_ok=True)
             raise

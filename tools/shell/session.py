@@ -72,6 +72,11 @@ def status_from_shell(code: int, cwd: str) -> ExitStatus:
     return ExitStatus(code, name, cwd)
 
 
+def os_reason(exc: OSError) -> str:
+    """What went wrong, for a user (e.g. "No such file or directory" or the sandbox's reason)."""
+    return exc.strerror or str(exc)
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -211,9 +216,11 @@ class ShellSession:
         )  # fmt: skip
         try:
             self.child = await spawn(spec, self._confinement)
-        except OSError as exc:
+        except BaseException as exc:
             close_fds(command_w, status_r, stdout_r, stderr_r)
-            raise SessionStartError(f"bash could not be started: {exc.strerror}") from exc
+            if isinstance(exc, OSError):
+                raise SessionStartError(f"bash could not be started: {os_reason(exc)}") from exc
+            raise
         finally:
             close_fds(command_r, status_w, stdout_w, stderr_w)
         self.cwd = cwd
