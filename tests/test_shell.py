@@ -288,7 +288,11 @@ async def test_timeout_ends_the_command_not_the_session(
     client: ExecDaemonClient, agent: str, tmp_path: Path
 ) -> None:
     """FM 10 and FM 2: partial output comes back, grandchildren die, cwd and variables stay."""
-    await shell(client, f"cd {tmp_path}; export KEEP=me; plain=too", agent)
+    earlier = await shell(
+        client, f"cd {tmp_path}; export KEEP=me; plain=too; sleep 60 & echo $!", agent
+    )
+    server_pid = int(stdout_of(earlier))
+    await asyncio.sleep(0.05)
     pids = tmp_path / "pids"
     started = time.monotonic()
     result = await shell(
@@ -310,6 +314,8 @@ async def test_timeout_ends_the_command_not_the_session(
     after = await shell(client, "pwd; echo $KEEP $plain", agent)
     assert stdout_of(after) == f"{tmp_path}\nme too\n"
     assert after.success.shell_id == timeout.shell_id, "the same session shell survived"
+    assert alive(server_pid), "what an earlier call left running is not the timed-out command's"
+    await shell(client, f"kill {server_pid}", agent)
 
 
 async def test_a_shell_that_ignores_the_interrupt_is_replaced_keeping_its_state(

@@ -411,6 +411,8 @@ class ShellSession:
         if running is None or self.child is None:
             return
         pid = self.child.pid
+        # The command's processes: those of the session started since it began (to the clock
+        # tick, 10 ms), so what earlier calls left running (`server &`) is spared.
         select = in_sessions({pid}, spare={pid}, since_ticks=running.started_ticks)
         in_sandbox = getattr(self._confinement, "command_processes", None)
         if in_sandbox is not None:
