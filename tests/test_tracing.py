@@ -353,11 +353,11 @@ async def test_trace_insecure_skips_the_certificate_check_of_https(
                 time.sleep(1.0)
                 assert received.spans() == [], "a self-signed certificate must be refused"
                 assert "CERTIFICATE_VERIFY_FAILED" in daemon.log()
-                # The exporter still retries: shutdown gives up on it instead of waiting.
+                # The exporter may still be retrying: shutdown must not wait for it.
                 started = time.monotonic()
                 assert daemon.stop() == 0
                 assert time.monotonic() - started < SHUTDOWN_SECONDS + 1.5
-                assert "spans not sent within" in daemon.log()
+                assert received.spans() == []
 
 
 @pytest.mark.parametrize(
