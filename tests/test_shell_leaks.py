@@ -18,7 +18,7 @@ from tests.daemon_process import running_daemon
 CALLS = 1000
 WORKERS = 10
 AGENTS = 5
-WARM_UP = 200
+ROUND = 200
 
 
 def shell_call(command: str, **kwargs: object) -> ToolCall:
@@ -118,12 +118,12 @@ async def test_a_thousand_calls_leak_nothing(tmp_path: Path) -> None:
         pid = daemon.process.pid
         started = time.monotonic()
         async with daemon.client() as client:
-            kinds = await churn(client, range(WARM_UP))
-            await asyncio.sleep(1.0)
-            before = footprint(pid)
-            kinds += await churn(client, range(WARM_UP, CALLS))
-            await asyncio.sleep(1.5)
-            after = footprint(pid)
+            kinds: list[str] = []
+            footprints = []
+            for first in range(0, CALLS, ROUND):
+                kinds += await churn(client, range(first, first + ROUND))
+                await asyncio.sleep(0.7)  # background jobs and `sleep 0.3 &` end
+                footprints.append(footprint(pid))
             elapsed = time.monotonic() - started
             assert len(kinds) == CALLS
             assert {"success", "failure", "timeout", "aborted", "background"} <= set(kinds)
@@ -145,8 +145,12 @@ async def test_a_thousand_calls_leak_nothing(tmp_path: Path) -> None:
             strays = marked_processes(mark) - sessions - {pid}
             details = {stray: (proc_info(stray), command_line(stray)) for stray in strays}
             assert strays == set(), details
-        fds, rss_kib, threads = after
-        assert fds - before[0] <= 4, (before, after)
-        assert rss_kib - before[1] <= 12 * 1024, (before, after)
-        assert threads - before[2] <= 2, (before, after)
+        # After warming up (pools, caches, the job history filling), nothing keeps growing.
+        fds, rss_kib, threads = zip(*footprints, strict=True)
+        warm = len(footprints) // 2
+        assert max(fds[warm:]) - fds[warm - 1] <= 4, footprints
+        assert max(rss_kib[warm:]) - rss_kib[warm - 1] <= 8 * 1024, footprints
+        # Threads: asyncio's executor keeps up to min(32, cpus + 4) idle workers (a pool, not
+        # a leak); beyond that, one per running child would be.
+        assert max(threads) <= min(32, (os.cpu_count() or 1) + 4) + 3, footprints
         assert elapsed < 60, elapsed
