@@ -25,11 +25,9 @@ from exec_daemon.client import CallOutcome
 from exec_daemon.config import DaemonConfig
 from exec_daemon.dispatch import CallContext, Dispatcher, Handler, ToolCallError
 from exec_daemon.guards import guard_middlewares
-from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
 
 PYTHON = sys.executable
-SHELL_BUILT = "shell_tool_call" in HANDLERS
 
 
 def call(tool: str, **args: Any) -> ToolCall:

@@ -16,7 +16,6 @@ from agent.v1.common_pb2 import RunMode
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
-    SHELL_BUILT,
     call,
     case,
     hook_script,
@@ -25,8 +24,6 @@ from tests.guards_support import (
     shell_output,
     write_config,
 )
-
-needs_shell = pytest.mark.skipif(not SHELL_BUILT, reason="shell_tool_call (issue #3) not built yet")
 
 
 @pytest.fixture(scope="module")
@@ -416,7 +413,6 @@ async def test_user_level_hooks_json_applies(
     assert refused.agent_message == "user policy"
 
 
-@needs_shell
 async def test_shell_hooks_rewrite_the_command_and_see_its_output(
     client: ExecDaemonClient, daemon: RunningDaemon, space: Path
 ) -> None:

@@ -13,7 +13,6 @@ import pytest
 from agent.v1.common_pb2 import RunMode
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult
 from agent.v1.web_pb2 import FetchArgs
-from exec_daemon.cli import NOT_BUILT_YET
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from exec_daemon.dispatch import CallContext
 from exec_daemon.guards.commands import not_read_only, unallowlisted
@@ -354,7 +353,6 @@ async def test_allowlisted_commands_run_and_approved_ones_too(tmp_path: Path) ->
     assert guarded.deltas == []
 
 
-@pytest.mark.skipif("sandbox_enabled" in NOT_BUILT_YET, reason="the sandbox is not built yet")
 async def test_auto_review_confines_other_shell_commands_when_the_sandbox_is_up(
     tmp_path: Path,
 ) -> None:

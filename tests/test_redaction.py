@@ -27,7 +27,6 @@ from exec_daemon.guards.redaction import (
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
     PYTHON,
-    SHELL_BUILT,
     GuardedDispatcher,
     bash_one_byte_per_delta,
     call,
@@ -53,8 +52,6 @@ SECRET_ENV = {
     SECRET_NAMES_VARIABLE: "SECRET_A, SECRET_B,SECRET_C,SECRET_SHORT,NOT_SET",
 }
 ALL_SECRETS = (SECRET_A, SECRET_B, SECRET_C)
-
-needs_shell = pytest.mark.skipif(not SHELL_BUILT, reason="shell_tool_call (issue #3) not built yet")
 
 
 def assert_clean(outcome: CallOutcome, *secrets: str) -> None:
@@ -290,7 +287,6 @@ async def test_a_hook_message_and_the_rejection_it_causes_are_redacted(
     assert_clean(outcome)
 
 
-@needs_shell
 async def test_shell_secret_one_byte_per_flush_and_stderr_never_reach_the_client(
     client: ExecDaemonClient,
 ) -> None:
@@ -308,7 +304,6 @@ async def test_shell_secret_one_byte_per_flush_and_stderr_never_reach_the_client
     assert_clean(outcome)
 
 
-@needs_shell
 async def test_background_shell_output_file_is_redacted_when_read_back(
     client: ExecDaemonClient,
 ) -> None:

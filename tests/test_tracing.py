@@ -23,11 +23,10 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from agent.v1.files_pb2 import ReadToolArgs, ReadToolCall
+from agent.v1.files_pb2 import GrepArgs, GrepToolCall, ReadToolArgs, ReadToolCall
 from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.config import DaemonConfig
-from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
 from exec_daemon.tracing import (
     GRPC,
@@ -157,15 +156,13 @@ def read_todos() -> ToolCall:
     return ToolCall(read_todos_tool_call=ReadTodosToolCall(args=ReadTodosArgs()))
 
 
-def unimplemented_call() -> ToolCall:
-    """A ToolCall of a variant no handler serves (answered with ExecError `unimplemented`)."""
-    variants = ToolCall.DESCRIPTOR.oneofs_by_name["tool"].fields
-    missing = [variant for variant in variants if variant.name not in HANDLERS]
-    if not missing:
-        pytest.skip("every ToolCall variant is implemented")
-    call = ToolCall()
-    getattr(call, missing[0].name).args.SetInParent()
-    return call
+def exec_error_call() -> ToolCall:
+    """A call answered with an ExecError: grep, on a daemon whose ripgrep is missing."""
+    return ToolCall(grep_tool_call=GrepToolCall(args=GrepArgs(pattern="x")))
+
+
+# Every daemon here has no ripgrep, so `exec_error_call` fails with ExecError `unavailable`.
+NO_RIPGREP = ("--rg-path", "/nonexistent/rg")
 
 
 def traceparent(trace_id: str, span_id: str) -> str:
@@ -180,6 +177,7 @@ def tracing_flags(endpoint: str, *extra: str) -> tuple[str, ...]:
         endpoint,
         "--trace-auth-token",
         TRACE_TOKEN,
+        *NO_RIPGREP,
         *extra,
     )
 
@@ -199,11 +197,10 @@ async def test_grpc_spans_of_tool_calls_continue_the_callers_trace(
             env=EXPORT_AT_SHUTDOWN,
         ) as daemon,
     ):
-        unimplemented = unimplemented_call()
         async with daemon.client() as client:
             assert (await client.run(read_todos(), agent_id="agent-7")).result is not None
-            failed = await client.run(unimplemented)
-            assert failed.error is not None and failed.error.code == "unimplemented"
+            failed = await client.run(exec_error_call())
+            assert failed.error is not None and failed.error.code == "unavailable"
             missing = ToolCall(read_tool_call=ReadToolCall(args=ReadToolArgs(path="/nope/x")))
             assert (await client.run(missing)).result is not None
         async with daemon.client() as client:
@@ -239,9 +236,9 @@ async def test_grpc_spans_of_tool_calls_continue_the_callers_trace(
     assert plain.parent_span_id == b""
     assert plain.status.code == Status.STATUS_CODE_UNSET
 
-    exec_error = spans[(unimplemented.WhichOneof("tool"), None)]
+    exec_error = spans[("grep_tool_call", None)]
     assert attributes(exec_error.attributes)["tool.result"] == "exec_error"
-    assert attributes(exec_error.attributes)["tool.error_code"] == "unimplemented"
+    assert attributes(exec_error.attributes)["tool.error_code"] == "unavailable"
     assert exec_error.status.code == Status.STATUS_CODE_ERROR
 
     not_found = spans[("read_tool_call", None)]
@@ -376,10 +373,12 @@ async def test_nothing_is_sent_without_tracing(
     with http_receiver() as (port, received):
         endpoint = f"http://127.0.0.1:{port}"
         args = [flag.format(endpoint=endpoint) for flag in flags]
-        with running_daemon(workspace, tmp_path / "state", *args, env=FAST_EXPORT) as daemon:
+        with running_daemon(
+            workspace, tmp_path / "state", *args, *NO_RIPGREP, env=FAST_EXPORT
+        ) as daemon:
             async with daemon.client() as client:
                 assert (await client.run(read_todos())).result is not None
-                assert (await client.run(unimplemented_call())).error is not None
+                assert (await client.run(exec_error_call())).error is not None
             time.sleep(0.5)
             assert daemon.stop() == 0
         assert received.spans() == []
