@@ -3,7 +3,6 @@ the orchestrator can answer (ask_question, grind, generate_image)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -11,21 +10,8 @@ import pytest
 from agent.v1 import agent_pb2 as agent
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
-from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 from tools.agent_state import REFLECTIONS_PER_AGENT
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,25 +25,7 @@ from agent.v1.control_pb2 import (
 )
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.interop import daemon_for_module
-from tests.workspace_support import make_space
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
-    return make_space(daemon, request)
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 
 
 async def test_list_directory(client: ExecDaemonClient, space: Path) -> None:

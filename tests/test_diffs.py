@@ -4,34 +4,12 @@ from __future__ import annotations
 
 import random
 import subprocess
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import pytest
-
 from exec_daemon.client import ExecDaemonClient
-from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
-from tests.workspace_support import case, diff_call, make_space, result_of
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
+from tests.workspace_support import case, diff_call, result_of
 from tools.diffs import apply_hunks, parse_unified_diff, unified_diff
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
-    return make_space(daemon, request)
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
-
 
 MULTI_FILE = """\
 diff --git a/app.py b/app.py

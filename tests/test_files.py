@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,34 +18,16 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 from tests.workspace_support import (
     case,
     delete_call,
-    make_space,
     read_call,
     replace_call,
     result_of,
     write_call,
 )
 from tools import files
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
-    return make_space(daemon, request)
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
 
 
 def numbered(count: int, width: int = 0) -> str:

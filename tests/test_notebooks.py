@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from agent.v1 import files_pb2 as files
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
-from tests.workspace_support import case, make_space, result_of
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
-    return make_space(daemon, request)
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
+from tests.workspace_support import case, result_of
 
 
 def cell_call(

@@ -5,40 +5,19 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-
-import pytest
 
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.interop import daemon_for_module
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 from tests.workspace_support import (
     case,
     glob_call,
     grep_call,
     ls_call,
-    make_space,
     result_of,
 )
 from tools import search
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
-    return make_space(daemon, request)
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
 
 
 def tree(root: Path, files: dict[str, str]) -> None:

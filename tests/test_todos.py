@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -17,25 +16,12 @@ from agent.v1.todos_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
-from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
+from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 
 PENDING = TodoStatus.TODO_STATUS_PENDING
 IN_PROGRESS = TodoStatus.TODO_STATUS_IN_PROGRESS
 COMPLETED = TodoStatus.TODO_STATUS_COMPLETED
 CANCELLED = TodoStatus.TODO_STATUS_CANCELLED
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
 
 
 @pytest.fixture
