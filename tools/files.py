@@ -626,9 +626,15 @@ async def _write_file(args: EditArgs, path: Path, ctx: CallContext) -> EditResul
     # An old file that is not text (or too big to load) is replaced all the same; the diff then
     # counts only the new lines.
     old = loaded if isinstance(loaded, str) else ""
-    new = args.contents
+    return await _write_edit(path, old, args.contents, ctx, streamed_text=args.contents)
+
+
+async def _write_edit(
+    path: Path, old: str, new: str, ctx: CallContext, *, streamed_text: str, replacements: int = 0
+) -> EditResult:
+    """Writes `new` over `old` atomically and answers with the diff; large edits stream deltas."""
     try:
-        large = len(new) > EDIT_DELTA_THRESHOLD
+        large = len(streamed_text) > EDIT_DELTA_THRESHOLD
         written, created = await _write_streaming(path, _encode(new), ctx, stream=large)
     except WriteFailure as failure:
         return _edit_failure(path, failure)
@@ -643,6 +649,7 @@ async def _write_file(args: EditArgs, path: Path, ctx: CallContext) -> EditResul
             diff=stats.diff,
             created=created,
             bytes_written=written,
+            replacements=replacements,
         )
     )
 
@@ -692,24 +699,7 @@ async def _str_replace(args: EditArgs, path: Path, ctx: CallContext) -> EditResu
                 )
             )
         new = replaced
-    try:
-        large = len(args.new_string) > EDIT_DELTA_THRESHOLD
-        written, _ = await _write_streaming(path, _encode(new), ctx, stream=large)
-    except WriteFailure as failure:
-        return _edit_failure(path, failure)
-    stats = await asyncio.to_thread(
-        unified_diff, old, new, display_path(ctx.daemon.workspace, path)
-    )
-    return EditResult(
-        success=EditSuccess(
-            path=shown,
-            lines_added=stats.lines_added,
-            lines_removed=stats.lines_removed,
-            diff=stats.diff,
-            bytes_written=written,
-            replacements=count,
-        )
-    )
+    return await _write_edit(path, old, new, ctx, streamed_text=args.new_string, replacements=count)
 
 
 async def edit(args: EditArgs, ctx: CallContext) -> EditResult:
