@@ -124,6 +124,16 @@ def result_class(tool: str) -> type[Message]:
     return cls
 
 
+def only_for(*tools: str) -> Callable[[Middleware], Middleware]:
+    """Marks a middleware as concerning these tools only: other tools' chains leave it out."""
+
+    def mark(middleware: Middleware) -> Middleware:
+        setattr(middleware, "applies_to", frozenset(tools))  # noqa: B010 (a function attribute)
+        return middleware
+
+    return mark
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -133,7 +143,20 @@ class Dispatcher:
     ) -> None:
         self.daemon = daemon
         self._handlers = handlers
-        self._chain = self._build_chain(list(middlewares))
+        self._middlewares = list(middlewares)
+        # One chain per tool, holding only the middleware that concerns it (built on first use).
+        self._chains: dict[str, Next] = {}
+
+    def _chain_for(self, tool: str) -> Next:
+        chain = self._chains.get(tool)
+        if chain is None:
+            concerned = [
+                middleware
+                for middleware in self._middlewares
+                if tool in getattr(middleware, "applies_to", (tool,))
+            ]
+            chain = self._chains[tool] = self._build_chain(concerned)
+        return chain
 
     def _build_chain(self, middlewares: list[Middleware]) -> Next:
         async def call_handler(inv: Invocation) -> Message:
@@ -160,7 +183,7 @@ class Dispatcher:
         variant = getattr(tool_call, tool)
         ctx = replace(ctx, tool=tool, report=CallReport())
         try:
-            result = await self._chain(Invocation(tool=tool, args=variant.args, ctx=ctx))
+            result = await self._chain_for(tool)(Invocation(tool=tool, args=variant.args, ctx=ctx))
         except ToolCallError:
             raise
         except Exception as exc:

@@ -73,13 +73,14 @@ class Outbox(asyncio.Queue[object]):
         return super().full() or self._bytes >= OUTBOX_BYTES
 
     def _put(self, item: object) -> None:
-        self._bytes += _message_bytes(item)
-        super()._put(item)  # type: ignore[misc]
+        size = _message_bytes(item)
+        self._bytes += size
+        super()._put((item, size))  # type: ignore[misc]
 
     def _get(self) -> object:
-        item = super()._get()  # type: ignore[misc]
-        self._bytes -= _message_bytes(item)
-        return item
+        entry: tuple[object, int] = super()._get()  # type: ignore[misc, assignment]
+        self._bytes -= entry[1]
+        return entry[0]
 
 
 def _message_bytes(item: object) -> int:

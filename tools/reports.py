@@ -39,7 +39,7 @@ from agent.v1.agent_pb2 import (
 )
 from agent.v1.common_pb2 import ToolError
 from agent.v1.files_pb2 import ApplyAgentDiffArgs, EditArgs
-from exec_daemon.dispatch import CallContext, Invocation, Middleware, Next
+from exec_daemon.dispatch import CallContext, Invocation, Middleware, Next, only_for
 from exec_daemon.state import Daemon
 from tools.changes import EMPTY_TREE, RpcFailure, run_git
 from tools.workspace import WriteFailure, atomic_write, relative_to_workspace, resolve_path
@@ -229,6 +229,7 @@ def record_agent_edits(daemon: Daemon) -> Middleware:
 
     Goes innermost, so it sees the arguments the call really ran with and its raw result."""
 
+    @only_for("edit_tool_call", "apply_agent_diff_tool_call")
     async def middleware(inv: Invocation, call_next: Next) -> Message:
         result = await call_next(inv)
         try:
