@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import struct_pb2
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from agent.v1.control_pb2 import UpdateEnvironmentVariablesRequest
-from agent.v1.files_pb2 import ReadImage
 from agent.v1.mcp_pb2 import McpArgs
-from agent.v1.web_pb2 import FetchArgs
+from agent.v1.web_pb2 import FetchArgs, FetchSuccess
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from exec_daemon.dispatch import ToolCallError
 from exec_daemon.guards.redaction import (
@@ -111,12 +112,14 @@ def test_long_text_is_redacted_across_its_internal_slices() -> None:
 
 def test_bytes_maps_and_structs_inside_results_are_redacted() -> None:
     matcher = SecretMatcher(ALL_SECRETS)
-    image = ReadImage(data=b"\x89PNG" + SECRET_A.encode(), mime_type="image/png")
+    body = FetchSuccess(
+        body=b"\x00\x01" + SECRET_A.encode(), content_type="application/octet-stream"
+    )
     fetch = FetchArgs(url="https://x", headers={"authorization": f"Bearer {SECRET_B}"})
     arguments = struct_pb2.Struct()
     arguments.update({"nested": {"list": [f"key={SECRET_A}"]}})
     mcp = McpArgs(name="t", args=arguments)
-    for message in (image, fetch, mcp):
+    for message in (body, fetch, mcp):
         redact_message(message, matcher)
         assert all(s.encode() not in message.SerializeToString() for s in ALL_SECRETS)
     assert fetch.headers["authorization"] == f"Bearer {REDACTED}"
@@ -227,6 +230,19 @@ async def test_grep_result_is_redacted_in_lines_and_file_names(
     assert [m.lines[0].content for m in matches] == [f"password: {REDACTED}"]
     assert REDACTED in matches[0].file
     assert_clean(outcome)
+
+
+async def test_an_image_read_back_is_not_corrupted_by_redaction(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    image = Image.new("RGB", (4, 4), "red")
+    info = PngInfo()
+    info.add_text("comment", SECRET_A)  # the secret's bytes, verbatim inside the PNG
+    path = space / "picture.png"
+    image.save(path, pnginfo=info)
+    assert SECRET_A.encode() in path.read_bytes()
+    outcome = await client.run(call("read_tool_call", path=str(path)))
+    assert result_of(outcome).success.image.data == path.read_bytes()
 
 
 async def test_output_file_of_a_background_process_is_redacted_when_read_back(

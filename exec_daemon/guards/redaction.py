@@ -194,10 +194,25 @@ class SecretStore:
             log.info("redacting %d injected secret(s)", len(self._known))
 
 
+# Encoded images: a secret's bytes occurring inside compressed pixels are no text anyone reads,
+# and replacing them would only corrupt the picture.
+_IMAGE_FIELDS = frozenset(
+    {
+        "agent.v1.ReadImage.data",
+        "agent.v1.McpImage.data",
+        "agent.v1.ComputerUseSuccess.screenshot",
+        "agent.v1.GenerateImageSuccess.data",
+    }
+)
+
+
 def redact_message(message: Message, matcher: SecretMatcher) -> None:
-    """Redacts, in place, every string and bytes field of `message`, nested ones included."""
+    """Redacts, in place, every string and bytes field of `message`, nested ones included
+    (but not the bytes of encoded images)."""
     for field, value in message.ListFields():
         kind = field.type
+        if field.full_name in _IMAGE_FIELDS:
+            continue
         if kind == FieldDescriptor.TYPE_MESSAGE:
             entry = field.message_type
             if entry is not None and entry.GetOptions().map_entry:
