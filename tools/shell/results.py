@@ -86,58 +86,36 @@ def finished(args: ShellArgs, terminals_folder: str, call: FinishedCall) -> Shel
         if output.spill_path
         else None
     )
+    # What every ending reports about the output, the process and the time it took.
+    ended = {
+        "command": call.command,
+        "stdout": output.stdout,
+        "stderr": output.stderr,
+        "interleaved_output": output.interleaved,
+        "output_location": location,
+        "shell_id": call.shell_id,
+        "pid": call.pid,
+        "truncation_note": output.truncation_note,
+        "decoded_with_replacement": output.decoded_with_replacement,
+        "execution_time": call.execution_ms,
+    }
     if call.ending == "timeout":
         result.timeout.CopyFrom(
-            ShellTimeout(
-                command=call.command,
-                working_directory=call.cwd,
-                timeout_ms=call.timeout_ms,
-                stdout=output.stdout,
-                stderr=output.stderr,
-                interleaved_output=output.interleaved,
-                output_location=location,
-                shell_id=call.shell_id,
-                pid=call.pid,
-                truncation_note=output.truncation_note,
-                decoded_with_replacement=output.decoded_with_replacement,
-                execution_time=call.execution_ms,
-            )
+            ShellTimeout(working_directory=call.cwd, timeout_ms=call.timeout_ms, **ended)  # type: ignore[arg-type]
         )
         return result
     if call.ending == "aborted":
         result.aborted.CopyFrom(
-            ShellAborted(
-                command=call.command,
-                working_directory=call.cwd,
-                reason=call.reason,
-                stdout=output.stdout,
-                stderr=output.stderr,
-                interleaved_output=output.interleaved,
-                shell_id=call.shell_id,
-                pid=call.pid,
-                output_location=location,
-                truncation_note=output.truncation_note,
-                decoded_with_replacement=output.decoded_with_replacement,
-                execution_time=call.execution_ms,
-            )
+            ShellAborted(working_directory=call.cwd, reason=call.reason, **ended)  # type: ignore[arg-type]
         )
         return result
     status = call.status
     assert status is not None
     fields = {
-        "command": call.command,
+        **ended,
         "working_directory": status.cwd or call.cwd,
         "exit_code": status.exit_code,
         "signal": status.signal,
-        "stdout": output.stdout,
-        "stderr": output.stderr,
-        "execution_time": call.execution_ms,
-        "output_location": location,
-        "shell_id": call.shell_id,
-        "interleaved_output": output.interleaved,
-        "pid": call.pid,
-        "truncation_note": output.truncation_note,
-        "decoded_with_replacement": output.decoded_with_replacement,
         "shell_exited": status.shell_ended,
     }
     if status.exit_code == 0 and not status.signal:
