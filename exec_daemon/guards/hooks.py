@@ -641,14 +641,7 @@ class HookRunner:
         for hook in selected:
             extra = _after_fields(hook, inv, view, (output, output_json), duration) | failure
             step.add(hook, self._payload(hook, hook.event, inv, view, extra))
-        feedback = inv.ctx.report.feedback
-        for answer in await self._run_step(step):
-            if answer.additional_context:
-                feedback.additional_context.append(answer.additional_context)
-            if answer.agent_message:
-                feedback.agent_messages.append(answer.agent_message)
-            if answer.user_message:
-                feedback.user_messages.append(answer.user_message)
+        _note(inv, await self._run_step(step))
 
 
 def _ms_since(started: float) -> int:
