@@ -23,7 +23,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         python3 python3-venv ca-certificates \
         git bash curl nodejs npm chromium gcc libc6-dev libseccomp-dev \
-        xvfb xdotool ffmpeg x11-utils python3-tk shellcheck \
+        xvfb xdotool ffmpeg x11-utils python3-tk shellcheck less \
         procps sudo \
     && rm -rf /var/lib/apt/lists/*
 
