@@ -7,11 +7,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from agent.v1.control_pb2 import (
 )
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.loopback_http import serving_http
 
 DOWNLOAD = os.urandom(3 * 1024 * 1024 + 17)
 
@@ -87,16 +87,10 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_server() -> Iterator[Server]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    record = Server(f"http://127.0.0.1:{server.server_address[1]}")
-    server.record = record  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_http(Handler) as server:
+        record = Server(f"http://127.0.0.1:{server.server_address[1]}")
+        server.record = record  # type: ignore[attr-defined]
         yield record
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def artifacts_folder(daemon: RunningDaemon) -> Path:

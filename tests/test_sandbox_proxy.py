@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.server
 import ipaddress
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from agent.v1.shell_pb2 import SandboxPolicy
 from sandbox.policy import HostPattern, NetworkPolicy
 from sandbox.proxy import ALLOW_PRIVATE_ENV, ProxyRules, Refused
+from tests.loopback_http import serving_http
 from tests.sandbox_harness import (
     Identity,
     SandboxHarness,
@@ -44,12 +44,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def web_server() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving_http(_Handler) as server:
+        yield server.server_address[1]
 
 
 @pytest.fixture(params=identities(), ids=lambda identity: identity.name)

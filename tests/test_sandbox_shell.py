@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import os
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from exec_daemon.client import ExecDaemonClient
 from sandbox.probe import SIMULATE_MISSING_ENV
 from sandbox.proxy import ALLOW_PRIVATE_ENV
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.loopback_http import serving_http
 from tests.sandbox_harness import processes_with_argument
 
 pytestmark = pytest.mark.timeout(90)
@@ -187,11 +187,8 @@ class _Hello(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def web_server() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving_http(_Hello) as server:
+        yield server.server_address[1]
 
 
 async def test_allowlisted_host_through_the_daemons_proxy(

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from exec_daemon.tracing import (
 )
 from tests.daemon_process import running_daemon
 from tests.inprocess import serve_in_process
+from tests.loopback_http import serving_http
 from tests.scripted_tool import VARIANT, ScriptedTool, script
 
 TRACE_TOKEN = "trace-token-" + secrets.token_hex(4)
@@ -140,16 +141,8 @@ def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[tuple[int, Rece
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_http(Handler, tls) as server:
         yield server.server_address[1], received
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def read_todos() -> ToolCall:
