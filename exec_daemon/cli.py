@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from exec_daemon import __version__
-from exec_daemon.config import (
+from exec_daemon.kernel.config import (
     DEFAULT_HEARTBEAT_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
@@ -23,7 +23,7 @@ from exec_daemon.config import (
     RUN_MODES,
     DaemonConfig,
 )
-from exec_daemon.processes import run_as_init_if_pid1
+from exec_daemon.kernel.processes import run_as_init_if_pid1
 
 log = logging.getLogger("exec_daemon")
 
@@ -228,7 +228,7 @@ async def _serve(config: DaemonConfig) -> None:
 )
 def install(workspace: Path | None) -> None:
     """Run the `install` command of <workspace>/.cursor/environment.json; exit with its code."""
-    from exec_daemon.environment import run_install
+    from exec_daemon.terminals.environment import run_install
 
     sys.exit(run_install((workspace or Path.cwd()).resolve()))
 

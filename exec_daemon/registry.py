@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exec_daemon.dispatch import Handler
+from exec_daemon.kernel.context import Handler
 from tools import (
     agent_state,
     computer_use,

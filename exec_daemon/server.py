@@ -13,19 +13,20 @@ from hypercorn.config import Config as HypercornConfig
 from agent.v1 import control_pb2, exec_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
-from exec_daemon import environment, hypercorn_fixes, pty_server
-from exec_daemon.asgi import FrontDoor
-from exec_daemon.codecs import exec_stream_codecs
-from exec_daemon.config import DaemonConfig
-from exec_daemon.control_service import ControlService
-from exec_daemon.dispatch import Dispatcher, Handler, Middleware
-from exec_daemon.errors import ErrorMappingInterceptor
-from exec_daemon.exec_service import ExecService
 from exec_daemon.guards import guard_middlewares
-from exec_daemon.reflection import reflection_apps
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.context import Dispatcher, Handler, Middleware
+from exec_daemon.kernel.state import Daemon
 from exec_daemon.registry import HANDLERS
-from exec_daemon.state import Daemon
-from exec_daemon.tracing import tracing_middlewares
+from exec_daemon.rpc import hypercorn_fixes, pty_server
+from exec_daemon.rpc.asgi import FrontDoor
+from exec_daemon.rpc.codecs import exec_stream_codecs
+from exec_daemon.rpc.control_service import ControlService
+from exec_daemon.rpc.errors import ErrorMappingInterceptor
+from exec_daemon.rpc.exec_service import ExecService
+from exec_daemon.rpc.reflection import reflection_apps
+from exec_daemon.telemetry.tracing import tracing_middlewares
+from exec_daemon.terminals import environment
 from sandbox.service import SandboxService
 from tools import display, reports
 
@@ -45,7 +46,7 @@ STOP_SECONDS = 3.0
 def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
-    Tracing (only when on: exec_daemon/tracing.py) goes first, so a span covers the guards too;
+    Tracing (only when on: exec_daemon/telemetry/tracing.py) goes first, so a span covers the guards too;
     then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py);
     innermost, the record of the agent's edits (for ai_attribution: tools/reports.py), which
     must see the args a call really ran with and its raw result.

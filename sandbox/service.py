@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.v1.shell_pb2 import SandboxPolicy
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.placeholders import PlaceholderKeeper
 from sandbox.plan import Plan, build_plan
@@ -47,7 +47,7 @@ from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
 from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
 
 if TYPE_CHECKING:
-    from exec_daemon.processes import SpawnSpec
+    from exec_daemon.kernel.processes import SpawnSpec
 
 log = logging.getLogger(__name__)
 

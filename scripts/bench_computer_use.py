@@ -39,8 +39,8 @@ from agent.v1.computer_pb2 import (  # noqa: E402
     KeyAction,
     ScreenshotAction,
 )
-from exec_daemon.config import DaemonConfig  # noqa: E402
-from exec_daemon.state import Daemon  # noqa: E402
+from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
+from exec_daemon.kernel.state import Daemon  # noqa: E402
 from tests.daemon_process import running_daemon  # noqa: E402
 from tests.x11_support import computer_use, x11_app  # noqa: E402
 from tools.computer_use import encode_screenshot  # noqa: E402

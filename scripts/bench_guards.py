@@ -35,16 +35,16 @@ sys.path.insert(0, str(REPO))  # for tests.* when run as a script
 
 from agent.v1.todos_pb2 import ReadTodosToolCall  # noqa: E402
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta  # noqa: E402
-from exec_daemon.config import DaemonConfig  # noqa: E402
-from exec_daemon.dispatch import CallContext, Dispatcher  # noqa: E402
 from exec_daemon.guards import guard_middlewares  # noqa: E402
 from exec_daemon.guards.redaction import (  # noqa: E402
     SECRET_NAMES_VARIABLE,
     SecretMatcher,
     StreamRedactor,
 )
+from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
+from exec_daemon.kernel.context import CallContext, Dispatcher  # noqa: E402
+from exec_daemon.kernel.state import Daemon  # noqa: E402
 from exec_daemon.registry import HANDLERS  # noqa: E402
-from exec_daemon.state import Daemon  # noqa: E402
 from tests.daemon_process import running_daemon  # noqa: E402
 
 NOOP = ToolCall(read_todos_tool_call=ReadTodosToolCall())

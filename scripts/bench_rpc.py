@@ -118,8 +118,8 @@ def serve_bare(port: int) -> None:
     """Serves the bare app with the daemon's hypercorn settings until SIGTERM."""
     from hypercorn.asyncio import serve
 
-    from exec_daemon import hypercorn_fixes
-    from exec_daemon.config import DaemonConfig
+    from exec_daemon.kernel.config import DaemonConfig
+    from exec_daemon.rpc import hypercorn_fixes
     from exec_daemon.server import hypercorn_config
 
     async def main() -> None:

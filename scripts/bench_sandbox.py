@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
-from exec_daemon.config import DaemonConfig
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
 from sandbox.build import ensure_helper
 from sandbox.service import SandboxService
 from tests.daemon_process import running_daemon

@@ -26,11 +26,11 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
 from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall  # noqa: E402
 from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
-from exec_daemon.config import DaemonConfig  # noqa: E402
-from exec_daemon.dispatch import CallContext, Dispatcher  # noqa: E402
+from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
+from exec_daemon.kernel.context import CallContext, Dispatcher  # noqa: E402
+from exec_daemon.kernel.state import Daemon  # noqa: E402
 from exec_daemon.registry import HANDLERS  # noqa: E402
-from exec_daemon.state import Daemon  # noqa: E402
-from exec_daemon.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
+from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
 from tests.test_tracing import grpc_receiver  # noqa: E402
 
 CALL = ToolCall(read_todos_tool_call=ReadTodosToolCall(args=ReadTodosArgs()))

@@ -22,10 +22,10 @@ from typing import Any
 from agent.v1.shell_pb2 import ShellArgs, ShellResult, ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.client import CallOutcome
-from exec_daemon.config import DaemonConfig
-from exec_daemon.dispatch import CallContext, Dispatcher, Handler, ToolCallError
 from exec_daemon.guards import guard_middlewares
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.context import CallContext, Dispatcher, Handler, ToolCallError
+from exec_daemon.kernel.state import Daemon
 
 PYTHON = sys.executable
 

@@ -18,12 +18,12 @@ from typing import Any
 
 from hypercorn.asyncio import serve as hypercorn_serve
 
-from exec_daemon import hypercorn_fixes
 from exec_daemon.client import ExecDaemonClient
-from exec_daemon.config import DaemonConfig
-from exec_daemon.dispatch import Handler
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.context import Handler
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc import hypercorn_fixes
 from exec_daemon.server import build_app, hypercorn_config
-from exec_daemon.state import Daemon
 from tests.daemon_process import free_port
 
 

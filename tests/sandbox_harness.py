@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.v1.shell_pb2 import SandboxPolicy
-from exec_daemon.config import DaemonConfig
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
 from sandbox.build import ensure_helper
 from sandbox.service import SandboxService
 

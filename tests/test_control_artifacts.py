@@ -1,6 +1,6 @@
 """ControlService ListArtifacts / UploadArtifacts / WarmRemoteAccessServer / DownloadCursorServer
-(tools/artifacts.py, tools/remote_server.py) on the real daemon, against an HTTP server on
-127.0.0.1."""
+(exec_daemon/rpc/artifacts.py, exec_daemon/rpc/remote_server.py) on the real daemon, against an
+HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 

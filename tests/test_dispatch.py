@@ -10,8 +10,8 @@ from google.protobuf.message import Message
 from agent.v1.agent_pb2 import ReflectResult
 from agent.v1.todos_pb2 import ReadTodosToolCall
 from agent.v1.tool_call_pb2 import ToolCall
-from exec_daemon.config import DaemonConfig
-from exec_daemon.dispatch import (
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.context import (
     CallContext,
     Dispatcher,
     Invocation,
@@ -20,7 +20,7 @@ from exec_daemon.dispatch import (
     only_for,
     result_case,
 )
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 from tests.scripted_tool import ScriptedTool, script
 from tools import todos
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from exec_daemon.cli import ping, serve
-from exec_daemon.config import DEFAULT_PORT, DEFAULT_PTY_WEBSOCKET_PORT
+from exec_daemon.kernel.config import DEFAULT_PORT, DEFAULT_PTY_WEBSOCKET_PORT
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKERFILE = REPO / "Dockerfile"

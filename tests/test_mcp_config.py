@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from exec_daemon.config import DaemonConfig
+from exec_daemon.kernel.config import DaemonConfig
 from tools.mcp_config import load_settings, parse_servers
 
 

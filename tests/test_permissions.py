@@ -14,9 +14,9 @@ from agent.v1.common_pb2 import RunMode
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult
 from agent.v1.web_pb2 import FetchArgs
 from exec_daemon.client import CallOutcome, ExecDaemonClient
-from exec_daemon.dispatch import CallContext
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.permissions import fetch_allowlisted
+from exec_daemon.kernel.context import CallContext
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (

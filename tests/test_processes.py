@@ -1,4 +1,4 @@
-"""exec_daemon/processes.py: the one spawn path, ending whole process trees, PID 1."""
+"""exec_daemon/kernel/processes.py: the one spawn path, ending whole process trees, PID 1."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
-from exec_daemon.processes import (
+from exec_daemon.kernel.processes import (
     SpawnSpec,
     all_processes,
     close_fds,
@@ -125,7 +125,7 @@ def test_init_reaps_orphans_and_passes_on_the_exit_code(tmp_path: Path) -> None:
     program = f"""
 import os, subprocess, sys, time
 sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-from exec_daemon.processes import run_as_init_if_pid1
+from exec_daemon.kernel.processes import run_as_init_if_pid1
 run_as_init_if_pid1(force=True)
 # The daemon side: its own child's exit code is not stolen by the init.
 code = subprocess.run(["bash", "-c", "sleep 0.2 & exit 3"]).returncode

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from exec_daemon.config import DaemonConfig
-from exec_daemon.pty import (
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.terminals.pty import (
     SCROLLBACK_BYTES,
     Attachment,
     ClientTooSlow,
@@ -20,7 +21,6 @@ from exec_daemon.pty import (
     TerminalError,
     session_pids,
 )
-from exec_daemon.state import Daemon
 
 pytestmark = pytest.mark.timeout(60)
 

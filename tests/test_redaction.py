@@ -17,7 +17,6 @@ from agent.v1.control_pb2 import UpdateEnvironmentVariablesRequest
 from agent.v1.mcp_pb2 import McpArgs
 from agent.v1.web_pb2 import FetchArgs, FetchSuccess
 from exec_daemon.client import CallOutcome, ExecDaemonClient
-from exec_daemon.dispatch import ToolCallError
 from exec_daemon.guards.redaction import (
     REDACTED,
     SECRET_NAMES_VARIABLE,
@@ -25,6 +24,7 @@ from exec_daemon.guards.redaction import (
     StreamRedactor,
     redact_message,
 )
+from exec_daemon.kernel.context import ToolCallError
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
     PYTHON,

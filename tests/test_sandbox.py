@@ -677,7 +677,7 @@ async def test_confinement_seam_wraps_and_reports_set_up(harness: SandboxHarness
 async def test_command_processes_finds_setsid_escapees_for_the_daemon(
     harness: SandboxHarness,
 ) -> None:
-    from exec_daemon.processes import all_processes, boot_ticks_now, signal_selected
+    from exec_daemon.kernel.processes import all_processes, boot_ticks_now, signal_selected
 
     marker = f"{5000 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
     confinement = harness.service.confinement_for(RW)

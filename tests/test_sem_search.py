@@ -15,8 +15,8 @@ from agent.v1.agent_pb2 import SemSearchArgs
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.cli import resolve_rg_path
 from exec_daemon.client import ExecDaemonClient
-from exec_daemon.config import DaemonConfig
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import RunningDaemon, running_daemon
 from tools.sem_search import SemanticIndex, chunk_text
 

@@ -30,7 +30,7 @@ from agent.v1.shell_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import CallOutcome, ExecDaemonClient
-from exec_daemon.processes import all_processes, proc_info
+from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import RunningDaemon, running_daemon
 
 # An rc file that would break a prompt-scraping shell (FM 11): PS1 and PROMPT_COMMAND changed,

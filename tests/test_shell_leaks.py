@@ -12,7 +12,7 @@ from pathlib import Path
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient, ExecStream
-from exec_daemon.processes import all_processes, proc_info
+from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import running_daemon
 
 CALLS = 1000

@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from exec_daemon.processes import UNCONFINED
+from exec_daemon.kernel.processes import UNCONFINED
 from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
 from tools.shell.session import ShellSession
 

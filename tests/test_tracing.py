@@ -1,4 +1,4 @@
-"""exec_daemon/tracing.py: spans of tool calls reach a real OTLP receiver (gRPC and HTTP) on loopback."""
+"""exec_daemon/telemetry/tracing.py: spans of tool calls reach a real OTLP receiver (gRPC and HTTP) on loopback."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from agent.v1.files_pb2 import GrepArgs, GrepToolCall, ReadToolArgs, ReadToolCall
 from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall
 from agent.v1.tool_call_pb2 import ToolCall
-from exec_daemon.config import DaemonConfig
-from exec_daemon.state import Daemon
-from exec_daemon.tracing import (
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.telemetry.tracing import (
     GRPC,
     HTTP_PROTOBUF,
     SHUTDOWN_SECONDS,

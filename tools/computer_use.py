@@ -46,7 +46,7 @@ from agent.v1.computer_pb2 import (
     TypeAction,
     WaitAction,
 )
-from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.context import CallContext
 from tools.display import DisplayInfo, DisplayUnavailable
 from tools.x11 import Frame, X11Session, XConnection, XConnectionLost
 from tools.x11_keys import UnknownKey, parse_keys

@@ -27,7 +27,7 @@ from agent.v1.files_pb2 import (
     ApplyAgentDiffSuccess,
     DiffDoesNotApply,
 )
-from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.context import CallContext
 from tools.workspace import (
     WriteFailure,
     atomic_write,

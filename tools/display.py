@@ -25,7 +25,7 @@ from typing import IO
 from Xlib import display as xdisplay
 from Xlib import error as xerror
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,9 @@ from agent.v1.files_pb2 import (
     ReadToolSuccess,
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
-from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.rpc.changes import RpcFailure
 from tools import notebooks
-from tools.changes import RpcFailure
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import (
     CursorIgnore,

@@ -30,8 +30,8 @@ from agent.v1.agent_pb2 import (
     PrManagementSuccess,
 )
 from agent.v1.common_pb2 import ToolError
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 

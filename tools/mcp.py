@@ -21,8 +21,8 @@ from agent.v1.mcp_pb2 import (
     ReadMcpResourceArgs,
     ReadMcpResourceResult,
 )
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 
 
 async def mcp_call(args: McpArgs, ctx: CallContext) -> McpResult:

@@ -63,8 +63,8 @@ from agent.v1.mcp_pb2 import (
     ReadMcpResourceSuccess,
 )
 from exec_daemon import __version__
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 from tools.mcp_config import McpSettings, ServerSpec, load_settings
 from tools.mcp_oauth import McpOAuth, OAuthFailure
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.config import DaemonConfig
+from exec_daemon.kernel.config import DaemonConfig
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from nbformat.validator import ValidationError
 
 from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
 from agent.v1.files_pb2 import EditArgs, EditMultipleMatches, EditNoMatch, EditResult, EditSuccess
-from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.context import CallContext
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import WriteFailure, atomic_write, display_path
 

@@ -21,7 +21,7 @@ from agent.v1.todos_pb2 import (
     TodoItem,
     TodoStatus,
 )
-from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.context import CallContext
 from tools.todos import TodoLists
 from tools.workspace import WriteFailure, atomic_write
 

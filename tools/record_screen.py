@@ -28,8 +28,8 @@ from agent.v1.computer_pb2 import (
     RecordScreenSaveSuccess,
     RecordScreenStartSuccess,
 )
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayService, DisplayUnavailable
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSearchSuccess
 from agent.v1.common_pb2 import ToolError
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, display_path, relative_to_workspace, resolve_path
 from tools.workspace_files import ListingFailure, list_files
 

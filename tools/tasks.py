@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 
 from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 
 
 @dataclass

@@ -13,8 +13,8 @@ from agent.v1.todos_pb2 import (
     UpdateTodosResult,
     UpdateTodosSuccess,
 )
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 
 
 class TodoLists:

@@ -29,8 +29,8 @@ from agent.v1.web_pb2 import (
     WebSearchArgs,
     WebSearchResult,
 )
-from exec_daemon.dispatch import CallContext
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
     import httpx

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pathspec
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 
 CURSORIGNORE = ".cursorignore"
 

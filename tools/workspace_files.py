@@ -9,7 +9,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace
 
 READ_BYTES = 1 << 20

@@ -22,7 +22,7 @@ from Xlib import display as xdisplay
 from Xlib import error as xerror
 from Xlib.ext import xtest
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayInfo, DisplayService, DisplayUnavailable
 
 log = logging.getLogger(__name__)

@@ -14,11 +14,11 @@ Tracing, when there is one, goes outside all of them so a span covers the guards
 
 from __future__ import annotations
 
-from exec_daemon.dispatch import Middleware
 from exec_daemon.guards.hooks import hooks_middleware
 from exec_daemon.guards.permissions import permissions_middleware
 from exec_daemon.guards.redaction import redaction_middleware
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import Middleware
+from exec_daemon.kernel.state import Daemon
 
 
 def guard_middlewares(daemon: Daemon) -> list[Middleware]:

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import json5
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 

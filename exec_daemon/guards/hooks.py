@@ -54,12 +54,12 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected, RunMode
-from exec_daemon.dispatch import Invocation, Middleware, Next, ToolCallError
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.permissions import Judge
 from exec_daemon.guards.rejections import rejected_result
-from exec_daemon.processes import terminate_sessions
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import Invocation, Middleware, Next, ToolCallError
+from exec_daemon.kernel.processes import terminate_sessions
+from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 

@@ -39,11 +39,11 @@ from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected, RunMode
 from agent.v1.shell_pb2 import SandboxPolicy
-from exec_daemon.dispatch import Invocation, Middleware, Next
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import rejected_result
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.state import Daemon
 from sandbox.service import SandboxService
 from tools.tasks import SubagentSessions
 

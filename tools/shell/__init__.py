@@ -23,7 +23,7 @@ Layout: `handlers` (the three tool handlers), `service` (daemon-wide state), `se
 `bash_scripts` (the persistent bash and its protocol), `jobs` (one-shot / background shells),
 `foreground` (streaming, timeout, abort), `output` (caps, spill files, decoding), `results`
 (every ShellResult is built there), `pipes`, `watch`. Processes are started and ended only
-through exec_daemon/processes.py (where the sandbox plugs in).
+through exec_daemon/kernel/processes.py (where the sandbox plugs in).
 """
 
 from tools.shell.handlers import await_shell, shell_tool_call, write_shell_stdin

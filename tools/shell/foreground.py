@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
-from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.context import CallContext
 from tools.shell.output import OutputCapture
 from tools.shell.results import Ending
 from tools.shell.session import ExitStatus

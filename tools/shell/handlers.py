@@ -24,8 +24,8 @@ from agent.v1.shell_pb2 import (
     WriteShellStdinSuccess,
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
-from exec_daemon.dispatch import CallContext
-from exec_daemon.processes import Confinement, confinement_for
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.processes import Confinement, confinement_for
 from sandbox.policy import SandboxRejected
 from sandbox.service import SandboxService
 from tools.shell import results

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exec_daemon.processes import (
+from exec_daemon.kernel.processes import (
     DEFAULT_GRACE_SECONDS,
     Child,
     Confinement,

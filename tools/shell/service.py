@@ -14,8 +14,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.processes import Confinement, all_processes, terminate_sessions
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.processes import Confinement, all_processes, terminate_sessions
+from exec_daemon.kernel.state import Daemon
 from sandbox.service import SandboxService
 from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
 from tools.shell.jobs import OneShotSpec, ShellJob, start_one_shot

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.processes import (
+from exec_daemon.kernel.processes import (
     DEFAULT_GRACE_SECONDS,
     Child,
     Confinement,

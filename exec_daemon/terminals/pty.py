@@ -36,7 +36,7 @@ from typing import Any
 
 from ptyprocess import PtyProcess
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from agent.v1.shell_pb2 import SandboxPolicy
-    from exec_daemon.state import Daemon
+    from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 

@@ -38,14 +38,14 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from exec_daemon.pty import (
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.terminals.pty import (
     Attachment,
     ClientTooSlow,
     PtyManager,
     Terminal,
     TerminalError,
 )
-from exec_daemon.state import Daemon
 
 log = logging.getLogger(__name__)
 # websockets logs every refused handshake (every static file is one) at INFO: too chatty.
@@ -64,8 +64,8 @@ CLOSE_TIMEOUT_SECONDS = 5.0
 SLOW_CLIENT_CLOSE_SECONDS = 15.0
 SHUTDOWN_SECONDS = 1.0
 
-WEB_DIR = Path(__file__).parent / "web"
-NODE_MODULES = Path(__file__).resolve().parents[1] / "node_modules"
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+NODE_MODULES = Path(__file__).resolve().parents[2] / "node_modules"
 # The page and its scripts; xterm.js is installed from npm by scripts/setup, never committed.
 ASSETS: dict[str, Path] = {
     "/": WEB_DIR / "index.html",

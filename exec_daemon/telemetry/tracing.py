@@ -46,9 +46,9 @@ from urllib.parse import urlsplit, urlunsplit
 from google.protobuf.message import Message
 
 from exec_daemon import __version__
-from exec_daemon.config import DaemonConfig
-from exec_daemon.dispatch import Invocation, Middleware, Next, ToolCallError
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.context import Invocation, Middleware, Next, ToolCallError
+from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

@@ -48,10 +48,11 @@ from agent.v1.control_pb2 import (
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
-from exec_daemon.dispatch import Dispatcher
-from exec_daemon.exec_service import ExecStreamSession, rpc_extras
-from tools import artifacts, changes, files, github, mcp, remote_server
-from tools.changes import RpcFailure
+from exec_daemon.kernel.context import Dispatcher
+from exec_daemon.rpc import artifacts, changes, remote_server
+from exec_daemon.rpc.changes import RpcFailure
+from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
+from tools import files, github, mcp
 
 
 def _connect_error(failure: RpcFailure) -> ConnectError:
@@ -102,7 +103,7 @@ class ControlService(ControlServiceBase):
         """The OAuth data kept (in memory) for each MCP server (tools/mcp_oauth.py)."""
         return GetMcpRefreshTokensResponse(tokens=mcp.refresh_tokens(self._daemon))
 
-    # --- Workspace files (logic in tools/files.py and tools/changes.py) ---
+    # --- Workspace files (logic in tools/files.py and changes.py) ---
 
     async def list_directory(
         self,
@@ -203,8 +204,8 @@ class ControlService(ControlServiceBase):
             raise _connect_error(failure) from None
         return GetWorkspaceChangesHashResponse(hash=digest)
 
-    # --- GitHub, artifacts, Cursor's remote server (logic in tools/github.py, tools/artifacts.py,
-    # tools/remote_server.py) ---
+    # --- GitHub, artifacts, Cursor's remote server (logic in tools/github.py, artifacts.py,
+    # remote_server.py) ---
 
     async def refresh_github_access_token(
         self,

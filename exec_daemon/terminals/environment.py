@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.pty import PtyManager, TerminalError
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.terminals.pty import PtyManager, TerminalError
 
 log = logging.getLogger(__name__)
 

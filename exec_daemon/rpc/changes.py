@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from exec_daemon.state import Daemon
+from exec_daemon.kernel.state import Daemon
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 CONTENT_HASH_BYTES = 1024 * 1024

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from exec_daemon.config import DaemonConfig
+from exec_daemon.kernel.config import DaemonConfig
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,7 @@ from agent.v1.exec_pb2 import (
     Heartbeat,
 )
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
-from exec_daemon.codecs import MalformedElement
-from exec_daemon.dispatch import (
+from exec_daemon.kernel.context import (
     CallContext,
     Dispatcher,
     ToolCallError,
@@ -31,7 +30,8 @@ from exec_daemon.dispatch import (
     result_class,
     tool_variant,
 )
-from exec_daemon.tracing import EXTRAS_KEY, incoming_trace_headers
+from exec_daemon.rpc.codecs import MalformedElement
+from exec_daemon.telemetry.tracing import EXTRAS_KEY, incoming_trace_headers
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from google.protobuf.message import Message
 from agent.v1.common_pb2 import HookFeedback
 from agent.v1.exec_pb2 import ExecError
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
-from exec_daemon.state import Daemon
-from exec_daemon.wire import fields
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.wire import fields
 
 log = logging.getLogger(__name__)
 

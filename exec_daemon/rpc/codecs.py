@@ -18,7 +18,7 @@ from google.protobuf.json_format import ParseError
 from google.protobuf.message import DecodeError, Message
 
 from agent.v1.exec_pb2 import ExecStreamElement
-from exec_daemon.wire import first_field
+from exec_daemon.kernel.wire import first_field
 
 log = logging.getLogger(__name__)
 

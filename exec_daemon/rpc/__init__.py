@@ -1,0 +1,1 @@
+"""The RPC layer: the Connect/gRPC front door, ExecStream, ControlService and the dispatcher."""

@@ -1,0 +1,1 @@
+"""Tracing of tool calls (OpenTelemetry)."""

@@ -1,0 +1,1 @@
+"""PTY terminals (pty.py) and the workspace's .cursor/environment.json (environment.py)."""
