@@ -15,13 +15,14 @@ from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
 from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.context import Dispatcher, Handler, Middleware
+from exec_daemon.kernel.context import Handler, Middleware
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.registry import HANDLERS
 from exec_daemon.rpc import hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
 from exec_daemon.rpc.control_service import ControlService
+from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
 from exec_daemon.rpc.reflection import reflection_apps

@@ -1,12 +1,12 @@
 """The protected paths as concrete mount targets, derived from the one list the file tools use.
 
-`tools.workspace.PROTECTED_PATH_RULES` (gitignore syntax) is the single definition. A rule naming
-a literal path (`/.vscode`, `**/.git/config`) protects that path; a rule with a glob below a
-literal prefix (`/.cursor/**/*.json`) protects the whole prefix directory, and the negated rules
-under it (`!/.cursor/rules/**`) are kept writable. Directories stand for everything beneath them,
-so the sandbox protects a superset of what the rules name (e.g. all of `.cursor/` except the
-writable subdirectories). Only the workspace root is covered: nested repositories'
-`.git/config` would need a scan of the whole tree per command.
+`exec_daemon.kernel.protected.PROTECTED_PATH_RULES` (gitignore syntax) is the single definition.
+A rule naming a literal path (`/.vscode`, `**/.git/config`) protects that path; a rule with a
+glob below a literal prefix (`/.cursor/**/*.json`) protects the whole prefix directory, and the
+negated rules under it (`!/.cursor/rules/**`) are kept writable. Directories stand for
+everything beneath them, so the sandbox protects a superset of what the rules name (e.g. all of
+`.cursor/` except the writable subdirectories). Only the workspace root is covered: nested
+repositories' `.git/config` would need a scan of the whole tree per command.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
-from tools.workspace import PROTECTED_PATH_RULES, ProtectedRule
+from exec_daemon.kernel.protected import PROTECTED_PATH_RULES, ProtectedRule
 
 # Literal targets that are files (a missing one gets an empty file as placeholder); every other
 # literal target is a directory.

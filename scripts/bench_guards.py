@@ -42,9 +42,10 @@ from exec_daemon.guards.redaction import (  # noqa: E402
     StreamRedactor,
 )
 from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
-from exec_daemon.kernel.context import CallContext, Dispatcher  # noqa: E402
+from exec_daemon.kernel.context import CallContext  # noqa: E402
 from exec_daemon.kernel.state import Daemon  # noqa: E402
 from exec_daemon.registry import HANDLERS  # noqa: E402
+from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
 from tests.daemon_process import running_daemon  # noqa: E402
 
 NOOP = ToolCall(read_todos_tool_call=ReadTodosToolCall())

@@ -27,9 +27,10 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall  # noqa: E402
 from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
 from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
-from exec_daemon.kernel.context import CallContext, Dispatcher  # noqa: E402
+from exec_daemon.kernel.context import CallContext  # noqa: E402
 from exec_daemon.kernel.state import Daemon  # noqa: E402
 from exec_daemon.registry import HANDLERS  # noqa: E402
+from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
 from tests.test_tracing import grpc_receiver  # noqa: E402
 

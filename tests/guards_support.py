@@ -24,8 +24,10 @@ from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.client import CallOutcome
 from exec_daemon.guards import guard_middlewares
 from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.context import CallContext, Dispatcher, Handler, ToolCallError
+from exec_daemon.kernel.context import CallContext, Handler
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.dispatch import Dispatcher
 
 PYTHON = sys.executable
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from agent.v1.agent_pb2 import ReflectArgs, ReflectResult, ReflectSuccess, ReflectToolCall
 from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
-from exec_daemon.kernel.context import CallContext, Handler, ToolCallError
+from exec_daemon.kernel.context import CallContext, Handler
+from exec_daemon.kernel.errors import ToolCallError
 
 VARIANT = "reflect_tool_call"
 

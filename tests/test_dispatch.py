@@ -11,16 +11,10 @@ from agent.v1.agent_pb2 import ReflectResult
 from agent.v1.todos_pb2 import ReadTodosToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.context import (
-    CallContext,
-    Dispatcher,
-    Invocation,
-    Next,
-    ToolCallError,
-    only_for,
-    result_case,
-)
+from exec_daemon.kernel.context import CallContext, Invocation, Next, only_for, result_case
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.dispatch import Dispatcher
 from tests.scripted_tool import ScriptedTool, script
 from tools import todos
 

@@ -16,7 +16,7 @@ import pytest
 from agent.v1.agent_pb2 import SetupVmEnvironmentArgs, SetupVmEnvironmentToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
-from exec_daemon.terminals.environment import (
+from exec_daemon.kernel.environment_file import (
     EnvironmentConfigError,
     TerminalConfig,
     load_environment,

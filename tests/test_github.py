@@ -1,6 +1,6 @@
-"""tools/github.py on the real daemon: RefreshGithubAccessToken reaches new processes and git's
-credentials; pr_management runs `gh` (a stand-in script here: GitHub itself cannot be reached)
-or answers `unavailable` naming what is missing."""
+"""On the real daemon: RefreshGithubAccessToken (exec_daemon/rpc/github_token.py) reaches new
+processes and git's credentials; pr_management (tools/github.py) runs `gh` (a stand-in script
+here: GitHub itself cannot be reached) or answers `unavailable` naming what is missing."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from exec_daemon.guards.redaction import (
     StreamRedactor,
     redact_message,
 )
-from exec_daemon.kernel.context import ToolCallError
+from exec_daemon.kernel.errors import ToolCallError
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
     PYTHON,

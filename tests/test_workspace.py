@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from exec_daemon.client import ExecDaemonClient
+from exec_daemon.kernel.protected import PROTECTED_PATH_RULES
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.workspace_support import (
     case,
@@ -19,12 +20,7 @@ from tests.workspace_support import (
     result_of,
     write_call,
 )
-from tools.workspace import (
-    PROTECTED_PATH_RULES,
-    display_path,
-    protected_reason,
-    resolve_path,
-)
+from tools.workspace import display_path, protected_reason, resolve_path
 
 WORKSPACE = Path("/work/space")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import TypeVar
 
 from agent.v1.agent_pb2 import (
     AskQuestionArgs,
@@ -34,16 +33,11 @@ from agent.v1.agent_pb2 import (
     TruncatedToolCallResult,
 )
 from agent.v1.common_pb2 import ToolError
+from exec_daemon.kernel.agents import MODES, AgentModes, mark_used
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.state import Daemon
 
-MODES = ("agent", "ask", "plan", "debug")
-DEFAULT_MODE = "agent"
 REFLECTIONS_PER_AGENT = 50
-# Conversations whose state is kept; the least recently used one is forgotten beyond this.
-MAX_AGENTS = 1000
-
-V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -56,40 +50,20 @@ class Reflection:
     next_steps: str
 
 
-def _mark_used(table: OrderedDict[str, V], agent_id: str) -> None:
-    """Makes `agent_id` the most recently used entry; forgets the oldest beyond MAX_AGENTS."""
-    table.move_to_end(agent_id)
-    while len(table) > MAX_AGENTS:
-        table.popitem(last=False)
-
-
 class AgentStates:
-    """Mode and reflections of every conversation (agent_id), in memory, bounded."""
+    """Reflections of every conversation (agent_id), in memory, bounded."""
 
     def __init__(self, daemon: Daemon) -> None:
-        self._modes: OrderedDict[str, str] = OrderedDict()
         self._reflections: OrderedDict[str, deque[Reflection]] = OrderedDict()
-
-    def mode(self, agent_id: str) -> str:
-        return self._modes.get(agent_id, DEFAULT_MODE)
-
-    def set_mode(self, agent_id: str, mode: str) -> None:
-        self._modes[agent_id] = mode
-        _mark_used(self._modes, agent_id)
 
     def add_reflection(self, agent_id: str, reflection: Reflection) -> int:
         kept = self._reflections.setdefault(agent_id, deque(maxlen=REFLECTIONS_PER_AGENT))
         kept.append(reflection)
-        _mark_used(self._reflections, agent_id)
+        mark_used(self._reflections, agent_id)
         return len(kept)
 
     def reflections(self, agent_id: str) -> list[Reflection]:
         return list(self._reflections.get(agent_id, ()))
-
-
-def current_mode(daemon: Daemon, agent_id: str) -> str:
-    """The mode an agent is in ("agent" until it switches)."""
-    return daemon.service(AgentStates).mode(agent_id)
 
 
 async def reflect(args: ReflectArgs, ctx: CallContext) -> ReflectResult:
@@ -127,9 +101,9 @@ async def switch_mode(args: SwitchModeArgs, ctx: CallContext) -> SwitchModeResul
                 message=f"unknown mode {shown!r}; valid modes: {', '.join(MODES)}",
             )
         )
-    states = ctx.daemon.service(AgentStates)
-    previous = states.mode(ctx.agent_id)
-    states.set_mode(ctx.agent_id, target)
+    modes = ctx.daemon.service(AgentModes)
+    previous = modes.mode(ctx.agent_id)
+    modes.set_mode(ctx.agent_id, target)
     return SwitchModeResult(success=SwitchModeSuccess(from_mode_id=previous, to_mode_id=target))
 
 

@@ -44,7 +44,7 @@ from agent.v1.files_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.rpc.changes import RpcFailure
+from exec_daemon.kernel.errors import RpcFailure
 from tools import notebooks
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import (

@@ -40,8 +40,9 @@ from agent.v1.files_pb2 import (
     SkippedLintPath,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.git_run import run_git
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.rpc.changes import RpcFailure, run_git
 from tools.workspace import CursorIgnore, display_path, resolve_path
 from tools.workspace_files import ListingFailure, list_files
 

@@ -40,8 +40,9 @@ from agent.v1.agent_pb2 import (
 from agent.v1.common_pb2 import ToolError
 from agent.v1.files_pb2 import ApplyAgentDiffArgs, EditArgs
 from exec_daemon.kernel.context import CallContext, Invocation, Middleware, Next, only_for
+from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.git_run import EMPTY_TREE, run_git
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.rpc.changes import EMPTY_TREE, RpcFailure, run_git
 from tools.workspace import WriteFailure, atomic_write, relative_to_workspace, resolve_path
 
 log = logging.getLogger(__name__)

@@ -56,7 +56,8 @@ from agent.v1.files_pb2 import (
     LsResult,
     LsSuccess,
 )
-from exec_daemon.kernel.context import CallContext, ToolCallError
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 

@@ -10,38 +10,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 
 from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
+from exec_daemon.kernel.agents import Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.state import Daemon
-
-
-@dataclass
-class Subagent:
-    agent_id: str
-    readonly: bool
-    subagent_type: int
-    parent_agent_id: str
-    description: str
-    started_ms: int
-
-
-class SubagentSessions:
-    """The subagents started on this daemon, by agent_id (in memory for the daemon's life)."""
-
-    def __init__(self, daemon: Daemon) -> None:
-        self._agents: dict[str, Subagent] = {}
-
-    def get(self, agent_id: str) -> Subagent | None:
-        return self._agents.get(agent_id)
-
-    def is_readonly(self, agent_id: str) -> bool:
-        agent = self._agents.get(agent_id)
-        return agent is not None and agent.readonly
-
-    def add(self, agent: Subagent) -> None:
-        self._agents[agent.agent_id] = agent
 
 
 def _error(code: str, message: str) -> TaskResult:

@@ -17,7 +17,7 @@ from agent.v1.agent_pb2 import (
 )
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.terminals.environment import EnvironmentConfigError, store_install_command
+from exec_daemon.kernel.environment_file import EnvironmentConfigError, store_install_command
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
 """Shared by the workspace tools: path resolution, `.cursorignore`, protected paths, atomic writes.
 
-Protected paths are the ones an agent must not change because changing them runs code or
-widens what the agent may do (git config and hooks, editor settings, Cursor's own config).
-`PROTECTED_PATH_RULES` and `protected_reason()` are the one definition: the file tools refuse
-writes there, and the sandbox (sandbox/protected.py) mounts the same paths read-only.
+Protected paths (the one table is exec_daemon/kernel/protected.py): `protected_reason()` is how
+the file tools apply it to a path, symlinks included; the sandbox (sandbox/protected.py) mounts
+the same paths read-only.
 """
 
 from __future__ import annotations
@@ -14,49 +13,14 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
+from exec_daemon.kernel.protected import protected_rule
 from exec_daemon.kernel.state import Daemon
 
 CURSORIGNORE = ".cursorignore"
-
-
-@dataclass(frozen=True)
-class ProtectedRule:
-    # gitignore syntax, relative to the workspace root ("!" lines re-allow what a rule refused).
-    pattern: str
-    reason: str
-
-
-PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
-    ProtectedRule(
-        "**/.git/config",
-        "git configuration can make git run arbitrary commands (core.fsmonitor, aliases, hooksPath)",
-    ),
-    ProtectedRule("**/.git/hooks", "git hooks run code on the user's next git command"),
-    ProtectedRule("/.vscode", "editor settings and tasks can run code in the user's editor"),
-    ProtectedRule("/.cursorignore", ".cursorignore decides which files the agent may see"),
-    ProtectedRule(
-        "/.cursor/**/*.json",
-        "Cursor configuration (MCP servers, hooks, permissions, environment) can run code",
-    ),
-    ProtectedRule(
-        "/.claude/**/*.json",
-        "Claude configuration (settings, hooks, MCP servers) can run code",
-    ),
-    # Rules, commands, skills and agents are the user's prompts, not configuration; worktrees
-    # are checkouts the agent works in.
-    ProtectedRule("!/.cursor/rules/**", ""),
-    ProtectedRule("!/.cursor/commands/**", ""),
-    ProtectedRule("!/.cursor/worktrees/**", ""),
-    ProtectedRule("!/.cursor/skills/**", ""),
-    ProtectedRule("!/.cursor/agents/**", ""),
-)
-
-_PROTECTED_SPEC = pathspec.GitIgnoreSpec.from_lines(rule.pattern for rule in PROTECTED_PATH_RULES)
 
 
 def resolve_path(workspace: Path | str, path: str) -> Path:
@@ -84,13 +48,6 @@ def display_path(workspace: Path | str, path: Path | str) -> str:
     return str(path) if relative is None or relative == "." else relative
 
 
-def _protected_rule(relative: str) -> ProtectedRule | None:
-    check = _PROTECTED_SPEC.check_file(relative)
-    if not check.include or check.index is None:
-        return None
-    return PROTECTED_PATH_RULES[check.index]
-
-
 def protected_reason(workspace: Path | str, path: Path | str) -> str | None:
     """Why `path` must not be written, created or deleted by the agent; None when it may be.
 
@@ -106,13 +63,13 @@ def protected_reason(workspace: Path | str, path: Path | str) -> str | None:
         if relative is None:
             # Outside the workspace only the "at any depth" rules (nested git repos) apply.
             relative = str(candidate).lstrip("/")
-            rule = _protected_rule(relative)
+            rule = protected_rule(relative)
             if rule is not None and not rule.pattern.startswith("**/"):
                 rule = None
         elif relative == ".":
             continue
         else:
-            rule = _protected_rule(relative)
+            rule = protected_rule(relative)
         if rule is not None:
             shown = display_path(base, candidate)
             return f"{shown} is a protected path: {rule.reason}"

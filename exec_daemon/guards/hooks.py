@@ -57,7 +57,8 @@ from agent.v1.common_pb2 import Rejected, RunMode
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.permissions import Judge
 from exec_daemon.guards.rejections import rejected_result
-from exec_daemon.kernel.context import Invocation, Middleware, Next, ToolCallError
+from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.processes import terminate_sessions
 from exec_daemon.kernel.state import Daemon
 

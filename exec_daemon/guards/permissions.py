@@ -42,10 +42,10 @@ from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import rejected_result
+from exec_daemon.kernel.agents import SubagentSessions
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.state import Daemon
 from sandbox.service import SandboxService
-from tools.tasks import SubagentSessions
 
 RUN_EVERYTHING, ALLOWLIST, AUTO_REVIEW = "run_everything", "allowlist", "auto_review"
 _RUN_MODE_NAMES = {

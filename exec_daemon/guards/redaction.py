@@ -31,7 +31,8 @@ from google.protobuf.message import Message
 
 from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
-from exec_daemon.kernel.context import Invocation, Middleware, Next, ToolCallError
+from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ from typing import Any
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected
-from exec_daemon.kernel.context import ToolCallError, result_class
+from exec_daemon.kernel.context import result_class
+from exec_daemon.kernel.errors import ToolCallError
 
 # Fields a tool's own rejected message (e.g. ShellRejected) may echo from the call's args.
 _ECHOED_ARGS = ("command", "working_directory", "path")

@@ -1,26 +1,22 @@
-"""Runs one ToolCall: finds its handler, wraps it in the cross-cutting middleware, builds the answer.
+"""What a tool call carries through the layers: its context, its middleware's types, its result's cases.
 
-Every tool call of every transport (ExecStream, ControlService.Exec) goes through
-`Dispatcher.run`, the one place where permissions, hooks, secret redaction and tracing wrap a call
-(as `Middleware`s, outermost first).
+Handlers (tools/) get a `CallContext`; middleware (exec_daemon/guards/, telemetry/) are
+`Middleware`s around the handler; the RPC layer's `Dispatcher` (exec_daemon/rpc/dispatch.py)
+builds the chain and runs it.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import HookFeedback
-from agent.v1.exec_pb2 import ExecError
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.kernel.wire import fields
-
-log = logging.getLogger(__name__)
 
 Emit = Callable[[ToolCallDelta], Awaitable[None]]
 
@@ -75,31 +71,6 @@ Next = Callable[[Invocation], Awaitable[Message]]
 Middleware = Callable[[Invocation, Next], Awaitable[Message]]
 
 
-class ToolCallError(Exception):
-    """The call cannot be run at all; it is answered with ExecError{code, message}."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def to_exec_error(self) -> ExecError:
-        return ExecError(code=self.code, message=self.message)
-
-
-def tool_variant(tool_call: ToolCall) -> str:
-    """The name of the ToolCall variant that is set, or a ToolCallError saying why none is."""
-    variant = tool_call.WhichOneof("tool")
-    if variant is not None:
-        return variant
-    numbers = [number for number, _type, _value in fields(tool_call.SerializeToString())]
-    if numbers:
-        raise ToolCallError(
-            "invalid_argument", f"unknown tool: ToolCall field {numbers[0]} is not a known variant"
-        )
-    raise ToolCallError("invalid_argument", "the ToolCall has no tool set")
-
-
 def result_case(result: Message, case: str, reason: str) -> Message:
     """Sets the oneof case `case` (e.g. "rejected", "aborted", "error") of a tool result.
 
@@ -132,74 +103,3 @@ def only_for(*tools: str) -> Callable[[Middleware], Middleware]:
         return middleware
 
     return mark
-
-
-class Dispatcher:
-    def __init__(
-        self,
-        daemon: Daemon,
-        handlers: Mapping[str, Handler],
-        middlewares: Sequence[Middleware] = (),
-    ) -> None:
-        self.daemon = daemon
-        self._handlers = handlers
-        self._middlewares = list(middlewares)
-        # One chain per tool, holding only the middleware that concerns it (built on first use).
-        self._chains: dict[str, Next] = {}
-
-    def _chain_for(self, tool: str) -> Next:
-        chain = self._chains.get(tool)
-        if chain is None:
-            concerned = [
-                middleware
-                for middleware in self._middlewares
-                if tool in getattr(middleware, "applies_to", (tool,))
-            ]
-            chain = self._chains[tool] = self._build_chain(concerned)
-        return chain
-
-    def _build_chain(self, middlewares: list[Middleware]) -> Next:
-        async def call_handler(inv: Invocation) -> Message:
-            handler = self._handlers.get(inv.tool)
-            if handler is None:
-                raise ToolCallError(
-                    "unimplemented", f"{inv.tool} is not implemented by this daemon"
-                )
-            return await handler(inv.args, inv.ctx)
-
-        chain: Next = call_handler
-        for middleware in reversed(middlewares):
-            chain = _bind(middleware, chain)
-        return chain
-
-    async def run(self, tool_call: ToolCall, ctx: CallContext) -> ToolCall:
-        """Runs the call and returns the ToolCall with `result` set.
-
-        Raises ToolCallError when the call cannot be run; any other exception is a handler bug
-        and is logged here with its traceback and answered as `internal` (the text never leaves
-        the daemon).
-        """
-        tool = tool_variant(tool_call)
-        variant = getattr(tool_call, tool)
-        ctx = replace(ctx, tool=tool, report=CallReport())
-        try:
-            result = await self._chain_for(tool)(Invocation(tool=tool, args=variant.args, ctx=ctx))
-        except ToolCallError:
-            raise
-        except Exception as exc:
-            log.exception("tool call %s (id %d) crashed", tool, ctx.call_id)
-            raise ToolCallError("internal", f"{tool} failed with an internal error") from exc
-        answer = ToolCall()
-        answered = getattr(answer, tool)
-        answered.args.CopyFrom(ctx.report.args_run or variant.args)
-        answered.result.CopyFrom(result)
-        if ctx.report.feedback.ByteSize():
-            answer.hook_feedback.CopyFrom(ctx.report.feedback)
-        return answer
-
-
-def _bind(middleware: Middleware, call_next: Next) -> Next:
-    async def bound(inv: Invocation) -> Message:
-        return await middleware(inv, call_next)
-
-    return bound

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exec_daemon.kernel.errors import RpcFailure
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.rpc.changes import RpcFailure
 
 if TYPE_CHECKING:
     import httpx

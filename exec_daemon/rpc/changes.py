@@ -15,81 +15,17 @@ Outside a git repository the hash covers every file ripgrep lists (gitignore rul
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.git_run import EMPTY_TREE, git_env, run_git
 from exec_daemon.kernel.state import Daemon
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 CONTENT_HASH_BYTES = 1024 * 1024
-GIT_TIMEOUT_SECONDS = 60.0
-
-
-class RpcFailure(Exception):
-    """A file RPC that cannot answer; `code` is the name of a Connect code, lower case."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass
-class GitRun:
-    returncode: int
-    stdout: bytes
-    stderr: str
-
-
-def _git_env(daemon: Daemon, **extra: str) -> dict[str, str]:
-    env = daemon.env.snapshot()
-    env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra})
-    return env
-
-
-async def run_git(
-    daemon: Daemon, *args: str, env: dict[str, str] | None = None, max_output: int | None = None
-) -> GitRun:
-    """Runs git in the workspace. Output beyond `max_output` bytes is a RESOURCE_EXHAUSTED."""
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=daemon.workspace,
-        env=env or _git_env(daemon),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    stderr_task = asyncio.create_task(process.stderr.read())
-    try:
-        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := await process.stdout.read(1 << 20):
-                size += len(chunk)
-                if max_output is not None and size > max_output:
-                    raise RpcFailure(
-                        "resource_exhausted",
-                        f"the output is larger than {max_output} bytes (the message size limit)",
-                    )
-                chunks.append(chunk)
-            stderr = await stderr_task
-            returncode = await process.wait()
-    except TimeoutError:
-        raise RpcFailure("deadline_exceeded", f"git {args[0]} took too long") from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-        stderr_task.cancel()
-    return GitRun(returncode, b"".join(chunks), stderr.decode("utf-8", "replace").strip())
 
 
 async def _git_dir_index(daemon: Daemon) -> Path | None:
@@ -122,7 +58,7 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
         temp_index = Path(scratch) / "index"
         if index.exists():
             await asyncio.to_thread(shutil.copyfile, index, temp_index)
-        env = _git_env(daemon, GIT_INDEX_FILE=str(temp_index))
+        env = git_env(daemon, GIT_INDEX_FILE=str(temp_index))
         added = await run_git(daemon, "add", "--intent-to-add", "--all", "--", ".", env=env)
         if added.returncode != 0:
             raise RpcFailure("internal", f"git add --intent-to-add failed: {added.stderr[:500]}")

@@ -48,11 +48,11 @@ from agent.v1.control_pb2 import (
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
-from exec_daemon.kernel.context import Dispatcher
-from exec_daemon.rpc import artifacts, changes, remote_server
-from exec_daemon.rpc.changes import RpcFailure
+from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.rpc import artifacts, changes, github_token, remote_server
+from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
-from tools import files, github, mcp
+from tools import files, mcp
 
 
 def _connect_error(failure: RpcFailure) -> ConnectError:
@@ -204,7 +204,7 @@ class ControlService(ControlServiceBase):
             raise _connect_error(failure) from None
         return GetWorkspaceChangesHashResponse(hash=digest)
 
-    # --- GitHub, artifacts, Cursor's remote server (logic in tools/github.py, artifacts.py,
+    # --- GitHub, artifacts, Cursor's remote server (logic in github_token.py, artifacts.py,
     # remote_server.py) ---
 
     async def refresh_github_access_token(
@@ -213,8 +213,8 @@ class ControlService(ControlServiceBase):
         ctx: RequestContext[RefreshGithubAccessTokenRequest, RefreshGithubAccessTokenResponse],
     ) -> RefreshGithubAccessTokenResponse:
         try:
-            github.store_token(self._daemon, request.access_token)
-        except github.TokenRejected as exc:
+            github_token.store_token(self._daemon, request.access_token)
+        except github_token.TokenRejected as exc:
             raise ConnectError(Code.INVALID_ARGUMENT, str(exc)) from None
         return RefreshGithubAccessTokenResponse(updated=True)
 

@@ -22,15 +22,10 @@ from agent.v1.exec_pb2 import (
     Heartbeat,
 )
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
-from exec_daemon.kernel.context import (
-    CallContext,
-    Dispatcher,
-    ToolCallError,
-    result_case,
-    result_class,
-    tool_variant,
-)
+from exec_daemon.kernel.context import CallContext, result_case, result_class
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.rpc.codecs import MalformedElement
+from exec_daemon.rpc.dispatch import Dispatcher, tool_variant
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, incoming_trace_headers
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ import urllib.parse
 from pathlib import Path
 from typing import NoReturn
 
+from exec_daemon.kernel.errors import RpcFailure
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.rpc.changes import RpcFailure
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,8 @@ from google.protobuf.message import Message
 
 from exec_daemon import __version__
 from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.context import Invocation, Middleware, Next, ToolCallError
+from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
