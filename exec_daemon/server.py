@@ -16,6 +16,7 @@ from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Handler, Middleware
+from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.registry import HANDLERS
 from exec_daemon.rpc import hypercorn_fixes, pty_server
@@ -44,10 +45,18 @@ GRACEFUL_SECONDS = 1.0
 STOP_SECONDS = 3.0
 
 
+def new_daemon(config: DaemonConfig) -> Daemon:
+    """The daemon's state, with every kernel protocol wired to its implementation."""
+    daemon = Daemon(config)
+    daemon.provide(Sandboxing, lambda daemon: daemon.service(SandboxService))
+    return daemon
+
+
 def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
-    Tracing (only when on: exec_daemon/telemetry/tracing.py) goes first, so a span covers the guards too;
+    Tracing (only when on: exec_daemon/telemetry/tracing.py) goes first, so a span covers the
+    guards too;
     then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py);
     innermost, the record of the agent's edits (for ai_attribution: tools/reports.py), which
     must see the args a call really ran with and its raw result.
@@ -101,7 +110,7 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
 async def serve(config: DaemonConfig) -> None:
     """Runs until SIGTERM or SIGINT, then stops accepting, cancels calls and ends their processes."""
     hypercorn_fixes.install()
-    daemon = Daemon(config)
+    daemon = new_daemon(config)
     app = build_app(daemon)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -10,8 +10,10 @@ Use from a spawn path:
         await run.started()      # raises SandboxRejected if the set-up failed
     # A run cleans up after itself when its sandbox ends; run.aclose() on error paths.
 
-`SandboxConfinement` wraps the same for `exec_daemon.processes` (its `Confinement` seam:
-`key`, `wrap(spec)`, then `started(wrapped_spec)` once the process exists).
+`SandboxService.decide` is the one sandbox decision of a shell call (the `Sandboxing` protocol of
+exec_daemon/kernel/sandboxing.py); the `SandboxConfinement` it answers with wraps the above for
+exec_daemon/kernel/processes.py's spawn path (its `Confinement` seam: `key`, `wrap(spec)`, then
+`started(wrapped_spec)` once the process exists).
 
 The helper's pid is the one to signal: SIGTERM/SIGHUP are forwarded into the sandbox, SIGKILL of
 the helper (or of its process group) ends every process the command started.
@@ -26,12 +28,13 @@ import itertools
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
+from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
 from exec_daemon.kernel.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.placeholders import PlaceholderKeeper
@@ -45,9 +48,6 @@ from sandbox.policy import (
 )
 from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
 from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
-
-if TYPE_CHECKING:
-    from exec_daemon.kernel.processes import SpawnSpec
 
 log = logging.getLogger(__name__)
 
@@ -182,12 +182,42 @@ class SandboxService:
             if option in ("--ro-dir", "--ro-file"):
                 self.placeholders.hold(value, directory=option == "--ro-dir")
 
-    def confinement_for(self, requested: SandboxPolicy | None) -> SandboxConfinement | None:
-        """The processes.Confinement for a call's requested policy; None when it runs
-        unconfined. Raises SandboxRejected (e.g. the kernel lacks what the policy needs)."""
-        policy = self.resolve(requested)
+    async def decide(
+        self, requested: SandboxPolicy | None, demand: SandboxDemand = AS_REQUESTED
+    ) -> SandboxDecision:
+        """The one sandbox decision of a shell call (exec_daemon/kernel/sandboxing.py)."""
+        support = await self.start() if self.enabled else None
+        available = support is not None and not support.missing()
+        asked = requested
+        if demand.read_only and available:
+            asked = _with_type(asked, SandboxPolicy.TYPE_WORKSPACE_READONLY)
+        if demand.confined:
+            if asked is not None and asked.type == SandboxPolicy.TYPE_INSECURE_NONE:
+                return SandboxDecision(
+                    refusal="the command asks for full access", needs_review=True
+                )
+            if not available:
+                return SandboxDecision(refusal="the sandbox is not available", needs_review=True)
+            if asked is None or asked.type == SandboxPolicy.TYPE_UNSPECIFIED:
+                asked = _with_type(asked, SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+        imposed = asked if asked is not requested else None
+        try:
+            policy = self.resolve(asked)
+            confinement = self._confinement(policy)
+        except SandboxRejected as rejected:
+            return SandboxDecision(imposed=imposed, refusal=rejected.reason)
+        reported = policy.sandboxed or asked is not None
+        return SandboxDecision(
+            confinement=confinement,
+            effective_policy=policy.to_proto() if reported else None,
+            imposed=imposed,
+        )
+
+    def _confinement(self, policy: EffectivePolicy) -> Confinement:
+        """How a call under `policy` is confined. Raises SandboxRejected (e.g. the kernel lacks
+        what the policy needs)."""
         if not policy.sandboxed:
-            return None
+            return UNCONFINED
         missing = self.support_now().missing()
         if missing:
             raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
@@ -210,7 +240,7 @@ class SandboxService:
 
 
 class SandboxConfinement:
-    """`exec_daemon.processes.Confinement` for one effective policy.
+    """`exec_daemon.kernel.processes.Confinement` for one effective policy.
 
     `wrap` prepares a run per process it wraps (so one instance may start several, e.g. a
     long-lived shell that is restarted); `started(wrapped)` must follow once the process exists
@@ -226,10 +256,6 @@ class SandboxConfinement:
         self.key = "sandbox-" + hashlib.sha256(identity).hexdigest()[:16]
         self._runs: dict[int, SandboxRun] = {}
 
-    @property
-    def effective_policy(self) -> SandboxPolicy:
-        return self.policy.to_proto()
-
     def wrap(self, spec: SpawnSpec) -> SpawnSpec:
         try:
             run = self.service.prepare(
@@ -237,7 +263,7 @@ class SandboxConfinement:
                 spec.cwd,
                 env=spec.env,
                 keep_fds=spec.pass_fds,
-                own=getattr(spec, "writable", ()),
+                own=spec.writable,
             )
         except SandboxSetupFailed:
             raise
@@ -269,13 +295,13 @@ class SandboxConfinement:
         if run is not None:
             await run.aclose()
 
-    def command_processes(self, helper_pid: int, since_ticks: int) -> Callable[[Any], bool]:
-        """Selects (for exec_daemon.processes' signalling) the processes in the sandbox that
+    def command_processes(self, helper_pid: int, since_ticks: int) -> Selector:
+        """Selects (for exec_daemon.kernel.processes' signalling) the processes in the sandbox that
         `helper_pid` runs which started at `since_ticks` or later: also those that left the
         helper's session with setsid, which a session-based selection misses."""
         namespace = _child_pid_namespace(helper_pid)
 
-        def select(info: Any) -> bool:
+        def select(info: ProcInfo) -> bool:
             return (
                 namespace is not None
                 and info.alive
@@ -428,3 +454,12 @@ class SandboxRun:
             await self._proxy.aclose()
         self._control.close()
         self.service._forget(self)
+
+
+def _with_type(requested: SandboxPolicy | None, policy_type: int) -> SandboxPolicy:
+    """`requested` (or an empty policy) with its type replaced."""
+    policy = SandboxPolicy()
+    if requested is not None:
+        policy.CopyFrom(requested)
+    policy.type = policy_type  # type: ignore[assignment]
+    return policy

@@ -43,9 +43,9 @@ from exec_daemon.guards.redaction import (  # noqa: E402
 )
 from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
 from exec_daemon.kernel.context import CallContext  # noqa: E402
-from exec_daemon.kernel.state import Daemon  # noqa: E402
 from exec_daemon.registry import HANDLERS  # noqa: E402
 from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
+from exec_daemon.server import new_daemon  # noqa: E402
 from tests.daemon_process import running_daemon  # noqa: E402
 
 NOOP = ToolCall(read_todos_tool_call=ReadTodosToolCall())
@@ -123,7 +123,7 @@ async def time_calls(run: Callable[[], Awaitable[Any]], calls: int) -> float:
 
 
 def dispatcher(workspace: Path, guards: bool, **config: Any) -> tuple[Dispatcher, CallContext]:
-    daemon = Daemon(DaemonConfig(auth_token="t", workspace=workspace, **config))
+    daemon = new_daemon(DaemonConfig(auth_token="t", workspace=workspace, **config))
     secrets = make_secrets(random.Random(2))
     names = [f"BENCH_SECRET_{i}" for i in range(len(secrets))]
     daemon.env.update(

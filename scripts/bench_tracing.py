@@ -28,9 +28,9 @@ from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall  # noqa: E402
 from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
 from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
 from exec_daemon.kernel.context import CallContext  # noqa: E402
-from exec_daemon.kernel.state import Daemon  # noqa: E402
 from exec_daemon.registry import HANDLERS  # noqa: E402
 from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
+from exec_daemon.server import new_daemon  # noqa: E402
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
 from tests.test_tracing import grpc_receiver  # noqa: E402
 
@@ -48,8 +48,8 @@ async def per_call_us(dispatcher: Dispatcher, ctx: CallContext, calls: int) -> f
 async def measure(calls: int, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder, grpc_receiver() as (port, received):
         workspace = Path(folder)
-        ghost = Daemon(DaemonConfig(auth_token="t", workspace=workspace))
-        traced = Daemon(
+        ghost = new_daemon(DaemonConfig(auth_token="t", workspace=workspace))
+        traced = new_daemon(
             DaemonConfig(
                 auth_token="t",
                 workspace=workspace,

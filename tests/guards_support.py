@@ -28,6 +28,7 @@ from exec_daemon.kernel.context import CallContext, Handler
 from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
+from exec_daemon.server import new_daemon
 
 PYTHON = sys.executable
 
@@ -136,7 +137,7 @@ class GuardedDispatcher:
         env: Mapping[str, str] | None = None,
         **config: Any,
     ) -> GuardedDispatcher:
-        daemon = Daemon(DaemonConfig(auth_token="t", workspace=workspace, **config))
+        daemon = new_daemon(DaemonConfig(auth_token="t", workspace=workspace, **config))
         if env:
             daemon.env.update(dict(env))
         return cls(daemon, Dispatcher(daemon, handlers, guard_middlewares(daemon)))

@@ -23,7 +23,7 @@ from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Handler
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc import hypercorn_fixes
-from exec_daemon.server import build_app, hypercorn_config
+from exec_daemon.server import build_app, hypercorn_config, new_daemon
 from tests.daemon_process import free_port
 
 
@@ -50,7 +50,7 @@ async def serve_in_process(
     with tempfile.TemporaryDirectory() as workspace:
         config = DaemonConfig(auth_token=token, workspace=Path(workspace), host="127.0.0.1")
         config = replace(config, port=free_port(), **overrides)
-        daemon = Daemon(config)
+        daemon = new_daemon(config)
         stop = asyncio.Event()
         server = asyncio.create_task(
             hypercorn_serve(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import signal
 import socket
@@ -22,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.kernel.processes import UNCONFINED, SpawnSpec
+from exec_daemon.kernel.sandboxing import SandboxDemand
 from sandbox.policy import SandboxRejected
 from sandbox.probe import SIMULATE_MISSING_ENV, KernelSupport
 from tests.sandbox_harness import (
@@ -617,38 +618,58 @@ async def test_git_worktree_protects_the_main_repository(identity: Identity) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# The processes.Confinement seam
+# The one sandbox decision and the processes.Confinement seam
 
 
-@dataclasses.dataclass(frozen=True)
-class _Spec:
-    """The fields of exec_daemon.processes.SpawnSpec that a confinement rewrites."""
+async def test_decision_confines_per_policy_and_reports_the_effective_one(
+    harness: SandboxHarness,
+) -> None:
+    service = harness.service
+    unconfined = await service.decide(SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE))
+    assert unconfined.confinement is UNCONFINED and not unconfined.refusal
+    assert unconfined.effective_policy is not None
+    assert unconfined.effective_policy.type == SandboxPolicy.TYPE_INSECURE_NONE
+    decision = await service.decide(RW)
+    same = await service.decide(SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE))
+    other = await service.decide(SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READONLY))
+    confinement = decision.confinement
+    assert confinement.key == same.confinement.key != other.confinement.key and confinement.key
+    assert decision.effective_policy is not None
+    assert decision.effective_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
+    assert decision.imposed is None
 
-    argv: tuple[str, ...]
-    cwd: str
-    env: dict[str, str]
-    pass_fds: tuple[int, ...] = ()
+
+async def test_decision_imposes_what_the_guards_demand(harness: SandboxHarness) -> None:
+    service = harness.service
+    read_only = await service.decide(RW, SandboxDemand(read_only=True))
+    assert read_only.imposed is not None
+    assert read_only.imposed.type == SandboxPolicy.TYPE_WORKSPACE_READONLY
+    assert read_only.effective_policy is not None
+    assert read_only.effective_policy.type == SandboxPolicy.TYPE_WORKSPACE_READONLY
+    confined = await service.decide(None, SandboxDemand(confined=True))
+    assert confined.imposed is not None and not confined.refusal
+    assert confined.imposed.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
+    assert confined.confinement.key.startswith("sandbox-")
+    full_access = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
+    refused = await service.decide(full_access, SandboxDemand(confined=True))
+    assert refused.needs_review and refused.refusal and refused.confinement is UNCONFINED
+    # A read-only agent's call that asks for full access still runs confined read-only.
+    both = await service.decide(full_access, SandboxDemand(read_only=True, confined=True))
+    assert not both.refusal and both.effective_policy is not None
+    assert both.effective_policy.type == SandboxPolicy.TYPE_WORKSPACE_READONLY
 
 
 async def test_confinement_seam_wraps_and_reports_set_up(harness: SandboxHarness) -> None:
-    service = harness.service
-    assert service.confinement_for(SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)) is None
-    confinement = service.confinement_for(RW)
-    assert confinement is not None
-    same = service.confinement_for(SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE))
-    other = service.confinement_for(SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READONLY))
-    assert same is not None and other is not None
-    assert confinement.key == same.key != other.key and confinement.key
-    assert confinement.effective_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
+    confinement = (await harness.service.decide(RW)).confinement
 
     read_fd, write_fd = os.pipe()
-    spec = _Spec(
-        ("bash", "-c", f"echo $CURSOR_SANDBOX >&{write_fd}"),
-        str(harness.workspace),
-        dict(harness.env),
-        (write_fd,),
+    spec = SpawnSpec(
+        argv=("bash", "-c", f"echo $CURSOR_SANDBOX >&{write_fd}"),
+        cwd=str(harness.workspace),
+        env=dict(harness.env),
+        pass_fds=(write_fd,),
     )
-    wrapped = confinement.wrap(spec)  # type: ignore[arg-type]
+    wrapped = confinement.wrap(spec)
     assert wrapped.argv[-4:] == ("--", "bash", "-c", f"echo $CURSOR_SANDBOX >&{write_fd}")
     assert wrapped.pass_fds[0] == write_fd and len(wrapped.pass_fds) == 2
     process = await asyncio.create_subprocess_exec(
@@ -658,20 +679,20 @@ async def test_confinement_seam_wraps_and_reports_set_up(harness: SandboxHarness
         cwd=spec.cwd,
     )
     os.close(write_fd)
-    await confinement.started(wrapped)  # type: ignore[arg-type]
+    await confinement.started(wrapped)
     assert await process.wait() == 0
     assert os.read(read_fd, 100) == b"native\n"  # the kept descriptor reached the command
     os.close(read_fd)
 
-    failing = confinement.wrap(_Spec(("true",), "/nonexistent-dir", dict(harness.env)))  # type: ignore[arg-type]
+    failing = confinement.wrap(SpawnSpec(("true",), "/nonexistent-dir", dict(harness.env)))
     process = await asyncio.create_subprocess_exec(
         *harness.identity.wrap(failing.argv), env=failing.env, pass_fds=failing.pass_fds
     )
     with pytest.raises(SandboxRejected, match="chdir /nonexistent-dir"):
-        await confinement.started(failing)  # type: ignore[arg-type]
+        await confinement.started(failing)
     await process.wait()
-    abandoned = confinement.wrap(spec)  # type: ignore[arg-type]
-    await confinement.abandon(abandoned)  # type: ignore[arg-type]
+    abandoned = confinement.wrap(spec)
+    await confinement.abandon(abandoned)
 
 
 async def test_command_processes_finds_setsid_escapees_for_the_daemon(
@@ -680,8 +701,7 @@ async def test_command_processes_finds_setsid_escapees_for_the_daemon(
     from exec_daemon.kernel.processes import all_processes, boot_ticks_now, signal_selected
 
     marker = f"{5000 + os.getpid() % 1000}.{time.monotonic_ns() % 1000}"
-    confinement = harness.service.confinement_for(RW)
-    assert confinement is not None
+    confinement = (await harness.service.decide(RW)).confinement
     process, _ = await harness.spawn(
         f"echo ready; read go; setsid sleep {marker} & sleep {marker}", stdin_pipe=True
     )
@@ -694,6 +714,7 @@ async def test_command_processes_finds_setsid_escapees_for_the_daemon(
     while len(processes_with_argument(marker)) < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     select = confinement.command_processes(process.pid, since)
+    assert select is not None
     selected = {info.pid for info in all_processes() if select(info)}
     assert set(processes_with_argument(marker)) <= selected
     assert process.pid not in selected  # the helper, PID 1 and the shell started before

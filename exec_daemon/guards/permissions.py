@@ -8,10 +8,14 @@ calls — the tools that reach outside the workspace tools' own checks:
   Deterministic: nothing is sandboxed or reviewed automatically.
 - auto_review: allowlisted calls run; other shell commands run confined to the workspace when
   the sandbox is available (--sandbox-enabled and the kernel probe passed; their
-  `requested_sandbox_policy` is set to WORKSPACE_READWRITE unless they asked for a confined
+  `requested_sandbox_policy` becomes WORKSPACE_READWRITE unless they asked for a confined
   one); the rest (MCP, fetch, shell asking for full access) answer `rejected` with needs_review
   for the orchestrator's classifier. `autoRun.allow_instructions`/`block_instructions` travel in
   every such rejection.
+
+For every shell call the guard takes the one sandbox decision (exec_daemon/kernel/sandboxing.py)
+with what it demands (read-only, confined) and hands it to the shell in `CallContext.sandbox`;
+the answer's args show the policy the decision imposed.
 
 permissions.json is read from `~/.cursor/` and `<workspace>/.cursor/` (JSON with comments) and
 the two are merged (lists concatenated):
@@ -38,14 +42,14 @@ from urllib.parse import urlsplit
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected, RunMode
-from agent.v1.shell_pb2 import SandboxPolicy
+from agent.v1.shell_pb2 import ShellArgs
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import rejected_result
 from exec_daemon.kernel.agents import SubagentSessions
 from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.sandboxing import SandboxDemand, Sandboxing
 from exec_daemon.kernel.state import Daemon
-from sandbox.service import SandboxService
 
 RUN_EVERYTHING, ALLOWLIST, AUTO_REVIEW = "run_everything", "allowlist", "auto_review"
 _RUN_MODE_NAMES = {
@@ -74,7 +78,6 @@ READ_ONLY_FORBIDDEN = frozenset(
     }
 )
 _SAFE_HTTP_METHODS = frozenset({"", "GET", "HEAD", "OPTIONS"})
-_UNCONFINED = (SandboxPolicy.TYPE_UNSPECIFIED, SandboxPolicy.TYPE_INSECURE_NONE)
 
 
 @dataclass(frozen=True)
@@ -129,17 +132,6 @@ class PermissionFiles:
         return self._config.get()
 
 
-async def sandbox_available(daemon: Daemon) -> bool:
-    """Shell commands can run confined: --sandbox-enabled, the feature is built (see
-    exec_daemon.cli) and the kernel has what the sandbox needs (probed once)."""
-    from exec_daemon.cli import NOT_BUILT_YET
-
-    if not daemon.config.sandbox_enabled or "sandbox_enabled" in NOT_BUILT_YET:
-        return False
-    support = await daemon.service(SandboxService).start()
-    return not support.missing()
-
-
 def effective_run_mode(inv: Invocation) -> str:
     return _RUN_MODE_NAMES.get(inv.ctx.run_mode, inv.ctx.daemon.config.run_mode)  # type: ignore[call-overload]
 
@@ -156,12 +148,20 @@ def fetch_allowlisted(args: Message, allowlist: tuple[str, ...]) -> bool:
     return bool(host) and any(fnmatch.fnmatchcase(host, entry.lower()) for entry in allowlist)
 
 
-def _with_sandbox(inv: Invocation, policy_type: int) -> Invocation:
-    args = type(inv.args)()
-    args.CopyFrom(inv.args)
-    args.requested_sandbox_policy.type = policy_type  # type: ignore[attr-defined]
-    inv.ctx.report.args_run = args
-    return replace(inv, args=args)
+async def _with_sandbox_decision(
+    sandboxing: Sandboxing, inv: Invocation, demand: SandboxDemand
+) -> Invocation:
+    """The shell call carrying its sandbox decision (and, in its args, the policy it imposed)."""
+    args = inv.args
+    assert isinstance(args, ShellArgs)
+    asked = args.requested_sandbox_policy if args.HasField("requested_sandbox_policy") else None
+    decision = await sandboxing.decide(asked, demand)
+    if decision.imposed is not None:
+        args = ShellArgs()
+        args.CopyFrom(inv.args)
+        args.requested_sandbox_policy.CopyFrom(decision.imposed)
+        inv.ctx.report.args_run = args
+    return replace(inv, args=args, ctx=replace(inv.ctx, sandbox=decision))
 
 
 @dataclass(frozen=True)
@@ -179,33 +179,33 @@ class Judge:
         self._daemon = daemon
         self._files = daemon.service(PermissionFiles)
         self._subagents = daemon.service(SubagentSessions)
+        self._sandboxing = daemon.service(Sandboxing)
 
     async def __call__(self, inv: Invocation) -> Verdict:
-        if inv.ctx.agent_id and self._subagents.is_readonly(inv.ctx.agent_id):
-            verdict = await self._read_only_agent(inv)
-            if verdict.refusal is not None:
-                return verdict
-            inv = verdict.invocation
+        read_only = bool(inv.ctx.agent_id) and self._subagents.is_readonly(inv.ctx.agent_id)
+        if read_only:
+            refusal = _read_only_refusal(inv)
+            if refusal is not None:
+                reason = f"read-only agent {inv.ctx.agent_id}: {refusal}"
+                return Verdict(inv, Rejected(reason=reason, source="readonly_agent"))
         mode = effective_run_mode(inv)
-        if mode == RUN_EVERYTHING or (inv.tool not in (SHELL, MCP) and inv.tool not in FETCH_TOOLS):
+        why_not: str | None = None
+        rules = PermissionRules()
+        if mode != RUN_EVERYTHING and (inv.tool in (SHELL, MCP) or inv.tool in FETCH_TOOLS):
+            rules = self._files.rules()
+            why_not = self._why_not_allowlisted(inv, rules)
+        if why_not is not None and not (mode == AUTO_REVIEW and inv.tool == SHELL):
+            return Verdict(inv, self._needs_someone(inv, mode, why_not, rules))
+        if inv.tool != SHELL:
             return Verdict(inv)
-        rules = self._files.rules()
-        why_not = self._why_not_allowlisted(inv, rules)
-        if why_not is None:
-            return Verdict(inv)
-        if mode == AUTO_REVIEW and inv.tool == SHELL and await self._sandboxable(inv):
-            policy = inv.args.requested_sandbox_policy.type  # type: ignore[attr-defined]
-            if policy in _UNCONFINED:
-                return Verdict(_with_sandbox(inv, SandboxPolicy.TYPE_WORKSPACE_READWRITE))
-            return Verdict(inv)
-        return Verdict(inv, self._needs_someone(inv, mode, why_not, rules))
-
-    async def _sandboxable(self, inv: Invocation) -> bool:
-        asked = inv.args.requested_sandbox_policy.type  # type: ignore[attr-defined]
-        explicit_full_access = inv.args.HasField("requested_sandbox_policy") and (  # type: ignore[attr-defined]
-            asked == SandboxPolicy.TYPE_INSECURE_NONE
-        )
-        return not explicit_full_access and await sandbox_available(self._daemon)
+        # Not allowlisted in auto_review: confined, or reviewed.
+        demand = SandboxDemand(read_only=read_only, confined=why_not is not None)
+        inv = await _with_sandbox_decision(self._sandboxing, inv, demand)
+        assert inv.ctx.sandbox is not None
+        if inv.ctx.sandbox.needs_review:
+            assert why_not is not None
+            return Verdict(inv, self._needs_someone(inv, mode, why_not, rules))
+        return Verdict(inv)
 
     def _why_not_allowlisted(self, inv: Invocation, rules: PermissionRules) -> str | None:
         if inv.tool == SHELL:
@@ -232,19 +232,6 @@ class Judge:
             block_instructions=rules.block_instructions,
             source="permissions",
         )
-
-    async def _read_only_agent(self, inv: Invocation) -> Verdict:
-        refusal = _read_only_refusal(inv)
-        if refusal is not None:
-            return Verdict(
-                inv,
-                Rejected(
-                    reason=f"read-only agent {inv.ctx.agent_id}: {refusal}", source="readonly_agent"
-                ),
-            )
-        if inv.tool == SHELL and await sandbox_available(self._daemon):
-            return Verdict(_with_sandbox(inv, SandboxPolicy.TYPE_WORKSPACE_READONLY))
-        return Verdict(inv)
 
 
 def _read_only_refusal(inv: Invocation) -> str | None:

@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 from agent.v1.common_pb2 import HookFeedback
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.sandboxing import SandboxDecision
 from exec_daemon.kernel.state import Daemon
 
 Emit = Callable[[ToolCallDelta], Awaitable[None]]
@@ -46,8 +47,10 @@ class CallContext:
     tool: str = ""
     # Sends a ToolCallDelta for this call (after the middleware, e.g. redaction, saw it).
     emit: Emit = _discard
-    # Free-form values middleware hands to handlers (e.g. the effective run mode).
+    # Free-form values the RPC layer hands to middleware (e.g. the request's trace headers).
     extras: Mapping[str, Any] = field(default_factory=dict)
+    # A shell call's sandbox decision, when the permissions guard took it (kernel/sandboxing.py).
+    sandbox: SandboxDecision | None = None
     # agent.v1.RunMode asked for by this call; 0 = the daemon's --run-mode.
     run_mode: int = 0
     # Filled by the middleware while the call runs (one per call, made by Dispatcher.run).

@@ -5,13 +5,12 @@ Every process the daemon starts goes through `spawn()`:
   terminal, so a program that prompts on /dev/tty fails at once instead of waiting forever;
 - its environment is the daemon's current one (`daemon.env.snapshot()`) unless the caller
   passes another;
-- `Confinement` is the seam where the sandbox (issue #6) plugs in: `confinement_for(daemon,
-  policy)` resolves a `SandboxPolicy` to a `Confinement` (sandbox.SandboxService decides; it
-  raises sandbox.SandboxRejected when the call must not run), whose `wrap(spec)` rewrites the
-  argv (the confinement helper in front), the environment and the fds of the `SpawnSpec`
-  before it is started, and whose `started(wrapped)` returns once the process runs confined
-  (raising SandboxRejected, the process ended, if it could not be). Long-lived shells are
-  keyed by `Confinement.key`, so calls under different policies never share a shell.
+- `Confinement` is the seam where the sandbox plugs in: a call's `Confinement` comes from the one
+  sandbox decision (exec_daemon/kernel/sandboxing.py; sandbox/service.py implements it). Its
+  `wrap(spec)` rewrites the argv (the confinement helper in front), the environment and the
+  fds of the `SpawnSpec` before it is started, and its `started(wrapped)` returns once the
+  process runs confined (raising, the process ended, if it could not be). Long-lived shells
+  are keyed by `Confinement.key`, so calls under different policies never share a shell.
 
 Ending processes (`terminate`) signals the whole process group AND every process still in the
 session (a grandchild that made its own group with `set -m` is found through /proc), SIGTERM
@@ -36,11 +35,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from agent.v1.shell_pb2 import SandboxPolicy
-    from exec_daemon.kernel.state import Daemon
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +64,7 @@ class SpawnSpec:
 
 
 class Confinement(Protocol):
-    """How a child is confined (issue #6 implements real ones)."""
+    """How a child is confined (sandbox/service.py's SandboxConfinement is the real one)."""
 
     @property
     def key(self) -> str:
@@ -89,6 +84,12 @@ class Confinement(Protocol):
         """`wrapped` could not be started: release what `wrap` prepared."""
         ...
 
+    def command_processes(self, leader_pid: int, since_ticks: int) -> Selector | None:
+        """Selects the processes the confined command `leader_pid` started at `since_ticks` or
+        later that a selection by session misses (e.g. they left it with setsid); None when
+        its session holds them all."""
+        ...
+
 
 @dataclass(frozen=True)
 class Unconfined:
@@ -103,17 +104,11 @@ class Unconfined:
     async def abandon(self, wrapped: SpawnSpec) -> None:
         return None
 
+    def command_processes(self, leader_pid: int, since_ticks: int) -> Selector | None:
+        return None
+
 
 UNCONFINED: Confinement = Unconfined()
-
-
-def confinement_for(daemon: Daemon, policy: SandboxPolicy | None) -> Confinement:
-    """The confinement a call with `policy` runs under. Raises sandbox.SandboxRejected when the
-    call must not run (e.g. the kernel cannot enforce the policy)."""
-    from sandbox.service import SandboxService
-
-    confinement = daemon.service(SandboxService).confinement_for(policy)
-    return UNCONFINED if confinement is None else confinement
 
 
 def boot_ticks_now() -> int:

@@ -71,6 +71,8 @@ class Daemon:
     Long-lived per-daemon services (shell sessions, PTYs, MCP clients, ...) are created on first
     use with `daemon.service(Cls)` — `Cls(daemon)` — and closed on shutdown when they have an
     async `aclose()`; so a tool family owns its state without this class knowing about it.
+    A kernel protocol (e.g. `Sandboxing`) is served by the implementation the composition root
+    named with `daemon.provide(Protocol, factory)`.
     """
 
     def __init__(self, config: DaemonConfig) -> None:
@@ -80,6 +82,7 @@ class Daemon:
         # Set when the daemon begins to shut down: streams end and their calls are cancelled.
         self.stopping = asyncio.Event()
         self._services: dict[type, Any] = {}
+        self._factories: dict[type, Callable[[Daemon], Any]] = {}
 
     @property
     def workspace(self) -> str:
@@ -88,11 +91,26 @@ class Daemon:
     def uptime_ms(self) -> int:
         return int((time.monotonic() - self.started_monotonic) * 1000)
 
+    def provide(self, key: type[S], factory: Callable[[Daemon], S]) -> None:
+        """Makes `service(key)` the object `factory(daemon)` builds (once)."""
+        self._factories[key] = factory
+
     def service(self, cls: type[S]) -> S:
         existing = self._services.get(cls)
         if existing is None:
-            existing = self._services[cls] = cls(self)  # type: ignore[call-arg]
+            existing = self._services[cls] = self._build(cls)
         return existing  # type: ignore[no-any-return]
+
+    def _build(self, cls: type[S]) -> S:
+        factory = self._factories.get(cls)
+        if factory is not None:
+            return factory(self)  # type: ignore[no-any-return]
+        if getattr(cls, "_is_protocol", False):
+            raise LookupError(
+                f"no implementation of {cls.__name__} was provided "
+                "(the composition root, exec_daemon/server.py, provides them)"
+            )
+        return cls(self)  # type: ignore[call-arg]
 
     async def aclose(self) -> None:
         """Close every service, newest first, each bounded so shutdown stays fast."""

@@ -13,7 +13,6 @@ from agent.v1.shell_pb2 import (
     AwaitArgs,
     AwaitResult,
     AwaitSuccess,
-    SandboxPolicy,
     ShellArgs,
     ShellNotFound,
     ShellResult,
@@ -25,9 +24,8 @@ from agent.v1.shell_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.processes import Confinement, confinement_for
-from sandbox.policy import SandboxRejected
-from sandbox.service import SandboxService
+from exec_daemon.kernel.processes import Confinement
+from exec_daemon.kernel.sandboxing import SandboxDecision, Sandboxing
 from tools.shell import results
 from tools.shell.foreground import ForegroundCall
 from tools.shell.jobs import ShellJob
@@ -84,27 +82,19 @@ async def shell_tool_call(args: ShellArgs, ctx: CallContext) -> ShellResult:
     cwd, problem = resolve_directory(ctx.daemon.workspace, args.working_directory)
     if problem:
         return results.spawn_error(args, terminals, problem, cwd)
-    policy = args.requested_sandbox_policy if args.HasField("requested_sandbox_policy") else None
-    try:
-        confinement = confinement_for(ctx.daemon, policy)
-        effective = _effective_policy(ctx, policy, confinement)
-    except SandboxRejected as exc:
-        return _sandbox_rejected(args, terminals, exc.reason)
-    result = await _run_shell(args, ctx, service, cwd, confinement)
-    if effective is not None:
-        result.sandbox_policy.CopyFrom(effective)
+    decision = ctx.sandbox or await _sandbox_decision(args, ctx)
+    if decision.refusal:
+        return _sandbox_rejected(args, terminals, decision.refusal)
+    result = await _run_shell(args, ctx, service, cwd, decision.confinement)
+    if decision.effective_policy is not None:
+        result.sandbox_policy.CopyFrom(decision.effective_policy)
     return result
 
 
-def _effective_policy(
-    ctx: CallContext, requested: SandboxPolicy | None, confinement: Confinement
-) -> SandboxPolicy | None:
-    """What the result reports: the policy the command really ran under (None for a call that
-    asked for nothing and ran unconfined)."""
-    effective: SandboxPolicy | None = getattr(confinement, "effective_policy", None)
-    if effective is None and requested is not None:
-        effective = ctx.daemon.service(SandboxService).resolve(requested).to_proto()
-    return effective
+async def _sandbox_decision(args: ShellArgs, ctx: CallContext) -> SandboxDecision:
+    """The decision for a call no guard decided (e.g. a daemon assembled without them)."""
+    policy = args.requested_sandbox_policy if args.HasField("requested_sandbox_policy") else None
+    return await ctx.daemon.service(Sandboxing).decide(policy)
 
 
 def _sandbox_rejected(args: ShellArgs, terminals: str, reason: str) -> ShellResult:

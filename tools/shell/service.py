@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from exec_daemon.kernel.processes import Confinement, all_processes, terminate_sessions
+from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
-from sandbox.service import SandboxService
 from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
 from tools.shell.jobs import OneShotSpec, ShellJob, start_one_shot
 from tools.shell.session import SessionStartError, ShellSession, Sink, env_diff_script
@@ -50,7 +50,7 @@ class ShellService:
         )
         (self.runtime_dir / SESSION_LOOP_NAME).write_text(SESSION_LOOP)
         # Unconfined shells source files here (the loop, saved states): sandboxes only read it.
-        daemon.service(SandboxService).keep_private(self.runtime_dir)
+        daemon.service(Sandboxing).keep_private(self.runtime_dir)
         self._sessions: dict[tuple[str, str], ShellSession] = {}
         self.jobs: dict[int, ShellJob] = {}
         self._ended_jobs: list[int] = []

@@ -414,10 +414,10 @@ class ShellSession:
         # The command's processes: those of the session started since it began (to the clock
         # tick, 10 ms), so what earlier calls left running (`server &`) is spared.
         select = in_sessions({pid}, spare={pid}, since_ticks=running.started_ticks)
-        in_sandbox = getattr(self._confinement, "command_processes", None)
-        if in_sandbox is not None:
+        escaped = self._confinement.command_processes(pid, running.started_ticks)
+        if escaped is not None:
             # In a sandbox: also what left the session with setsid (its own PID namespace).
-            select = _either(select, in_sandbox(pid, running.started_ticks))
+            select = _either(select, escaped)
         start = time.monotonic()
         terminated: set[tuple[int, int]] = set()
         while not running.done.done():
