@@ -25,7 +25,7 @@ from exec_daemon.client import CallOutcome
 from exec_daemon.guards import guard_middlewares
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import CallContext, Handler
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.server import new_daemon
@@ -118,7 +118,7 @@ async def bash_one_byte_per_delta(args: ShellArgs, ctx: CallContext) -> ShellRes
 
 
 async def fails_with_message(args: Any, ctx: CallContext) -> Any:
-    raise ToolCallError("invalid_argument", f"cannot use {ctx.daemon.env.get('SECRET_A')}")
+    raise CodedError(ErrorCode.INVALID_ARGUMENT, f"cannot use {ctx.daemon.env.get('SECRET_A')}")
 
 
 @dataclass

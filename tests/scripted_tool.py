@@ -2,7 +2,7 @@
 
 Registered under the `reflect_tool_call` variant: `ReflectArgs.next_steps` holds the script,
 space-separated steps run in order — `delta:TEXT` (emit a stdout delta), `sleep:SECONDS`,
-`crash` (raise), `fail:CODE` (raise ToolCallError). The handler records what happened to it.
+`crash` (raise), `fail:CODE` (raise CodedError). The handler records what happened to it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from agent.v1.agent_pb2 import ReflectArgs, ReflectResult, ReflectSuccess, Refle
 from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.context import CallContext, Handler
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 
 VARIANT = "reflect_tool_call"
 
@@ -39,7 +39,7 @@ class ScriptedTool:
                 elif verb == "crash":
                     raise RuntimeError("secret-internal-detail")
                 elif verb == "fail":
-                    raise ToolCallError(value, f"scripted failure {value}")
+                    raise CodedError(ErrorCode(value), f"scripted failure {value}")
         except asyncio.CancelledError:
             self.cancelled.append(ctx.call_id)
             raise

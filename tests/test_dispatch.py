@@ -12,7 +12,7 @@ from agent.v1.todos_pb2 import ReadTodosToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import CallContext, Invocation, Next, only_for, result_case
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
 from tests.scripted_tool import ScriptedTool, script
@@ -61,7 +61,7 @@ async def test_answer_carries_the_args_and_the_result(tmp_path: Path) -> None:
 async def test_a_crash_is_internal_without_its_text(tmp_path: Path) -> None:
     daemon = make_daemon(tmp_path)
     dispatcher = Dispatcher(daemon, ScriptedTool().handlers())
-    with pytest.raises(ToolCallError) as raised:
+    with pytest.raises(CodedError) as raised:
         await dispatcher.run(script("crash"), CallContext(daemon=daemon))
     assert raised.value.code == "internal"
     assert "secret-internal-detail" not in raised.value.message
@@ -69,7 +69,7 @@ async def test_a_crash_is_internal_without_its_text(tmp_path: Path) -> None:
 
 async def test_a_variant_without_handler_is_unimplemented_naming_it(tmp_path: Path) -> None:
     daemon = make_daemon(tmp_path)
-    with pytest.raises(ToolCallError) as raised:
+    with pytest.raises(CodedError) as raised:
         await Dispatcher(daemon, {}).run(script(""), CallContext(daemon=daemon))
     assert raised.value.code == "unimplemented"
     assert "reflect_tool_call" in raised.value.message

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.terminals.pty import (
     SCROLLBACK_BYTES,
@@ -18,7 +19,6 @@ from exec_daemon.terminals.pty import (
     PtyManager,
     Scrollback,
     Terminal,
-    TerminalError,
     session_pids,
 )
 
@@ -111,9 +111,9 @@ async def test_resize_is_seen_by_the_program_and_bad_sizes_are_refused(
     terminal.write(b"stty size\r")
     await read_until(attachment, b"43 132\r\n")
     for cols, rows in [(0, 0), (10000, 10000), (80, 0), (-1, 24)]:
-        with pytest.raises(TerminalError, match="terminal size must be"):
+        with pytest.raises(CodedError, match="terminal size must be"):
             terminal.resize(cols, rows)
-    with pytest.raises(TerminalError, match="terminal size must be"):
+    with pytest.raises(CodedError, match="terminal size must be"):
         manager.create(cols=0, rows=0)
     terminal.write(b"echo still-$((1+1))\r")
     await read_until(attachment, b"still-2\r\n")
@@ -153,7 +153,7 @@ async def test_sigint_reaches_the_foreground_job(manager: PtyManager) -> None:
     await asyncio.sleep(0.2)
     terminal.send_signal("SIGINT")
     assert await asyncio.wait_for(terminal.wait_exit(), 5) == 130
-    with pytest.raises(TerminalError, match="unknown signal"):
+    with pytest.raises(CodedError, match="unknown signal"):
         manager.create().send_signal("SIGBOGUS")
 
 
@@ -259,10 +259,10 @@ async def test_children_get_default_sigpipe(manager: PtyManager) -> None:
 
 
 async def test_unknown_ids_and_bad_cwd_are_clear_errors(manager: PtyManager) -> None:
-    with pytest.raises(TerminalError, match="unknown terminal id 'nope'") as caught:
+    with pytest.raises(CodedError, match="unknown terminal id 'nope'") as caught:
         manager.get("nope")
     assert caught.value.code == "not_found"
-    with pytest.raises(TerminalError, match="is not a directory"):
+    with pytest.raises(CodedError, match="is not a directory"):
         manager.create(cwd="does/not/exist")
 
 
@@ -279,7 +279,7 @@ async def test_an_unusable_terminals_folder_is_a_clear_error(tmp_path: Path) -> 
     config = DaemonConfig(auth_token="t", workspace=tmp_path, terminals_folder=not_a_folder)
     daemon = Daemon(config)
     manager = daemon.service(PtyManager)
-    with pytest.raises(TerminalError, match="could not set up the terminal file") as caught:
+    with pytest.raises(CodedError, match="could not set up the terminal file") as caught:
         manager.create(command="sleep 30")
     assert caught.value.code == "io_error"
     assert manager.list() == []

@@ -24,7 +24,7 @@ from exec_daemon.guards.redaction import (
     StreamRedactor,
     redact_message,
 )
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
     PYTHON,
@@ -172,7 +172,7 @@ async def test_a_secret_at_the_very_end_of_the_output_is_sent_redacted_at_the_en
 
 
 async def test_an_exec_error_message_is_redacted(guarded: GuardedDispatcher) -> None:
-    with pytest.raises(ToolCallError) as raised:
+    with pytest.raises(CodedError) as raised:
         await guarded.run(call("read_lints_tool_call", paths=["x"]))
     assert raised.value.message == f"cannot use {REDACTED}"
 

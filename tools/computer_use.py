@@ -47,6 +47,7 @@ from agent.v1.computer_pb2 import (
     WaitAction,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from tools.display import DisplayInfo, DisplayUnavailable
 from tools.x11 import Frame, X11Session, XConnection, XConnectionLost
 from tools.x11_keys import UnknownKey, parse_keys
@@ -86,15 +87,6 @@ SCROLL_X_BUTTONS = {
 Point = tuple[int, int]
 
 
-class ActionError(Exception):
-    """An action that cannot run; becomes ComputerUseError{action_index, code, message}."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _round_half_up(value: float) -> int:
     return math.floor(value + 0.5)
 
@@ -109,8 +101,8 @@ class Scaler:
     def to_display(self, coordinate: Coordinate, what: str = "coordinate") -> Point:
         x, y = coordinate.x, coordinate.y
         if not (0 <= x < API_WIDTH and 0 <= y < API_HEIGHT):
-            raise ActionError(
-                "invalid_coordinate",
+            raise CodedError(
+                ErrorCode.INVALID_COORDINATE,
                 f"{what} ({x}, {y}) is off the {API_WIDTH}x{API_HEIGHT} screen",
             )
         return (
@@ -151,14 +143,14 @@ class Step:
 def _point(scaler: Scaler, action: Message, name: str, *, required: bool) -> Point | None:
     if not action.HasField(name):
         if required:
-            raise ActionError("invalid_argument", f"{name} is required")
+            raise CodedError(ErrorCode.INVALID_ARGUMENT, f"{name} is required")
         return None
     return scaler.to_display(getattr(action, name), name)
 
 
 def _button(value: int) -> int:
     if value not in X_BUTTONS:
-        raise ActionError("invalid_argument", f"unknown mouse button {value}")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"unknown mouse button {value}")
     return X_BUTTONS[value]
 
 
@@ -169,7 +161,7 @@ def _at(point: Point | None) -> str:
 def plan(action: ComputerUseAction, scaler: Scaler) -> Step:
     kind = action.WhichOneof("action")
     if kind is None:
-        raise ActionError("invalid_argument", "the action is empty (no action set)")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "the action is empty (no action set)")
     planner = _PLANNERS[kind]
     return planner(getattr(action, kind), scaler)
 
@@ -185,7 +177,9 @@ def _plan_click(action: ClickAction, scaler: Scaler) -> Step:
     button = _button(action.button)
     count = action.count or 1
     if count > MAX_CLICKS:
-        raise ActionError("invalid_argument", f"click count {count} is more than {MAX_CLICKS}")
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"click count {count} is more than {MAX_CLICKS}"
+        )
     presses = [(button, True), (button, False)] * count
     return Step(
         f"click button {button} x{count}{_at(point)}", _pointer_step(_moved(point, presses))
@@ -226,11 +220,11 @@ def _plan_scroll(action: ScrollAction, scaler: Scaler) -> Step:
     point = _point(scaler, action, "coordinate", required=False)
     direction = action.direction
     if direction not in SCROLL_X_BUTTONS:
-        raise ActionError("invalid_argument", f"unknown scroll direction {direction}")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"unknown scroll direction {direction}")
     amount = action.amount or 1
     if amount > MAX_SCROLL_AMOUNT:
-        raise ActionError(
-            "invalid_argument", f"scroll amount {amount} is more than {MAX_SCROLL_AMOUNT}"
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"scroll amount {amount} is more than {MAX_SCROLL_AMOUNT}"
         )
     button = SCROLL_X_BUTTONS[direction]
     presses = [(button, True), (button, False)] * amount
@@ -241,7 +235,7 @@ def _plan_scroll(action: ScrollAction, scaler: Scaler) -> Step:
 def _plan_type(action: TypeAction, scaler: Scaler) -> Step:
     text = action.text
     if not text:
-        raise ActionError("invalid_argument", "text is empty")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "text is empty")
     batches = [text[i : i + TYPE_BATCH_CHARS] for i in range(0, len(text), TYPE_BATCH_CHARS)]
 
     async def type_text(run: Run) -> None:
@@ -256,7 +250,7 @@ def _plan_key(action: KeyAction, scaler: Scaler) -> Step:
     try:
         combos = parse_keys(keys)
     except UnknownKey as exc:
-        raise ActionError("unknown_key", str(exc)) from None
+        raise CodedError(ErrorCode.UNKNOWN_KEY, str(exc)) from None
 
     async def press_keys(run: Run) -> None:
         await _xdotool(run, "key", "--delay", str(TYPE_DELAY_MS), "--", *combos)
@@ -267,8 +261,8 @@ def _plan_key(action: KeyAction, scaler: Scaler) -> Step:
 def _plan_wait(action: WaitAction, scaler: Scaler) -> Step:
     duration_ms = action.duration_ms
     if duration_ms > MAX_WAIT_MS:
-        raise ActionError(
-            "invalid_argument", f"wait of {duration_ms} ms is more than {MAX_WAIT_MS}"
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"wait of {duration_ms} ms is more than {MAX_WAIT_MS}"
         )
 
     async def wait(run: Run) -> None:
@@ -340,12 +334,12 @@ async def _xdotool(run: Run, *args: str) -> None:
             stderr=asyncio.subprocess.PIPE,
         )
     except FileNotFoundError:
-        raise ActionError("unavailable", "xdotool is not installed") from None
+        raise CodedError(ErrorCode.UNAVAILABLE, "xdotool is not installed") from None
     try:
         _, stderr = await asyncio.wait_for(process.communicate(), XDOTOOL_SECONDS)
     except TimeoutError:
-        raise ActionError(
-            "timeout", f"xdotool {args[0]} took more than {XDOTOOL_SECONDS:.0f} s"
+        raise CodedError(
+            ErrorCode.TIMEOUT, f"xdotool {args[0]} took more than {XDOTOOL_SECONDS:.0f} s"
         ) from None
     finally:
         if process.returncode is None:
@@ -354,7 +348,7 @@ async def _xdotool(run: Run, *args: str) -> None:
     complaint = stderr.decode(errors="replace").strip()
     if process.returncode != 0 or "No such key name" in complaint:
         log.warning("xdotool %s failed (%s): %s", args[0], process.returncode, complaint)
-        raise ActionError("action_failed", f"xdotool {args[0]} failed: {complaint[-300:]}")
+        raise CodedError(ErrorCode.ACTION_FAILED, f"xdotool {args[0]} failed: {complaint[-300:]}")
 
 
 def encode_screenshot(frame: Frame) -> bytes:
@@ -415,7 +409,7 @@ async def computer_use(args: ComputerUseArgs, ctx: CallContext) -> ComputerUseRe
     for index, action in enumerate(args.actions):
         try:
             steps.append(plan(action, scaler))
-        except ActionError as exc:
+        except CodedError as exc:
             return _error(index, exc.code, f"action {index}: {exc.message}; nothing was done")
     run = Run(
         session=session,
@@ -429,7 +423,7 @@ async def computer_use(args: ComputerUseArgs, ctx: CallContext) -> ComputerUseRe
             run.log.append(f"{index} {step.describe}")
             try:
                 await step.run(run)
-            except ActionError as exc:
+            except CodedError as exc:
                 return _failed_at(index, exc.code, exc.message)
             except (XConnectionLost, DisplayUnavailable) as exc:
                 log.warning(

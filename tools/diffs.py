@@ -28,13 +28,8 @@ from agent.v1.files_pb2 import (
     DiffDoesNotApply,
 )
 from exec_daemon.kernel.context import CallContext
-from tools.workspace import (
-    WriteFailure,
-    atomic_write,
-    display_path,
-    protected_reason,
-    resolve_path,
-)
+from exec_daemon.kernel.errors import CodedError
+from tools.workspace import atomic_write, display_path, protected_reason, resolve_path
 
 NO_NEWLINE = "\\ No newline at end of file"
 # Beyond this many lines in the changed window the diff is not computed (counts still are).
@@ -408,9 +403,9 @@ def commit_changes(planned: list[PlannedChange]) -> None:
             else:
                 atomic_write(change.path, _encode(change.new_text))
                 written.append(change)
-    except (OSError, WriteFailure):
+    except (OSError, CodedError):
         for change in reversed(written):
-            with contextlib.suppress(OSError, WriteFailure):
+            with contextlib.suppress(OSError, CodedError):
                 if change.old_text is None:
                     os.unlink(change.path)
                 else:
@@ -452,7 +447,7 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path) -> ApplyAgentDiffResult:
         return ApplyAgentDiffResult(permission_denied=denied)
     try:
         commit_changes(planned)
-    except WriteFailure as exc:
+    except CodedError as exc:
         return ApplyAgentDiffResult(error=ToolError(code=exc.code, message=exc.message))
     except OSError:
         return ApplyAgentDiffResult(

@@ -44,12 +44,11 @@ from agent.v1.files_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from tools import notebooks
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import (
     CursorIgnore,
-    WriteFailure,
     atomic_write,
     display_path,
     protected_reason,
@@ -542,7 +541,7 @@ def _denied(path: Path, reason: str) -> EditResult:
     return EditResult(permission_denied=PermissionDenied(path=str(path), reason=reason))
 
 
-def _edit_failure(path: Path, failure: WriteFailure) -> EditResult:
+def _edit_failure(path: Path, failure: CodedError) -> EditResult:
     if failure.code == "permission_denied":
         return _denied(path, failure.message)
     return EditResult(error=ToolError(code=failure.code, message=failure.message))
@@ -636,7 +635,7 @@ async def _write_edit(
     try:
         large = len(streamed_text) > EDIT_DELTA_THRESHOLD
         written, created = await _write_streaming(path, _encode(new), ctx, stream=large)
-    except WriteFailure as failure:
+    except CodedError as failure:
         return _edit_failure(path, failure)
     stats = await asyncio.to_thread(
         unified_diff, old, new, display_path(ctx.daemon.workspace, path)
@@ -765,13 +764,13 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> DeleteResult:
 # Room left in a response for everything but the payload.
 MESSAGE_OVERHEAD = 64 * 1024
 _RPC_CODES = {
-    "no_space": "resource_exhausted",
-    "permission_denied": "permission_denied",
-    "read_only": "failed_precondition",
-    "is_directory": "failed_precondition",
-    "not_a_directory": "failed_precondition",
-    "invalid_argument": "invalid_argument",
-    "too_large": "resource_exhausted",
+    ErrorCode.NO_SPACE: ErrorCode.RESOURCE_EXHAUSTED,
+    ErrorCode.PERMISSION_DENIED: ErrorCode.PERMISSION_DENIED,
+    ErrorCode.READ_ONLY: ErrorCode.FAILED_PRECONDITION,
+    ErrorCode.IS_DIRECTORY: ErrorCode.FAILED_PRECONDITION,
+    ErrorCode.NOT_A_DIRECTORY: ErrorCode.FAILED_PRECONDITION,
+    ErrorCode.INVALID_ARGUMENT: ErrorCode.INVALID_ARGUMENT,
+    ErrorCode.TOO_LARGE: ErrorCode.RESOURCE_EXHAUSTED,
 }
 
 
@@ -785,21 +784,21 @@ class DirectoryEntryInfo:
     mode: int
 
 
-def _rpc_failure(exc: OSError, path: Path, action: str) -> RpcFailure:
+def _rpc_failure(exc: OSError, path: Path, action: str) -> CodedError:
     if isinstance(exc, FileNotFoundError):
-        return RpcFailure("not_found", f"{path} does not exist")
+        return CodedError(ErrorCode.NOT_FOUND, f"{path} does not exist")
     if isinstance(exc, PermissionError):
-        return RpcFailure("permission_denied", f"no permission to {action} {path}")
+        return CodedError(ErrorCode.PERMISSION_DENIED, f"no permission to {action} {path}")
     if isinstance(exc, IsADirectoryError):
-        return RpcFailure("failed_precondition", f"{path} is a directory")
+        return CodedError(ErrorCode.FAILED_PRECONDITION, f"{path} is a directory")
     if isinstance(exc, NotADirectoryError):
-        return RpcFailure("failed_precondition", f"{path} is not a directory")
+        return CodedError(ErrorCode.FAILED_PRECONDITION, f"{path} is not a directory")
     log.info("%s %s failed", action, path, exc_info=True)
-    return RpcFailure("internal", f"could not {action} {path}")
+    return CodedError(ErrorCode.INTERNAL, f"could not {action} {path}")
 
 
-def _from_write_failure(failure: WriteFailure) -> RpcFailure:
-    return RpcFailure(_RPC_CODES.get(failure.code, "internal"), failure.message)
+def _from_write_failure(failure: CodedError) -> CodedError:
+    return CodedError(_RPC_CODES.get(failure.code, ErrorCode.INTERNAL), failure.message)
 
 
 def _list_directory_sync(path: Path) -> list[DirectoryEntryInfo]:
@@ -837,7 +836,9 @@ def _read_bounded(path: Path, offset: int, length: int) -> tuple[bytes, int]:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             if offset > size:
-                raise RpcFailure("out_of_range", f"offset {offset} is past the end ({size} bytes)")
+                raise CodedError(
+                    ErrorCode.OUT_OF_RANGE, f"offset {offset} is past the end ({size} bytes)"
+                )
             file.seek(offset)
             return file.read(length), size
     except OSError as exc:
@@ -847,15 +848,15 @@ def _read_bounded(path: Path, offset: int, length: int) -> tuple[bytes, int]:
 def _read_text_sync(path: Path, max_bytes: int) -> str:
     data, size = _read_bounded(path, 0, max_bytes + 1)
     if len(data) > max_bytes:
-        raise RpcFailure(
-            "resource_exhausted",
+        raise CodedError(
+            ErrorCode.RESOURCE_EXHAUSTED,
             f"{path} is {size} bytes, more than one message holds; use ReadBinaryFile windows",
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise RpcFailure(
-            "invalid_argument", f"{path} is not UTF-8 text; use ReadBinaryFile"
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"{path} is not UTF-8 text; use ReadBinaryFile"
         ) from None
 
 
@@ -877,7 +878,7 @@ async def write_file(workspace: str, path: str, data: bytes) -> int:
     """Replaces (or creates) the file atomically; returns the bytes written."""
     try:
         written, _ = await asyncio.to_thread(atomic_write, resolve_path(workspace, path), data)
-    except WriteFailure as failure:
+    except CodedError as failure:
         raise _from_write_failure(failure) from None
     return written
 

@@ -40,11 +40,11 @@ from agent.v1.files_pb2 import (
     SkippedLintPath,
 )
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import run_git
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, display_path, resolve_path
-from tools.workspace_files import ListingFailure, list_files
+from tools.workspace_files import list_files
 
 log = logging.getLogger(__name__)
 
@@ -409,14 +409,15 @@ async def changed_files(daemon: Daemon) -> list[str]:
     """Workspace files git sees as changed or new (not deleted ones), relative paths."""
     top = await run_git(daemon, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
-        raise RpcFailure(
-            "failed_precondition", "no paths given and the workspace is not a git repository"
+        raise CodedError(
+            ErrorCode.FAILED_PRECONDITION,
+            "no paths given and the workspace is not a git repository",
         )
     status = await run_git(
         daemon, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."
     )
     if status.returncode != 0:
-        raise RpcFailure("internal", f"git status failed: {status.stderr[:300]}")
+        raise CodedError(ErrorCode.INTERNAL, f"git status failed: {status.stderr[:300]}")
     root = top.stdout.decode().strip()
     entries = status.stdout.decode("utf-8", "surrogateescape").split("\0")
     candidates = []
@@ -444,11 +445,11 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     if not paths:
         try:
             paths = await changed_files(daemon)
-        except RpcFailure as failure:
+        except CodedError as failure:
             return _error(failure.code, failure.message)
     try:
         selection = await _select(daemon, paths)
-    except ListingFailure as failure:
+    except CodedError as failure:
         return _error(failure.code, failure.message)
     env = daemon.env.snapshot()
     kinds = await asyncio.to_thread(lambda: [file_kind(path) for path in selection.files])

@@ -64,9 +64,10 @@ from agent.v1.mcp_pb2 import (
 )
 from exec_daemon import __version__
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from tools.mcp_config import McpSettings, ServerSpec, load_settings
-from tools.mcp_oauth import McpOAuth, OAuthFailure
+from tools.mcp_oauth import McpOAuth
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +78,6 @@ MAX_PAGES = 50
 STDERR_TAIL_BYTES = 4000
 # Extra time past the MCP request timeout before the daemon's own bound fires.
 TIMEOUT_MARGIN = 2.0
-
-
-class McpFailure(Exception):
-    """A typed failure for the user: answered as ToolError{code, message}."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -115,8 +107,8 @@ class McpConnection:
 
     async def client(self) -> Client:
         if self.spec.problem:
-            raise McpFailure(
-                "invalid_config", f"MCP server '{self.spec.name}': {self.spec.problem}"
+            raise CodedError(
+                ErrorCode.INVALID_CONFIG, f"MCP server '{self.spec.name}': {self.spec.problem}"
             )
         async with self._lock:
             alive = self._runner is not None and not self._runner.done()
@@ -142,8 +134,8 @@ class McpConnection:
             raise
         except TimeoutError:
             self._abandon_runner()
-            raise McpFailure(
-                "server_start_failed",
+            raise CodedError(
+                ErrorCode.SERVER_START_FAILED,
                 f"MCP server '{self.spec.name}' did not complete the MCP handshake within "
                 f"{self.spec.startup_timeout:g} s{self._stderr_note()}",
             ) from None
@@ -171,7 +163,9 @@ class McpConnection:
         finally:
             if not ready.done():
                 ready.set_exception(
-                    McpFailure("server_start_failed", f"MCP server '{self.spec.name}' stopped")
+                    CodedError(
+                        ErrorCode.SERVER_START_FAILED, f"MCP server '{self.spec.name}' stopped"
+                    )
                 )
 
     @asynccontextmanager
@@ -208,42 +202,44 @@ class McpConnection:
         async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http:
             yield streamable_http_client(self.spec.url, http_client=http)
 
-    def _start_failure(self, exc: BaseException) -> McpFailure:
+    def _start_failure(self, exc: BaseException) -> CodedError:
         leaves = _leaf_exceptions(exc)
         name, note = self.spec.name, self._stderr_note()
         if self._unauthorized:
             return self._servers.unauthorized(self.spec)
         for leaf in leaves:
             if isinstance(leaf, FileNotFoundError) and not self.spec.is_http:
-                return McpFailure(
-                    "server_start_failed",
+                return CodedError(
+                    ErrorCode.SERVER_START_FAILED,
                     f"MCP server '{name}' could not start: command not found: {self.spec.command}",
                 )
             if isinstance(leaf, PermissionError) and not self.spec.is_http:
-                return McpFailure(
-                    "server_start_failed",
+                return CodedError(
+                    ErrorCode.SERVER_START_FAILED,
                     f"MCP server '{name}' could not start: permission denied running "
                     f"{self.spec.command}",
                 )
             if isinstance(leaf, httpx2.HTTPStatusError) and leaf.response.status_code == 401:
                 return self._servers.unauthorized(self.spec)
             if isinstance(leaf, httpx2.TransportError):
-                return McpFailure(
-                    "server_unreachable",
+                return CodedError(
+                    ErrorCode.SERVER_UNREACHABLE,
                     f"MCP server '{name}' at {self.spec.url} is unreachable: {_describe(leaf)}",
                 )
             if isinstance(leaf, MCPError):
                 if leaf.code == mcp_types.CONNECTION_CLOSED and not self.spec.is_http:
-                    return McpFailure(
-                        "server_start_failed",
+                    return CodedError(
+                        ErrorCode.SERVER_START_FAILED,
                         f"MCP server '{name}' exited during the MCP handshake{note}",
                     )
-                return McpFailure(
-                    "server_start_failed",
+                return CodedError(
+                    ErrorCode.SERVER_START_FAILED,
                     f"MCP server '{name}' failed the MCP handshake: {leaf.message}{note}",
                 )
         log.warning("MCP server %s failed to start", name, exc_info=exc)
-        return McpFailure("server_start_failed", f"MCP server '{name}' could not start{note}")
+        return CodedError(
+            ErrorCode.SERVER_START_FAILED, f"MCP server '{name}' could not start{note}"
+        )
 
     def _stderr_note(self) -> str:
         tail = self.stderr_tail()
@@ -293,7 +289,7 @@ class McpConnection:
     async def request(
         self, what: str, send: Callable[[Client], Coroutine[Any, Any, T]], seconds: float
     ) -> T:
-        """Runs one MCP request with a bound; maps the SDK's failures to McpFailure."""
+        """Runs one MCP request with a bound; maps the SDK's failures to CodedError."""
         client = await self.client()
         name = self.spec.name
         try:
@@ -311,20 +307,22 @@ class McpConnection:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self.mark_dead()
                 kind = "closed the connection" if self.spec.is_http else "exited or crashed"
-                raise McpFailure(
-                    "server_crashed",
+                raise CodedError(
+                    ErrorCode.SERVER_CRASHED,
                     f"MCP server '{name}' {kind} during {what}{self._stderr_note()}",
                 ) from None
             raise
         except httpx2.HTTPStatusError as exc:
             if exc.response.status_code == 401:
                 raise self._servers.unauthorized(self.spec) from None
-            raise McpFailure(
-                "server_error", f"MCP server '{name}' answered HTTP {exc.response.status_code}"
+            raise CodedError(
+                ErrorCode.SERVER_ERROR,
+                f"MCP server '{name}' answered HTTP {exc.response.status_code}",
             ) from None
         except httpx2.TransportError as exc:
-            raise McpFailure(
-                "server_unreachable", f"MCP server '{name}' is unreachable: {_describe(exc)}"
+            raise CodedError(
+                ErrorCode.SERVER_UNREACHABLE,
+                f"MCP server '{name}' is unreachable: {_describe(exc)}",
             ) from None
 
     async def list_tools(self, *, refresh: bool = False) -> list[mcp_types.Tool]:
@@ -351,8 +349,10 @@ async def _list_resources(client: Client, cursor: str | None) -> mcp_types.ListR
     return await client.list_resources(cursor=cursor)
 
 
-def _timeout(name: str, what: str, timeout: float) -> McpFailure:
-    return McpFailure("timeout", f"MCP server '{name}' did not answer {what} within {timeout:g} s")
+def _timeout(name: str, what: str, timeout: float) -> CodedError:
+    return CodedError(
+        ErrorCode.TIMEOUT, f"MCP server '{name}' did not answer {what} within {timeout:g} s"
+    )
 
 
 def _stdio_transport(params: StdioServerParameters, errlog: TextIO) -> Any:
@@ -404,7 +404,7 @@ class McpServers:
     def connection(self, server: str) -> McpConnection:
         found = self._connections.get(server)
         if found is None:
-            raise McpFailure("unknown_server", self.unknown_server_message(server))
+            raise CodedError(ErrorCode.UNKNOWN_SERVER, self.unknown_server_message(server))
         return found
 
     def unknown_server_message(self, server: str) -> str:
@@ -417,14 +417,14 @@ class McpServers:
             message += "; config problems: " + "; ".join(self.settings.problems)
         return message
 
-    def unauthorized(self, spec: ServerSpec) -> McpFailure:
+    def unauthorized(self, spec: ServerSpec) -> CodedError:
         if self.settings.uses_oauth(spec):
-            return McpFailure(
-                "authorization_required",
+            return CodedError(
+                ErrorCode.AUTHORIZATION_REQUIRED,
                 f"MCP server '{spec.name}' needs authorization: run mcp_auth for it first",
             )
-        return McpFailure(
-            "unauthorized",
+        return CodedError(
+            ErrorCode.UNAUTHORIZED,
             f"MCP server '{spec.name}' answered 401 Unauthorized (check its headers)",
         )
 
@@ -452,7 +452,7 @@ class McpServers:
             *(self._tools_of(name) for name in self.names()), return_exceptions=True
         )
         for name, result in zip(self.names(), results, strict=True):
-            if isinstance(result, McpFailure):
+            if isinstance(result, CodedError):
                 failures.append(McpServerFailure(server=name, message=result.message))
             elif isinstance(result, BaseException):
                 log.warning("listing the tools of MCP server %s failed", name, exc_info=result)
@@ -562,7 +562,7 @@ def call_result_to_proto(result: mcp_types.CallToolResult) -> McpSuccess:
     return success
 
 
-def _error(result_cls: type[Any], failure: McpFailure) -> Any:
+def _error(result_cls: type[Any], failure: CodedError) -> Any:
     return result_cls(error={"code": failure.code, "message": failure.message})
 
 
@@ -583,7 +583,7 @@ async def mcp_call(args: McpArgs, ctx: CallContext) -> McpResult:
             lambda client: client.call_tool(ref.tool, arguments, read_timeout_seconds=timeout),
             timeout,
         )
-    except McpFailure as failure:
+    except CodedError as failure:
         return _error(McpResult, failure)
     except MCPError as exc:
         return McpResult(
@@ -594,13 +594,15 @@ async def mcp_call(args: McpArgs, ctx: CallContext) -> McpResult:
 
 async def _resolve(servers: McpServers, args: McpArgs) -> ToolRef | None:
     if not (args.name or args.tool_name):
-        raise McpFailure("invalid_argument", "name or tool_name is required")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "name or tool_name is required")
     for ref in servers.candidates(args):
         if servers.backend_tool(ref.server, ref.tool):
             raise _backend_failure(ref)
         if ref.server not in servers.names():
             if args.provider_identifier:
-                raise McpFailure("unknown_server", servers.unknown_server_message(ref.server))
+                raise CodedError(
+                    ErrorCode.UNKNOWN_SERVER, servers.unknown_server_message(ref.server)
+                )
             continue
         if await servers.has_tool(ref):
             return ref
@@ -618,18 +620,20 @@ async def _find_unique(servers: McpServers, tool: str) -> ToolRef | None:
         try:
             if await servers.has_tool(ToolRef(server, tool)):
                 found.append(ToolRef(server, tool))
-        except McpFailure as failure:
+        except CodedError as failure:
             log.info("MCP server %s skipped while looking for %s: %s", server, tool, failure)
     if len(found) > 1:
         labels = ", ".join(ref.label() for ref in found)
-        raise McpFailure("ambiguous_tool", f"tool '{tool}' exists on several MCP servers: {labels}")
+        raise CodedError(
+            ErrorCode.AMBIGUOUS_TOOL, f"tool '{tool}' exists on several MCP servers: {labels}"
+        )
     return found[0] if found else None
 
 
-def _backend_failure(ref: ToolRef) -> McpFailure:
+def _backend_failure(ref: ToolRef) -> CodedError:
     where = f" of HTTP MCP server '{ref.server}'" if ref.server else ""
-    return McpFailure(
-        "backend_tool",
+    return CodedError(
+        ErrorCode.BACKEND_TOOL,
         f"tool '{ref.tool}'{where} is run by the backend, not by the exec daemon in the VM",
     )
 
@@ -674,14 +678,14 @@ async def list_mcp_resources(
     servers = ctx.daemon.service(McpServers)
     try:
         names = [servers.connection(args.server).spec.name] if args.server else servers.names()
-    except McpFailure as failure:
+    except CodedError as failure:
         return _error(ListMcpResourcesResult, failure)
     success = ListMcpResourcesSuccess()
     results = await asyncio.gather(
         *(_resources_of(servers.connection(name)) for name in names), return_exceptions=True
     )
     for name, result in zip(names, results, strict=True):
-        if isinstance(result, McpFailure):
+        if isinstance(result, CodedError):
             success.failures.append(McpServerFailure(server=name, message=result.message))
         elif isinstance(result, MCPError):
             success.failures.append(McpServerFailure(server=name, message=result.message))
@@ -746,7 +750,7 @@ async def read_mcp_resource(args: ReadMcpResourceArgs, ctx: CallContext) -> Read
             lambda client: client.read_resource(args.uri),
             connection.spec.request_timeout,
         )
-    except McpFailure as failure:
+    except CodedError as failure:
         return _error(ReadMcpResourceResult, failure)
     except MCPError as exc:
         if _resource_missing(exc):
@@ -815,16 +819,14 @@ async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:
         if servers.oauth.access_token(spec.name) != token_before:
             # The open connection (if any) still sends the old token.
             await servers.restart(spec.name)
-    except McpFailure as failure:
+    except CodedError as failure:
         return _error(McpAuthResult, failure)
-    except OAuthFailure as failure:
-        return McpAuthResult(error={"code": failure.code, "message": failure.message})
     return McpAuthResult(success=success)
 
 
 def _oauth_target(servers: McpServers, server: str) -> ServerSpec:
     if not server:
-        raise McpFailure("invalid_argument", "server is required")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "server is required")
     settings = servers.settings
     spec = settings.servers.get(server)
     if spec is None:
@@ -832,13 +834,15 @@ def _oauth_target(servers: McpServers, server: str) -> ServerSpec:
             server if server.rstrip("/") in settings.oauth_urls else ""
         )
         if not url:
-            raise McpFailure("unknown_server", servers.unknown_server_message(server))
+            raise CodedError(ErrorCode.UNKNOWN_SERVER, servers.unknown_server_message(server))
         return ServerSpec(name=server, source="--mcp-oauth-server-urls", url=url)
     if not spec.is_http:
-        raise McpFailure("not_oauth", f"MCP server '{server}' is a stdio server; OAuth is for URLs")
+        raise CodedError(
+            ErrorCode.NOT_OAUTH, f"MCP server '{server}' is a stdio server; OAuth is for URLs"
+        )
     if not settings.uses_oauth(spec):
-        raise McpFailure(
-            "not_oauth", f"MCP server '{server}' is not listed in --mcp-oauth-server-urls"
+        raise CodedError(
+            ErrorCode.NOT_OAUTH, f"MCP server '{server}' is not listed in --mcp-oauth-server-urls"
         )
     return spec
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent.v1.mcp_pb2 import McpAuthSuccess, McpOAuthStoredData
 from exec_daemon import __version__
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,6 @@ AUTHORIZATION_REQUIRED = "authorization_required"
 NOT_REQUIRED = "not_required"
 
 _Model = TypeVar("_Model", bound=BaseModel)
-
-
-class OAuthFailure(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -134,14 +128,14 @@ class McpOAuth:
         auth = self._servers.get(server)
         pending = auth.pending if auth else None
         if auth is None or pending is None:
-            raise OAuthFailure(
-                "no_pending_authorization",
+            raise CodedError(
+                ErrorCode.NO_PENDING_AUTHORIZATION,
                 f"no authorization was started for MCP server '{server}': run mcp_auth without a "
                 "code first",
             )
         if not secrets.compare_digest(state, pending.state):
-            raise OAuthFailure(
-                "state_mismatch", "the state does not match the authorization started"
+            raise CodedError(
+                ErrorCode.STATE_MISMATCH, "the state does not match the authorization started"
             )
         form = {
             "grant_type": "authorization_code",
@@ -173,8 +167,8 @@ class McpOAuth:
         try:
             response = await self._http.post(url, json=initialize, headers=headers)
         except httpx.HTTPError as exc:
-            raise OAuthFailure(
-                "server_unreachable", f"MCP server at {url} is unreachable: {exc!s}"
+            raise CodedError(
+                ErrorCode.SERVER_UNREACHABLE, f"MCP server at {url} is unreachable: {exc!s}"
             ) from None
         session = response.headers.get("mcp-session-id")
         if session and response.status_code < 300:
@@ -217,8 +211,8 @@ class McpOAuth:
             OAuthMetadata,
         )
         if metadata is None:
-            raise OAuthFailure(
-                "no_oauth_metadata",
+            raise CodedError(
+                ErrorCode.NO_OAUTH_METADATA,
                 f"MCP server '{server}' answered 401 but publishes no OAuth metadata",
             )
         auth.resource = (
@@ -261,8 +255,8 @@ class McpOAuth:
         self, server: str, auth: _ServerAuth, metadata: OAuthMetadata, redirect_uri: str
     ) -> None:
         if metadata.registration_endpoint is None:
-            raise OAuthFailure(
-                "registration_unsupported",
+            raise CodedError(
+                ErrorCode.REGISTRATION_UNSUPPORTED,
                 f"the authorization server of MCP server '{server}' does not offer dynamic client "
                 "registration",
             )
@@ -279,12 +273,14 @@ class McpOAuth:
             registered = response.json()
         except (httpx.HTTPError, ValueError) as exc:
             log.info("client registration for %s failed: %r", server, exc)
-            raise OAuthFailure(
-                "registration_failed",
+            raise CodedError(
+                ErrorCode.REGISTRATION_FAILED,
                 f"client registration with the authorization server of '{server}' failed",
             ) from None
         if not isinstance(registered, dict) or not isinstance(registered.get("client_id"), str):
-            raise OAuthFailure("registration_failed", "client registration returned no client_id")
+            raise CodedError(
+                ErrorCode.REGISTRATION_FAILED, "client registration returned no client_id"
+            )
         auth.client_id = registered["client_id"]
         secret = registered.get("client_secret")
         auth.client_secret = secret if isinstance(secret, str) else ""
@@ -298,20 +294,21 @@ class McpOAuth:
         try:
             response = await self._http.post(auth.token_endpoint, data=form)
         except httpx.HTTPError as exc:
-            raise OAuthFailure(
-                "token_request_failed", f"the token endpoint is unreachable: {exc!s}"
+            raise CodedError(
+                ErrorCode.TOKEN_REQUEST_FAILED, f"the token endpoint is unreachable: {exc!s}"
             ) from None
         if response.status_code != 200:
-            raise OAuthFailure(
-                "token_request_failed",
+            raise CodedError(
+                ErrorCode.TOKEN_REQUEST_FAILED,
                 f"the token endpoint of '{server}' answered HTTP {response.status_code}: "
                 f"{response.text[:300]}",
             )
         try:
             return OAuthToken.model_validate_json(response.content)
         except ValidationError:
-            raise OAuthFailure(
-                "token_request_failed", f"the token endpoint of '{server}' sent no valid token"
+            raise CodedError(
+                ErrorCode.TOKEN_REQUEST_FAILED,
+                f"the token endpoint of '{server}' sent no valid token",
             ) from None
 
     async def _refresh(self, server: str, auth: _ServerAuth) -> bool:
@@ -323,7 +320,7 @@ class McpOAuth:
         }
         try:
             token = await self._token_request(server, auth, form)
-        except OAuthFailure as failure:
+        except CodedError as failure:
             log.info("refreshing the token of %s failed: %s", server, failure.message)
             auth.refresh_token = ""
             return False

@@ -22,8 +22,9 @@ from nbformat.validator import ValidationError
 from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
 from agent.v1.files_pb2 import EditArgs, EditMultipleMatches, EditNoMatch, EditResult, EditSuccess
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError
 from tools.diffs import replace_text, unified_diff
-from tools.workspace import WriteFailure, atomic_write, display_path
+from tools.workspace import atomic_write, display_path
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ def _edit_sync(args: EditArgs, path: Path, workspace: str) -> EditResult:
         written, _ = atomic_write(path, data)
     except NotebookEditError as exc:
         return exc.result
-    except WriteFailure as failure:
+    except CodedError as failure:
         if failure.code == "permission_denied":
             return EditResult(
                 permission_denied=PermissionDenied(path=str(path), reason=failure.message)

@@ -22,8 +22,9 @@ from agent.v1.todos_pb2 import (
     TodoStatus,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError
 from tools.todos import TodoLists
-from tools.workspace import WriteFailure, atomic_write
+from tools.workspace import atomic_write
 
 PLANS_DIRECTORY = Path(".cursor") / "plans"
 MAX_SLUG_CHARS = 60
@@ -92,7 +93,7 @@ async def create_plan(args: CreatePlanArgs, ctx: CallContext) -> CreatePlanResul
     content = plan_markdown(name, args.overview, args.plan, todos).encode("utf-8")
     try:
         _written, created = await asyncio.to_thread(atomic_write, path, content)
-    except WriteFailure as failure:
+    except CodedError as failure:
         return _error(failure.code, failure.message)
     ctx.daemon.service(TodoLists).replace(ctx.agent_id, todos)
     return CreatePlanResult(

@@ -29,6 +29,7 @@ from agent.v1.computer_pb2 import (
     RecordScreenStartSuccess,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayService, DisplayUnavailable
 
@@ -44,13 +45,6 @@ START_SECONDS = 10.0
 # `q` makes ffmpeg finish the file (and move the index to the front: +faststart).
 STOP_SECONDS = 15.0
 VIDEO_SUFFIXES = {".mp4", ".mov", ".m4v", ".webm", ".mkv", ".avi", ".gif"}
-
-
-class RecordingError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -128,7 +122,7 @@ class ScreenRecorder:
         async with self._lock:
             recording = self._recording
             if recording is None:
-                raise RecordingError("not_recording", "no recording is going: start one first")
+                raise CodedError(ErrorCode.NOT_RECORDING, "no recording is going: start one first")
             self._recording = None
             try:
                 await _stop(recording)
@@ -145,7 +139,7 @@ class ScreenRecorder:
     async def discard(self) -> None:
         async with self._lock:
             if self._recording is None:
-                raise RecordingError("not_recording", "no recording is going")
+                raise CodedError(ErrorCode.NOT_RECORDING, "no recording is going")
             await self._drop()
 
     async def aclose(self) -> None:
@@ -156,9 +150,9 @@ class ScreenRecorder:
         try:
             display = await self.displays.ensure()
         except DisplayUnavailable as exc:
-            raise RecordingError("display_unavailable", str(exc)) from None
+            raise CodedError(ErrorCode.DISPLAY_UNAVAILABLE, str(exc)) from None
         if shutil.which("ffmpeg") is None:
-            raise RecordingError("unavailable", "ffmpeg is not installed")
+            raise CodedError(ErrorCode.UNAVAILABLE, "ffmpeg is not installed")
         path = await asyncio.to_thread(_new_recording_path)
         ffmpeg_log = tempfile.TemporaryFile(prefix="ffmpeg-")
         process = await asyncio.create_subprocess_exec(
@@ -172,7 +166,7 @@ class ScreenRecorder:
         recording = Recording(process, path, time.monotonic(), ffmpeg_log)
         try:
             await _wait_capturing(recording)
-        except RecordingError:
+        except CodedError:
             await _kill(recording.process)
             log.warning("ffmpeg did not start recording %s: %s", display.name, recording.log_tail())
             recording.close()
@@ -189,8 +183,9 @@ class ScreenRecorder:
             shutil.move(recorded, destination)
         except OSError as exc:
             log.warning("keeping the recording in %s failed: %s", self._artifacts, exc)
-            raise RecordingError(
-                "io_error", f"could not save the recording into {self._artifacts}: {exc.strerror}"
+            raise CodedError(
+                ErrorCode.IO_ERROR,
+                f"could not save the recording into {self._artifacts}: {exc.strerror}",
             ) from None
         return destination
 
@@ -211,11 +206,11 @@ async def _wait_capturing(recording: Recording) -> None:
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         if recording.process.returncode is not None:
-            raise RecordingError("recording_failed", "ffmpeg could not record the display")
+            raise CodedError(ErrorCode.RECORDING_FAILED, "ffmpeg could not record the display")
         if recording.path.exists() and recording.path.stat().st_size > 0:
             return
         await asyncio.sleep(0.05)
-    raise RecordingError("recording_failed", "ffmpeg did not start recording in time")
+    raise CodedError(ErrorCode.RECORDING_FAILED, "ffmpeg did not start recording in time")
 
 
 async def _stop(recording: Recording) -> None:
@@ -235,10 +230,12 @@ async def _stop(recording: Recording) -> None:
         returncode = await asyncio.wait_for(process.wait(), STOP_SECONDS)
     except TimeoutError:
         await _kill(process)
-        raise RecordingError("recording_failed", "ffmpeg did not finish the file in time") from None
+        raise CodedError(
+            ErrorCode.RECORDING_FAILED, "ffmpeg did not finish the file in time"
+        ) from None
     if returncode != 0:
         log.warning("ffmpeg exited with %d: %s", returncode, recording.log_tail())
-        raise RecordingError("recording_failed", f"ffmpeg failed (exit code {returncode})")
+        raise CodedError(ErrorCode.RECORDING_FAILED, f"ffmpeg failed (exit code {returncode})")
 
 
 async def _kill(process: asyncio.subprocess.Process) -> None:
@@ -264,7 +261,7 @@ async def record_screen(args: RecordScreenArgs, ctx: CallContext) -> RecordScree
         if args.mode == RecordingMode.RECORDING_MODE_DISCARD_RECORDING:
             await recorder.discard()
             return RecordScreenResult(discard_success=RecordScreenDiscardSuccess())
-    except RecordingError as exc:
+    except CodedError as exc:
         return _error(exc.code, exc.message)
     return _error(
         "invalid_argument", "mode must be START_RECORDING, SAVE_RECORDING or DISCARD_RECORDING"

@@ -40,10 +40,10 @@ from agent.v1.agent_pb2 import (
 from agent.v1.common_pb2 import ToolError
 from agent.v1.files_pb2 import ApplyAgentDiffArgs, EditArgs
 from exec_daemon.kernel.context import CallContext, Invocation, Middleware, Next, only_for
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import EMPTY_TREE, run_git
 from exec_daemon.kernel.state import Daemon
-from tools.workspace import WriteFailure, atomic_write, relative_to_workspace, resolve_path
+from tools.workspace import atomic_write, relative_to_workspace, resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ async def report_bugfix_results(
     data = (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     try:
         await asyncio.to_thread(atomic_write, path, data)
-    except WriteFailure as failure:
+    except CodedError as failure:
         return ReportBugfixResultsResult(
             error=ToolError(code=failure.code, message=failure.message)
         )
@@ -298,7 +298,7 @@ async def _workspace_changes(
         max_output=MAX_DIFF_BYTES,
     )  # fmt: skip
     if diff.returncode != 0:
-        raise RpcFailure("internal", f"git diff failed: {diff.stderr[:500]}")
+        raise CodedError(ErrorCode.INTERNAL, f"git diff failed: {diff.stderr[:500]}")
     changes = _parse_workspace_diff(diff.stdout.decode("utf-8", "replace"))
     untracked = await run_git(
         daemon, "ls-files", "--others", "--exclude-standard", "--full-name", "-z", "--", *pathspecs
@@ -328,7 +328,7 @@ async def ai_attribution(args: AiAttributionArgs, ctx: CallContext) -> AiAttribu
     repo_root = top.stdout.decode().strip()
     try:
         changes = await _workspace_changes(daemon, repo_root, pathspecs)
-    except RpcFailure as failure:
+    except CodedError as failure:
         return _attribution_error(failure.code, failure.message)
     edits = daemon.service(AgentEdits)
     files = []

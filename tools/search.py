@@ -57,7 +57,7 @@ from agent.v1.files_pb2 import (
     LsSuccess,
 )
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 
@@ -132,8 +132,8 @@ class RgProcess:
         except OSError:
             os.close(read_fd)
             log.warning("cannot start ripgrep %s", self._command[0], exc_info=True)
-            raise ToolCallError(
-                "unavailable", f"ripgrep cannot be started (--rg-path {self._command[0]})"
+            raise CodedError(
+                ErrorCode.UNAVAILABLE, f"ripgrep cannot be started (--rg-path {self._command[0]})"
             ) from None
         finally:
             os.close(write_fd)

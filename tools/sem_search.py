@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSearchSuccess
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, display_path, relative_to_workspace, resolve_path
-from tools.workspace_files import ListingFailure, list_files
+from tools.workspace_files import list_files
 
 if TYPE_CHECKING:
     from tools.embeddings import Embedder, Vectors
@@ -319,7 +320,7 @@ async def sem_search(args: SemSearchArgs, ctx: CallContext) -> SemSearchResult:
         state = await index.refreshed(SEARCH_WAIT_SECONDS)
     except ModelUnavailableError as exc:
         return _error("unavailable", str(exc))
-    except ListingFailure as failure:
+    except CodedError as failure:
         return _error(failure.code, failure.message)
     query_vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
     limit = min(args.max_results or DEFAULT_RESULTS, MAX_RESULTS)

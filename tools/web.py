@@ -30,6 +30,7 @@ from agent.v1.web_pb2 import (
     WebSearchResult,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
@@ -67,13 +68,6 @@ _NOT_CONTENT = (
 )
 
 
-class WebFailure(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 class HttpClient:
     """The daemon's pooled HTTP client (closed at shutdown)."""
 
@@ -106,15 +100,17 @@ def _validate_url(url: str) -> None:
     import httpx
 
     if not url:
-        raise WebFailure("invalid_url", "url is required")
+        raise CodedError(ErrorCode.INVALID_URL, "url is required")
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise WebFailure("invalid_url", f"invalid URL {url!r}: {exc}") from None
+        raise CodedError(ErrorCode.INVALID_URL, f"invalid URL {url!r}: {exc}") from None
     if parsed.scheme not in ("http", "https"):
-        raise WebFailure("invalid_url", f"invalid URL {url!r}: only http and https are fetched")
+        raise CodedError(
+            ErrorCode.INVALID_URL, f"invalid URL {url!r}: only http and https are fetched"
+        )
     if not parsed.host:
-        raise WebFailure("invalid_url", f"invalid URL {url!r}: no host")
+        raise CodedError(ErrorCode.INVALID_URL, f"invalid URL {url!r}: no host")
 
 
 def _header_map(headers: httpx.Headers) -> dict[str, str]:
@@ -134,12 +130,12 @@ async def fetch_url(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Fetched:
-    """One request (redirects followed), body cut at `max_bytes`; WebFailure when it fails."""
+    """One request (redirects followed), body cut at `max_bytes`; CodedError when it fails."""
     import httpx
 
     _validate_url(url)
     if not _METHOD.match(method):
-        raise WebFailure("invalid_argument", f"invalid HTTP method {method!r}")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"invalid HTTP method {method!r}")
     seconds = min(timeout_ms or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS) / 1000
     client = daemon.service(HttpClient).client
     started = time.monotonic()
@@ -154,20 +150,22 @@ async def fetch_url(
             finally:
                 await response.aclose()
     except TimeoutError:
-        raise WebFailure("timeout", f"{url} did not answer within {seconds:g} s") from None
+        raise CodedError(ErrorCode.TIMEOUT, f"{url} did not answer within {seconds:g} s") from None
     except httpx.TimeoutException:
-        raise WebFailure("timeout", f"{url} did not answer within {seconds:g} s") from None
+        raise CodedError(ErrorCode.TIMEOUT, f"{url} did not answer within {seconds:g} s") from None
     except httpx.TooManyRedirects:
-        raise WebFailure(
-            "too_many_redirects", f"{url} redirected more than {MAX_REDIRECTS} times"
+        raise CodedError(
+            ErrorCode.TOO_MANY_REDIRECTS, f"{url} redirected more than {MAX_REDIRECTS} times"
         ) from None
     except httpx.UnsupportedProtocol as exc:
-        raise WebFailure("invalid_url", f"cannot fetch {url}: {exc}") from None
+        raise CodedError(ErrorCode.INVALID_URL, f"cannot fetch {url}: {exc}") from None
     except httpx.ConnectError as exc:
         raise _connect_failure(url, exc) from None
     except httpx.HTTPError as exc:
         log.info("fetching %s failed: %r", url, exc)
-        raise WebFailure("request_failed", f"fetching {url} failed: {type(exc).__name__}") from None
+        raise CodedError(
+            ErrorCode.REQUEST_FAILED, f"fetching {url} failed: {type(exc).__name__}"
+        ) from None
     content_type = response.headers.get("content-type", "")
     return Fetched(
         final_url=str(response.url),
@@ -193,22 +191,26 @@ async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes,
     return b"".join(chunks), False
 
 
-def _connect_failure(url: str, exc: Exception) -> WebFailure:
+def _connect_failure(url: str, exc: Exception) -> CodedError:
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, socket.gaierror):
-            return WebFailure("dns_failure", f"cannot resolve the host of {url}: {cause.strerror}")
+            return CodedError(
+                ErrorCode.DNS_FAILURE, f"cannot resolve the host of {url}: {cause.strerror}"
+            )
         if isinstance(cause, ConnectionRefusedError) or (
             isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
         ):
-            return WebFailure("connection_refused", f"{url}: connection refused")
+            return CodedError(ErrorCode.CONNECTION_REFUSED, f"{url}: connection refused")
         cause = cause.__cause__ or cause.__context__
     text = str(exc)
     if "Name or service not known" in text or "nodename nor servname" in text:
-        return WebFailure("dns_failure", f"cannot resolve the host of {url}")
+        return CodedError(ErrorCode.DNS_FAILURE, f"cannot resolve the host of {url}")
     if "refused" in text.lower():
-        return WebFailure("connection_refused", f"{url}: connection refused")
-    return WebFailure("connect_failed", f"cannot connect to {url}: {text or type(exc).__name__}")
+        return CodedError(ErrorCode.CONNECTION_REFUSED, f"{url}: connection refused")
+    return CodedError(
+        ErrorCode.CONNECT_FAILED, f"cannot connect to {url}: {text or type(exc).__name__}"
+    )
 
 
 def is_text(content_type: str, body: bytes) -> bool:
@@ -247,7 +249,7 @@ async def fetch(args: FetchArgs, ctx: CallContext) -> FetchResult:
             timeout_ms=args.timeout_ms,
             max_bytes=max_bytes,
         )
-    except WebFailure as failure:
+    except CodedError as failure:
         return FetchResult(error={"code": failure.code, "message": failure.message})
     success = FetchSuccess(
         url=args.url,
@@ -322,7 +324,7 @@ async def web_fetch(args: WebFetchArgs, ctx: CallContext) -> WebFetchResult:
             timeout_ms=args.timeout_ms,
             max_bytes=WEB_FETCH_MAX_BYTES,
         )
-    except WebFailure as failure:
+    except CodedError as failure:
         return WebFetchResult(error={"code": failure.code, "message": failure.message})
     if not is_text(fetched.content_type, fetched.body):
         return WebFetchResult(

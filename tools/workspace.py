@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pathspec
 
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.protected import protected_rule
 from exec_daemon.kernel.state import Daemon
 
@@ -131,31 +132,22 @@ class CursorIgnore:
 # Atomic writes
 
 
-class WriteFailure(Exception):
-    """A write that did not happen; the old file is untouched. `code` is a ToolError code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def write_failure(exc: OSError, path: Path | str) -> WriteFailure:
+def write_failure(exc: OSError, path: Path | str) -> CodedError:
     """The user-facing reason for an OSError of a write (no exception text leaves the daemon)."""
     shown = str(path)
     reasons = {
-        errno.ENOSPC: ("no_space", f"no space left on the device holding {shown}"),
-        errno.EDQUOT: ("no_space", f"disk quota exceeded writing {shown}"),
-        errno.EACCES: ("permission_denied", f"permission denied writing {shown}"),
-        errno.EPERM: ("permission_denied", f"operation not permitted writing {shown}"),
-        errno.EROFS: ("read_only", f"{shown} is on a read-only file system"),
-        errno.EISDIR: ("is_directory", f"{shown} is a directory"),
-        errno.ENOTDIR: ("not_a_directory", f"a parent of {shown} is not a directory"),
-        errno.ENAMETOOLONG: ("invalid_argument", f"the name {shown} is too long"),
-        errno.EFBIG: ("too_large", f"{shown} would exceed the largest file size allowed"),
+        errno.ENOSPC: (ErrorCode.NO_SPACE, f"no space left on the device holding {shown}"),
+        errno.EDQUOT: (ErrorCode.NO_SPACE, f"disk quota exceeded writing {shown}"),
+        errno.EACCES: (ErrorCode.PERMISSION_DENIED, f"permission denied writing {shown}"),
+        errno.EPERM: (ErrorCode.PERMISSION_DENIED, f"operation not permitted writing {shown}"),
+        errno.EROFS: (ErrorCode.READ_ONLY, f"{shown} is on a read-only file system"),
+        errno.EISDIR: (ErrorCode.IS_DIRECTORY, f"{shown} is a directory"),
+        errno.ENOTDIR: (ErrorCode.NOT_A_DIRECTORY, f"a parent of {shown} is not a directory"),
+        errno.ENAMETOOLONG: (ErrorCode.INVALID_ARGUMENT, f"the name {shown} is too long"),
+        errno.EFBIG: (ErrorCode.TOO_LARGE, f"{shown} would exceed the largest file size allowed"),
     }
-    code, message = reasons.get(exc.errno or 0, ("io_error", f"could not write {shown}"))
-    return WriteFailure(code, message)
+    code, message = reasons.get(exc.errno or 0, (ErrorCode.IO_ERROR, f"could not write {shown}"))
+    return CodedError(code, message)
 
 
 def _default_mode() -> int:
@@ -180,7 +172,7 @@ def atomic_write(
     Readers see the old or the new file, never a mix, also when the disk fills up. The mode and
     owner of an existing file are kept; missing parents are created. `on_chunk(chunk, offset)` is
     called after each chunk is written. Returns (bytes written, whether the file was created).
-    Raises WriteFailure; the old content is then untouched.
+    Raises CodedError; the old content is then untouched.
     """
     target = write_target(path)
     try:
@@ -190,7 +182,7 @@ def atomic_write(
     except OSError as exc:
         raise write_failure(exc, path) from exc
     if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise WriteFailure("is_directory", f"{path} is a directory")
+        raise CodedError(ErrorCode.IS_DIRECTORY, f"{path} is a directory")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, temp_name = tempfile.mkstemp(

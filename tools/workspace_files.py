@@ -9,19 +9,11 @@ import contextlib
 import os
 from pathlib import Path
 
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace
 
 READ_BYTES = 1 << 20
-
-
-class ListingFailure(Exception):
-    """The files cannot be listed; `code` is a ToolError code, the message says why."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 async def list_files(
@@ -46,8 +38,8 @@ async def list_files(
             stderr=asyncio.subprocess.DEVNULL,
         )
     except OSError:
-        raise ListingFailure(
-            "unavailable", f"ripgrep cannot be started (--rg-path {daemon.config.rg_path})"
+        raise CodedError(
+            ErrorCode.UNAVAILABLE, f"ripgrep cannot be started (--rg-path {daemon.config.rg_path})"
         ) from None
     assert process.stdout is not None
     names: list[bytes] = []
@@ -58,8 +50,9 @@ async def list_files(
                 *complete, pending = (pending + chunk).split(b"\0")
                 names += complete
     except TimeoutError:
-        raise ListingFailure(
-            "timeout", f"listing the files under {directory} took longer than {time_limit:.0f} s"
+        raise CodedError(
+            ErrorCode.TIMEOUT,
+            f"listing the files under {directory} took longer than {time_limit:.0f} s",
         ) from None
     finally:
         if process.returncode is None:

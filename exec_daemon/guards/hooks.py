@@ -58,7 +58,7 @@ from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.permissions import Judge
 from exec_daemon.guards.rejections import rejected_result
 from exec_daemon.kernel.context import Invocation, Middleware, Next
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.processes import terminate_sessions
 from exec_daemon.kernel.state import Daemon
 
@@ -544,7 +544,7 @@ class HookRunner:
         started = time.monotonic()
         try:
             result = await call_next(inv)
-        except ToolCallError as exc:
+        except CodedError as exc:
             failure = {"error": exc.message, "duration": _ms_since(started)}
             await self._after(hooks, inv, view, None, failure, started)
             raise

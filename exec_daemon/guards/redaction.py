@@ -32,7 +32,7 @@ from google.protobuf.message import Message
 from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import Invocation, Middleware, Next
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -327,9 +327,9 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
         ctx = inv.ctx.with_emit(redacting_emit)
         try:
             result = await call_next(Invocation(inv.tool, inv.args, ctx))
-        except ToolCallError as exc:
+        except CodedError as exc:
             await send_remainders()
-            raise ToolCallError(exc.code, store.matcher.redact(exc.message)) from exc
+            raise CodedError(exc.code, store.matcher.redact(exc.message)) from exc
         except asyncio.CancelledError:
             await send_remainders()
             raise

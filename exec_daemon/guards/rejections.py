@@ -8,7 +8,7 @@ from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected
 from exec_daemon.kernel.context import result_class
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 
 # Fields a tool's own rejected message (e.g. ShellRejected) may echo from the call's args.
 _ECHOED_ARGS = ("command", "working_directory", "path")
@@ -22,7 +22,7 @@ def rejected_result(tool: str, args: Message, rejected: Rejected) -> Message:
     """
     result = result_class(tool)()
     if "rejected" not in result.DESCRIPTOR.fields_by_name:
-        raise ToolCallError("permission_denied", rejected.reason)
+        raise CodedError(ErrorCode.PERMISSION_DENIED, rejected.reason)
     case: Any = result.rejected  # type: ignore[attr-defined]
     case.SetInParent()
     if case.DESCRIPTOR.full_name == Rejected.DESCRIPTOR.full_name:

@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import HookFeedback
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.sandboxing import SandboxDecision
 from exec_daemon.kernel.state import Daemon
 
@@ -74,15 +74,16 @@ Next = Callable[[Invocation], Awaitable[Message]]
 Middleware = Callable[[Invocation, Next], Awaitable[Message]]
 
 
-def result_case(result: Message, case: str, reason: str) -> Message:
-    """Sets the oneof case `case` (e.g. "rejected", "aborted", "error") of a tool result.
+def result_case(result: Message, case: ErrorCode, reason: str) -> Message:
+    """Sets the oneof case `case` (e.g. "aborted") of a tool result; a result without that case
+    raises it as a CodedError.
 
     Every result message names its shared cases the same way and each has a `reason` (or, for
     `error`, a `message`) string, so any tool can be answered generically.
     """
     field_desc = result.DESCRIPTOR.fields_by_name.get(case)
     if field_desc is None:
-        raise ToolCallError(case, reason)
+        raise CodedError(case, reason)
     sub = getattr(result, case)
     sub.SetInParent()
     for text_field in ("reason", "message"):

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -49,15 +49,15 @@ async def run_git(
             while chunk := await process.stdout.read(1 << 20):
                 size += len(chunk)
                 if max_output is not None and size > max_output:
-                    raise RpcFailure(
-                        "resource_exhausted",
+                    raise CodedError(
+                        ErrorCode.RESOURCE_EXHAUSTED,
                         f"the output is larger than {max_output} bytes (the message size limit)",
                     )
                 chunks.append(chunk)
             stderr = await stderr_task
             returncode = await process.wait()
     except TimeoutError:
-        raise RpcFailure("deadline_exceeded", f"git {args[0]} took too long") from None
+        raise CodedError(ErrorCode.DEADLINE_EXCEEDED, f"git {args[0]} took too long") from None
     finally:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):

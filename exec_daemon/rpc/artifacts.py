@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
@@ -116,12 +116,13 @@ def upload_target(upload_url: str, relative: str) -> str:
 
 def _check_url(upload_url: str) -> None:
     if not upload_url:
-        raise RpcFailure(
-            "invalid_argument", "upload_url is required (this daemon has no upload endpoint)"
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT,
+            "upload_url is required (this daemon has no upload endpoint)",
         )
     parsed = urllib.parse.urlsplit(upload_url.replace("{path}", "x"))
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise RpcFailure("invalid_argument", "upload_url must be an http or https URL")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "upload_url must be an http or https URL")
 
 
 def _select(

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import EMPTY_TREE, git_env, run_git
 from exec_daemon.kernel.state import Daemon
 
@@ -41,10 +41,12 @@ async def _resolve_base(daemon: Daemon, ref: str) -> str:
         head = await run_git(daemon, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
         return head.stdout.decode().strip() if head.returncode == 0 else EMPTY_TREE
     if ref.startswith("-"):
-        raise RpcFailure("invalid_argument", f"{ref!r} is not a git revision")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"{ref!r} is not a git revision")
     run = await run_git(daemon, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if run.returncode != 0:
-        raise RpcFailure("invalid_argument", f"{ref!r} is not a commit of the workspace repository")
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"{ref!r} is not a commit of the workspace repository"
+        )
     return run.stdout.decode().strip()
 
 
@@ -52,7 +54,7 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
     """The diff of the workspace (tracked and untracked files) against `ref` (empty = HEAD)."""
     index = await _git_dir_index(daemon)
     if index is None:
-        raise RpcFailure("failed_precondition", "the workspace is not in a git repository")
+        raise CodedError(ErrorCode.FAILED_PRECONDITION, "the workspace is not in a git repository")
     base = await _resolve_base(daemon, ref)
     with tempfile.TemporaryDirectory(prefix="exec-daemon-diff-") as scratch:
         temp_index = Path(scratch) / "index"
@@ -61,7 +63,9 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
         env = git_env(daemon, GIT_INDEX_FILE=str(temp_index))
         added = await run_git(daemon, "add", "--intent-to-add", "--all", "--", ".", env=env)
         if added.returncode != 0:
-            raise RpcFailure("internal", f"git add --intent-to-add failed: {added.stderr[:500]}")
+            raise CodedError(
+                ErrorCode.INTERNAL, f"git add --intent-to-add failed: {added.stderr[:500]}"
+            )
         run = await run_git(
             daemon,
             "diff",
@@ -76,7 +80,7 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
             max_output=max_bytes,
         )
     if run.returncode != 0:
-        raise RpcFailure("internal", f"git diff failed: {run.stderr[:500]}")
+        raise CodedError(ErrorCode.INTERNAL, f"git diff failed: {run.stderr[:500]}")
     return run.stdout.decode("utf-8", "replace")
 
 
@@ -141,7 +145,9 @@ async def _hash_without_git(daemon: Daemon) -> str:
             stderr=asyncio.subprocess.DEVNULL,
         )
     except OSError:
-        raise RpcFailure("unavailable", "ripgrep cannot be started to list the files") from None
+        raise CodedError(
+            ErrorCode.UNAVAILABLE, "ripgrep cannot be started to list the files"
+        ) from None
     stdout, _ = await process.communicate()
     names = sorted(name for name in stdout.split(b"\x00") if name)
 
@@ -171,7 +177,7 @@ async def workspace_changes_hash(daemon: Daemon) -> str:
         ".",
     )
     if run.returncode != 0:
-        raise RpcFailure("internal", f"git status failed: {run.stderr[:500]}")
+        raise CodedError(ErrorCode.INTERNAL, f"git status failed: {run.stderr[:500]}")
     # Status paths are relative to the repository's top directory.
     root = top.stdout.decode("utf-8", "surrogateescape").strip()
     return await asyncio.to_thread(_hash_status, root, run.stdout)

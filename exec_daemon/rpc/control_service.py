@@ -48,14 +48,14 @@ from agent.v1.control_pb2 import (
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.rpc import artifacts, changes, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
 from tools import files, mcp
 
 
-def _connect_error(failure: RpcFailure) -> ConnectError:
+def _connect_error(failure: CodedError) -> ConnectError:
     return ConnectError(Code[failure.code.upper()], failure.message)
 
 
@@ -112,7 +112,7 @@ class ControlService(ControlServiceBase):
     ) -> ListDirectoryResponse:
         try:
             entries = await files.list_directory(self._daemon.workspace, request.path)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return ListDirectoryResponse(
             entries=[
@@ -136,7 +136,7 @@ class ControlService(ControlServiceBase):
         limit = self._daemon.config.max_message_bytes
         try:
             content = await files.read_text_file(self._daemon.workspace, request.path, limit)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return ReadTextFileResponse(content=content)
 
@@ -148,7 +148,7 @@ class ControlService(ControlServiceBase):
         data = request.content.encode("utf-8")
         try:
             written = await files.write_file(self._daemon.workspace, request.path, data)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return WriteTextFileResponse(bytes_written=written)
 
@@ -162,7 +162,7 @@ class ControlService(ControlServiceBase):
             data, size = await files.read_binary_file(
                 self._daemon.workspace, request.path, request.offset, request.length, limit
             )
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return ReadBinaryFileResponse(
             data=data, total_size=size, eof=request.offset + len(data) >= size
@@ -179,7 +179,7 @@ class ControlService(ControlServiceBase):
                 size = await files.append_file(workspace, request.path, request.data)
             else:
                 size = await files.write_file(workspace, request.path, request.data)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return WriteBinaryFileResponse(bytes_written=len(request.data), total_size=size)
 
@@ -189,7 +189,7 @@ class ControlService(ControlServiceBase):
         limit = self._daemon.config.max_message_bytes - files.MESSAGE_OVERHEAD
         try:
             diff = await changes.workspace_diff(self._daemon, request.ref, limit)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return GetDiffResponse(diff=diff)
 
@@ -200,7 +200,7 @@ class ControlService(ControlServiceBase):
     ) -> GetWorkspaceChangesHashResponse:
         try:
             digest = await changes.workspace_changes_hash(self._daemon)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return GetWorkspaceChangesHashResponse(hash=digest)
 
@@ -235,7 +235,7 @@ class ControlService(ControlServiceBase):
             outcome = await artifacts.upload_artifacts(
                 self._daemon, list(request.paths), request.upload_url
             )
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return UploadArtifactsResponse(
             uploaded=[_artifact(info) for info in outcome.uploaded],
@@ -250,7 +250,7 @@ class ControlService(ControlServiceBase):
     ) -> WarmRemoteAccessServerResponse:
         try:
             remote_server.warm_remote_access_server(request.commit)
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
 
     async def download_cursor_server(
@@ -262,7 +262,7 @@ class ControlService(ControlServiceBase):
             path, size, digest = await remote_server.download_cursor_server(
                 self._daemon, request.commit, request.url
             )
-        except RpcFailure as failure:
+        except CodedError as failure:
             raise _connect_error(failure) from None
         return DownloadCursorServerResponse(path=str(path), size_bytes=size, sha256=digest)
 

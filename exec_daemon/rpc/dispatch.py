@@ -22,7 +22,7 @@ from exec_daemon.kernel.context import (
     Middleware,
     Next,
 )
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.wire import fields
 
@@ -30,16 +30,17 @@ log = logging.getLogger(__name__)
 
 
 def tool_variant(tool_call: ToolCall) -> str:
-    """The name of the ToolCall variant that is set, or a ToolCallError saying why none is."""
+    """The name of the ToolCall variant that is set, or a CodedError saying why none is."""
     variant = tool_call.WhichOneof("tool")
     if variant is not None:
         return variant
     numbers = [number for number, _type, _value in fields(tool_call.SerializeToString())]
     if numbers:
-        raise ToolCallError(
-            "invalid_argument", f"unknown tool: ToolCall field {numbers[0]} is not a known variant"
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"unknown tool: ToolCall field {numbers[0]} is not a known variant",
         )
-    raise ToolCallError("invalid_argument", "the ToolCall has no tool set")
+    raise CodedError(ErrorCode.INVALID_ARGUMENT, "the ToolCall has no tool set")
 
 
 class Dispatcher:
@@ -70,8 +71,8 @@ class Dispatcher:
         async def call_handler(inv: Invocation) -> Message:
             handler = self._handlers.get(inv.tool)
             if handler is None:
-                raise ToolCallError(
-                    "unimplemented", f"{inv.tool} is not implemented by this daemon"
+                raise CodedError(
+                    ErrorCode.UNIMPLEMENTED, f"{inv.tool} is not implemented by this daemon"
                 )
             return await handler(inv.args, inv.ctx)
 
@@ -83,7 +84,7 @@ class Dispatcher:
     async def run(self, tool_call: ToolCall, ctx: CallContext) -> ToolCall:
         """Runs the call and returns the ToolCall with `result` set.
 
-        Raises ToolCallError when the call cannot be run; any other exception is a handler bug
+        Raises CodedError when the call cannot be run; any other exception is a handler bug
         and is logged here with its traceback and answered as `internal` (the text never leaves
         the daemon).
         """
@@ -92,11 +93,11 @@ class Dispatcher:
         ctx = replace(ctx, tool=tool, report=CallReport())
         try:
             result = await self._chain_for(tool)(Invocation(tool=tool, args=variant.args, ctx=ctx))
-        except ToolCallError:
+        except CodedError:
             raise
         except Exception as exc:
             log.exception("tool call %s (id %d) crashed", tool, ctx.call_id)
-            raise ToolCallError("internal", f"{tool} failed with an internal error") from exc
+            raise CodedError(ErrorCode.INTERNAL, f"{tool} failed with an internal error") from exc
         answer = ToolCall()
         answered = getattr(answer, tool)
         answered.args.CopyFrom(ctx.report.args_run or variant.args)

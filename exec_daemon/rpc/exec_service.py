@@ -23,7 +23,7 @@ from agent.v1.exec_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.context import CallContext, result_case, result_class
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.rpc.codecs import MalformedElement
 from exec_daemon.rpc.dispatch import Dispatcher, tool_variant
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, incoming_trace_headers
@@ -48,7 +48,7 @@ def aborted_answer(tool_call: ToolCall, reason: str) -> ToolCall:
     answer = ToolCall()
     answered = getattr(answer, tool)
     answered.args.CopyFrom(getattr(tool_call, tool).args)
-    answered.result.CopyFrom(result_case(result_class(tool)(), "aborted", reason))
+    answered.result.CopyFrom(result_case(result_class(tool)(), ErrorCode.ABORTED, reason))
     return answer
 
 
@@ -122,7 +122,7 @@ class CallRunner:
         try:
             answer = await self._dispatcher.run(tool_call, ctx)
             message = ExecServerMessage(id=call_id, tool_call_result=answer)
-        except ToolCallError as exc:
+        except CodedError as exc:
             message = ExecServerMessage(id=call_id, error=exc.to_exec_error())
         except asyncio.CancelledError:
             reason = "aborted: the client went away" if self.closing else "aborted by the client"
@@ -241,7 +241,7 @@ class ExecStreamSession:
             return
         try:
             tool_variant(message.tool_call)
-        except ToolCallError as exc:
+        except CodedError as exc:
             await self._runner.post(ExecServerMessage(id=call_id, error=exc.to_exec_error()))
             return
         task = asyncio.create_task(

@@ -38,14 +38,9 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.terminals.pty import (
-    Attachment,
-    ClientTooSlow,
-    PtyManager,
-    Terminal,
-    TerminalError,
-)
+from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Terminal
 
 log = logging.getLogger(__name__)
 # websockets logs every refused handshake (every static file is one) at INFO: too chatty.
@@ -206,7 +201,7 @@ class PtyWebSocketServer:
         except BadRequest as exc:
             await connection.close(CLOSE_BAD_REQUEST, _reason(str(exc)))
             return
-        except TerminalError as exc:
+        except CodedError as exc:
             code = CLOSE_UNKNOWN_TERMINAL if exc.code == "not_found" else CLOSE_BAD_REQUEST
             await connection.close(code, _reason(exc.message))
             return
@@ -321,7 +316,7 @@ class PtyWebSocketServer:
                 return
         try:
             terminal.write(message)
-        except TerminalError as exc:
+        except CodedError as exc:
             await connection.send(json.dumps({"type": "error", "message": exc.message}))
             return
         await terminal.drain()
@@ -343,7 +338,7 @@ class PtyWebSocketServer:
                 terminal.send_signal(name)
             else:
                 return f"unknown control message type {kind[:40]!r}; one of resize, signal"
-        except TerminalError as exc:
+        except CodedError as exc:
             return exc.message
         return None
 

@@ -19,7 +19,7 @@ import urllib.parse
 from pathlib import Path
 from typing import NoReturn
 
-from exec_daemon.kernel.errors import RpcFailure
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,8 @@ CHUNK_BYTES = 256 * 1024
 
 
 def warm_remote_access_server(commit: str) -> NoReturn:
-    raise RpcFailure(
-        "unavailable",
+    raise CodedError(
+        ErrorCode.UNAVAILABLE,
         "the remote access (Cursor IDE) server is not part of this daemon: it needs Cursor's "
         "server build, which is not installed in this VM",
     )
@@ -45,7 +45,9 @@ def download_directory(daemon: Daemon) -> Path:
 def _file_name(commit: str, url: str) -> str:
     if commit:
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", commit):
-            raise RpcFailure("invalid_argument", "commit must be letters, digits, '.', '_' or '-'")
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT, "commit must be letters, digits, '.', '_' or '-'"
+            )
         return f"cursor-server-{commit}"
     name = os.path.basename(urllib.parse.urlsplit(url).path)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
@@ -54,14 +56,14 @@ def _file_name(commit: str, url: str) -> str:
 
 def _check_url(url: str) -> None:
     if not url:
-        raise RpcFailure(
-            "failed_precondition",
+        raise CodedError(
+            ErrorCode.FAILED_PRECONDITION,
             "no url given: this daemon does not know where Cursor publishes its server builds; "
             "pass the archive's url",
         )
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise RpcFailure("invalid_argument", "url must be an http or https URL")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "url must be an http or https URL")
 
 
 async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple[Path, int, str]:
@@ -75,7 +77,9 @@ async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple
         await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
         fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=directory)
     except OSError as exc:
-        raise RpcFailure("internal", f"cannot write to {directory}: {exc.strerror}") from None
+        raise CodedError(
+            ErrorCode.INTERNAL, f"cannot write to {directory}: {exc.strerror}"
+        ) from None
     digest = hashlib.sha256()
     size = 0
     try:
@@ -87,15 +91,15 @@ async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple
                 client.stream("GET", url) as response,
             ):
                 if not response.is_success:
-                    raise RpcFailure(
-                        "unavailable",
+                    raise CodedError(
+                        ErrorCode.UNAVAILABLE,
                         f"the download failed: the server answered HTTP {response.status_code}",
                     )
                 async for chunk in response.aiter_bytes(CHUNK_BYTES):
                     size += len(chunk)
                     if size > MAX_DOWNLOAD_BYTES:
-                        raise RpcFailure(
-                            "resource_exhausted",
+                        raise CodedError(
+                            ErrorCode.RESOURCE_EXHAUSTED,
                             f"the download is larger than {MAX_DOWNLOAD_BYTES} bytes",
                         )
                     digest.update(chunk)
@@ -103,15 +107,17 @@ async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple
             await asyncio.to_thread(os.fsync, file.fileno())
         await asyncio.to_thread(os.replace, temp_name, target)
     except TimeoutError:
-        raise RpcFailure(
-            "deadline_exceeded",
+        raise CodedError(
+            ErrorCode.DEADLINE_EXCEEDED,
             f"the download did not finish within {DOWNLOAD_TIMEOUT_SECONDS:.0f} s",
         ) from None
     except httpx.HTTPError as exc:
         log.info("downloading the Cursor server from %s failed: %r", url, exc)
-        raise RpcFailure("unavailable", f"the download failed ({type(exc).__name__})") from None
+        raise CodedError(
+            ErrorCode.UNAVAILABLE, f"the download failed ({type(exc).__name__})"
+        ) from None
     except OSError as exc:
-        raise RpcFailure("internal", f"writing {target} failed: {exc.strerror}") from None
+        raise CodedError(ErrorCode.INTERNAL, f"writing {target} failed: {exc.strerror}") from None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)

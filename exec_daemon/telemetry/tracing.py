@@ -48,7 +48,7 @@ from google.protobuf.message import Message
 from exec_daemon import __version__
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Invocation, Middleware, Next
-from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ def tracing_middleware(tracer: Tracer) -> Middleware:
         )
         try:
             result = await call_next(inv)
-        except ToolCallError as exc:
+        except CodedError as exc:
             span.set_attributes({ATTR_RESULT: "exec_error", ATTR_ERROR_CODE: exc.code})
             span.set_status(Status(StatusCode.ERROR, exc.code))
             raise

@@ -21,8 +21,9 @@ from exec_daemon.kernel.environment_file import (
     EnvironmentConfigError,
     load_environment,
 )
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.terminals.pty import PtyManager, TerminalError
+from exec_daemon.terminals.pty import PtyManager
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ async def start_environment(daemon: Daemon) -> None:
                 name=spec.name or f"terminal {index}",
                 description=spec.description,
             )
-        except TerminalError as exc:
+        except CodedError as exc:
             log.error("environment.json terminal %r did not start: %s", spec.name, exc.message)
             continue
         log.info("environment.json terminal %r is %s", terminal.name, terminal.id)
@@ -77,7 +78,7 @@ async def start_environment(daemon: Daemon) -> None:
 async def _run_start(manager: PtyManager, command: str) -> None:
     try:
         terminal = manager.create(command=command, name="start")
-    except TerminalError as exc:
+    except CodedError as exc:
         log.error("environment.json start did not run: %s", exc.message)
         return
     try:

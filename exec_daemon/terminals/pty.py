@@ -36,6 +36,7 @@ from typing import Any
 
 from ptyprocess import PtyProcess
 
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -77,15 +78,6 @@ SIGNALS = {
 NOT_FOR_TERMINALS = ("NO_COLOR", "FORCE_COLOR")
 
 
-class TerminalError(Exception):
-    """A terminal request that cannot be honoured; `code` is a short machine-readable reason."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 class ClientTooSlow(Exception):
     """The client fell so far behind that the scrollback no longer holds its next bytes."""
 
@@ -96,8 +88,8 @@ class ClientTooSlow(Exception):
 
 def validate_size(cols: int, rows: int) -> None:
     if not (1 <= cols <= MAX_COLS and 1 <= rows <= MAX_ROWS):
-        raise TerminalError(
-            "invalid_argument",
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT,
             f"terminal size must be 1..{MAX_COLS} cols by 1..{MAX_ROWS} rows, got {cols}x{rows}",
         )
 
@@ -106,8 +98,8 @@ def signal_number(name: str) -> int:
     canonical = name.upper() if name.upper().startswith("SIG") else f"SIG{name.upper()}"
     number = SIGNALS.get(canonical)
     if number is None:
-        raise TerminalError(
-            "invalid_argument", f"unknown signal {name!r}; one of {', '.join(SIGNALS)}"
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"unknown signal {name!r}; one of {', '.join(SIGNALS)}"
         )
     return number
 
@@ -333,7 +325,7 @@ class Terminal:
                 preexec_fn=_restore_signals,
             )
         except OSError as exc:
-            raise TerminalError("spawn_failed", f"could not start {argv[0]}: {exc}") from exc
+            raise CodedError(ErrorCode.SPAWN_FAILED, f"could not start {argv[0]}: {exc}") from exc
         self.pid: int = self.process.pid
         self.fd: int = self.process.fd
         try:
@@ -349,8 +341,9 @@ class Terminal:
                 os.waitpid(self.pid, 0)  # SIGKILL: gone in a moment
             self.process.fileobj.close()
             self.process.closed = self.process.terminated = True
-            raise TerminalError(
-                "io_error", f"could not set up the terminal file in {folder}: {exc.strerror}"
+            raise CodedError(
+                ErrorCode.IO_ERROR,
+                f"could not set up the terminal file in {folder}: {exc.strerror}",
             ) from exc
         self._fd_open = True
         self._loop.add_reader(self._pidfd, self._on_process_exit)
@@ -492,7 +485,7 @@ class Terminal:
     def write(self, data: bytes) -> None:
         """Queues input for the process; never blocks (see `drain` for backpressure)."""
         if not self._fd_open or self.exit_code is not None:
-            raise TerminalError("exited", f"terminal {self.id} has exited")
+            raise CodedError(ErrorCode.EXITED, f"terminal {self.id} has exited")
         self._pending_input += data
         if not self._writer_registered:
             self._flush_input()
@@ -532,7 +525,7 @@ class Terminal:
         """Delivers a signal to the terminal's foreground job, as the key would (Ctrl-C...)."""
         number = signal_number(name)
         if self.exit_code is not None:
-            raise TerminalError("exited", f"terminal {self.id} has exited")
+            raise CodedError(ErrorCode.EXITED, f"terminal {self.id} has exited")
         group = self.pid
         if self._fd_open:
             with contextlib.suppress(OSError):
@@ -601,7 +594,7 @@ class PtyManager:
     def resolve_cwd(self, cwd: str | None) -> str:
         path = Path(self._daemon.workspace, cwd or "")
         if not path.is_dir():
-            raise TerminalError("invalid_argument", f"cwd {cwd!r} is not a directory")
+            raise CodedError(ErrorCode.INVALID_ARGUMENT, f"cwd {cwd!r} is not a directory")
         return str(path)
 
     def create(
@@ -642,7 +635,7 @@ class PtyManager:
     def get(self, terminal_id: str) -> Terminal:
         terminal = self._terminals.get(terminal_id)
         if terminal is None:
-            raise TerminalError("not_found", f"unknown terminal id {terminal_id!r}")
+            raise CodedError(ErrorCode.NOT_FOUND, f"unknown terminal id {terminal_id!r}")
         return terminal
 
     def list(self) -> list[Terminal]:
