@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.pty import PtyManager, TerminalError
 from exec_daemon.state import Daemon
 
@@ -266,7 +267,13 @@ def run_install(workspace: Path) -> int:
         return 0
     print(f"exec-daemon install: running in {workspace}: {config.install}", file=sys.stderr)
     sys.stderr.flush()
-    completed = subprocess.run(["bash", "-c", config.install], cwd=workspace, check=False)
+    completed = subprocess.run(
+        ["bash", "-c", config.install],
+        cwd=workspace,
+        env=without_secrets(os.environ),
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     code = completed.returncode
     return 128 - code if code < 0 else code
 

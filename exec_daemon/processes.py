@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from exec_daemon.kernel.secrets import without_secrets
+
 if TYPE_CHECKING:
     from agent.v1.shell_pb2 import SandboxPolicy
     from exec_daemon.state import Daemon
@@ -160,7 +162,7 @@ async def spawn(spec: SpawnSpec, confinement: Confinement = UNCONFINED) -> Child
             stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
             stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
             cwd=spec.cwd,
-            env=dict(spec.env),
+            env=without_secrets(spec.env),
             pass_fds=spec.pass_fds,
             start_new_session=True,
         )
