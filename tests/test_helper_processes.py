@@ -23,10 +23,14 @@ def alive(pid: int) -> bool:
     return info is not None and info.alive
 
 
+def written(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
+
+
 async def wait_for_file(path: Path, seconds: float = 5.0) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if path.exists() and (text := path.read_text().strip()):
+        if text := written(path):
             return text
         await asyncio.sleep(0.02)
     raise AssertionError(f"{path} was not written within {seconds}s")
@@ -133,9 +137,7 @@ async def test_the_daemon_secrets_never_reach_a_helper() -> None:
 
 async def test_a_kept_helper_stops_with_its_group(tmp_path: Path) -> None:
     out = tmp_path / "pids"
-    helper = await start_helper(
-        ["bash", "-c", f"trap '' TERM; {TREE.format(out=out)}"], env=ENV
-    )
+    helper = await start_helper(["bash", "-c", f"trap '' TERM; {TREE.format(out=out)}"], env=ENV)
     pids = pids_in(await wait_for_file(out))
     assert helper.returncode is None
     # It ignores SIGTERM: SIGKILL reaches it and its descendants after the grace.

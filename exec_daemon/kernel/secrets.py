@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 AUTH_TOKEN_VARIABLE = "EXEC_DAEMON_AUTH_TOKEN"
+TRACE_TOKEN_VARIABLE = "EXEC_DAEMON_TRACE_AUTH_TOKEN"
 SECRET_VARIABLES = frozenset(
     {
         AUTH_TOKEN_VARIABLE,
-        "EXEC_DAEMON_TRACE_AUTH_TOKEN",
+        TRACE_TOKEN_VARIABLE,
         "CURSOR_API_KEY",
         "ANTHROPIC_API_KEY",
         "OPENAI_API_KEY",
