@@ -24,6 +24,7 @@ from exec_daemon.config import (
     RUN_MODES,
     DaemonConfig,
 )
+from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.secrets import AUTH_TOKEN_VARIABLE, TRACE_TOKEN_VARIABLE, keep_secret
 from exec_daemon.processes import run_as_init_if_pid1
 
@@ -107,6 +108,16 @@ def auth_token_from(argv_token: str | None, token_file: Path | None) -> str:
     raise click.UsageError(
         f"no auth token: give --auth-token-file PATH, set {AUTH_TOKEN_VARIABLE} or --auth-token"
     )
+
+
+def networks_option(value: str) -> tuple[str, ...]:
+    """--fetch-allow-private's networks, each checked (a bad one is a usage error)."""
+    parts = tuple(part.strip() for part in value.split(",") if part.strip())
+    try:
+        parse_networks(parts)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return parts
 
 
 def make_undumpable() -> None:
@@ -267,6 +278,15 @@ def main() -> None:
 )
 @click.option(
     "--trace-insecure", is_flag=True, help="Skip TLS verification for the trace endpoint."
+)
+@click.option(
+    "--fetch-allow-private",
+    default="",
+    callback=lambda _ctx, _param, value: networks_option(value),
+    metavar="CIDRS",
+    help="Comma-separated networks (e.g. 127.0.0.0/8,10.1.0.0/16) the fetch and web_fetch tools "
+    "may reach although loopback, private or link-local; by default they reach public addresses "
+    "only. The daemon's own ports stay refused.",
 )
 @click.option(
     "--terminals-folder",

@@ -30,6 +30,7 @@ from agent.v1.web_pb2 import (
     WebSearchResult,
 )
 from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.state import Daemon
 
 if TYPE_CHECKING:
@@ -80,7 +81,15 @@ class HttpClient:
     def __init__(self, daemon: Daemon) -> None:
         import httpx
 
+        from tools.public_network import AddressRules, PublicOnlyTransport
+
+        config = daemon.config
+        rules = AddressRules(
+            allowed_private=parse_networks(config.fetch_allow_private),
+            own_ports=frozenset({config.port, config.pty_websocket_port}),
+        )
         self.client = httpx.AsyncClient(
+            transport=PublicOnlyTransport(rules),
             follow_redirects=True,
             max_redirects=MAX_REDIRECTS,
             headers={"user-agent": "exec-daemon (Cursor agent VM)"},
@@ -137,6 +146,8 @@ async def fetch_url(
     """One request (redirects followed), body cut at `max_bytes`; WebFailure when it fails."""
     import httpx
 
+    from tools.public_network import AddressRefused, HostUnresolvable
+
     _validate_url(url)
     if not _METHOD.match(method):
         raise WebFailure("invalid_argument", f"invalid HTTP method {method!r}")
@@ -153,6 +164,10 @@ async def fetch_url(
                 data, truncated = await _read_capped(response, max_bytes)
             finally:
                 await response.aclose()
+    except AddressRefused as exc:
+        raise WebFailure("private_address", f"not fetching {url}: {exc}") from None
+    except HostUnresolvable as exc:
+        raise WebFailure("dns_failure", f"{url}: {exc}") from None
     except TimeoutError:
         raise WebFailure("timeout", f"{url} did not answer within {seconds:g} s") from None
     except httpx.TimeoutException:
