@@ -14,7 +14,13 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.processes import Confinement, all_processes, terminate_sessions
+from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.processes import (
+    Confinement,
+    all_processes,
+    terminate_selected,
+    terminate_sessions,
+)
 from exec_daemon.state import Daemon
 from sandbox.service import SandboxService
 from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
@@ -291,6 +297,8 @@ class ShellService:
         sids |= {session.pid for session in self._sessions.values() if session.pid}
         sids |= {job.pid for job in self.jobs.values()}
         await terminate_sessions(sids, SHUTDOWN_GRACE_SECONDS)
+        # What left its session (setsid, double fork), background calls' included.
+        await terminate_selected(marked_by_this_daemon(), SHUTDOWN_GRACE_SECONDS)
         for session in self._sessions.values():
             await session.close(grace=0)
         for job in self.jobs.values():
