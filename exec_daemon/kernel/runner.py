@@ -28,6 +28,7 @@ from typing import IO, Any
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.processes import (
+    Child,
     Selector,
     boot_ticks_now,
     in_sessions,
@@ -75,27 +76,14 @@ def helper_name(argv: Sequence[str]) -> str:
     return os.path.basename(argv[0]) if argv else "helper"
 
 
-class Helper:
+@dataclass
+class Helper(Child):
     """A started helper, the leader of its own session."""
 
-    def __init__(self, process: asyncio.subprocess.Process, name: str, started_ticks: int) -> None:
-        self.process = process
-        self.name = name
-        self._started_ticks = started_ticks
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
-
-    async def wait(self) -> int:
-        return await self.process.wait()
+    name: str = "helper"
 
     def _session(self) -> Selector:
-        return in_sessions({self.pid}, since_ticks=self._started_ticks)
+        return in_sessions({self.pid}, since_ticks=self.started_ticks)
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(OSError):
@@ -166,7 +154,7 @@ async def start_helper(
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise HelperFailed(ErrorCode.UNAVAILABLE, f"{name} cannot be started ({why})") from None
-    return Helper(process, name, ticks)
+    return Helper(process=process, started_ticks=ticks, name=name)
 
 
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int) -> Output:
