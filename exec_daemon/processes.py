@@ -1,10 +1,11 @@
 """The one way the daemon starts child processes, and the one way it ends them.
 
-Every process the daemon starts goes through `spawn()`:
+Every agent process (shells, terminals) goes through `spawn()`; the daemon's own helpers (rg, gh,
+linters, Xvfb, ...) go through `exec_daemon/kernel/runner.py`, built on the same pieces. `spawn()`:
 - it gets a new session, hence its own process group (pgid = sid = its pid) and no controlling
   terminal, so a program that prompts on /dev/tty fails at once instead of waiting forever;
-- its environment is the daemon's current one (`daemon.env.snapshot()`) unless the caller
-  passes another;
+- its environment is the one the caller passes (usually `daemon.env.snapshot()`), minus the
+  daemon's secrets (`exec_daemon/kernel/secrets.py`);
 - `Confinement` is the seam where the sandbox (issue #6) plugs in: `confinement_for(daemon,
   policy)` resolves a `SandboxPolicy` to a `Confinement` (sandbox.SandboxService decides; it
   raises sandbox.SandboxRejected when the call must not run), whose `wrap(spec)` rewrites the
