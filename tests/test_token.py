@@ -1,8 +1,10 @@
 """The auth token out of the agent's reach: no child of the daemon sees it (agent shell, sandboxed
-shell, hook, linter, ripgrep), the daemon's /proc entries do not show it, token sources."""
+shell, hook, linter, ripgrep, MCP server), the daemon's /proc entries do not show it, token
+sources."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -19,6 +21,7 @@ from agent.v1.control_pb2 import UpdateEnvironmentVariablesRequest
 from agent.v1.shell_pb2 import SandboxPolicy
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import call, result_of, shell, write_config
+from tests.test_mcp import run_mcp, stdio_server, texts
 
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 UNSANDBOXED = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
@@ -50,11 +53,13 @@ def token_daemon(
     dumps.mkdir()
     real_rg = shutil.which("rg") or str(Path(sys.executable).parent / "rg")
     rg = dumping_wrapper(tmp_path / "rg-wrapper", dumps / "rg.env", f'exec {real_rg} "$@"')
+    mcp_config = json.dumps({"mcpServers": {"demo": stdio_server()}})
     with running_daemon(
         workspace,
         tmp_path / "state",
         "--rg-path", rg,
         "--sandbox-enabled",
+        "--mcp-config", mcp_config,
         token_by=request.param,
     ) as daemon:  # fmt: skip
         yield daemon
@@ -96,6 +101,7 @@ async def test_no_child_of_the_daemon_sees_the_token(
         confined = result_of(await client.run(shell("env", requested_sandbox_policy=SANDBOXED)))
         lints = result_of(await client.run(call("read_lints_tool_call", paths=["a.sh"])))
         grep = result_of(await client.run(call("grep_tool_call", pattern="echo", path=".")))
+        mcp_server_pid = int(texts(await run_mcp(client, "demo-pid"))[0])
     assert plain.WhichOneof("result") == "success", plain
     assert confined.WhichOneof("result") == "success", confined
     assert lints.WhichOneof("result") == "success", lints
@@ -106,6 +112,7 @@ async def test_no_child_of_the_daemon_sees_the_token(
         "hook": (dumps / "hook.env").read_text(),
         "linter": (dumps / "lint.env").read_text(),
         "ripgrep": (dumps / "rg.env").read_text(),
+        "MCP server": proc_entry(mcp_server_pid, "environ").replace("\0", "\n"),
     }
     for child, environment in seen.items():
         assert "GIVEN_LATER=yes" in environment, child
