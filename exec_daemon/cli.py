@@ -314,6 +314,12 @@ def serve(
     make_undumpable()
     token = auth_token_from(auth_token, auth_token_file)
     forget_variable(TRACE_TOKEN_VARIABLE)
+    trace_source = click.get_current_context().get_parameter_source("trace_auth_token")
+    if trace_source == click.core.ParameterSource.COMMANDLINE:
+        log.warning(
+            "--trace-auth-token is visible to every process of the machine: use %s",
+            TRACE_TOKEN_VARIABLE,
+        )
     for value in (token, options.get("trace_auth_token")):
         keep_secret(value)
     for name in NOT_BUILT_YET:

@@ -209,10 +209,26 @@ def test_an_empty_or_missing_token_file_is_refused(tmp_path: Path) -> None:
         assert "Traceback" not in refused.stderr
 
 
-async def test_a_token_on_argv_works_and_is_warned_about(workspace: Path, tmp_path: Path) -> None:
-    with running_daemon(workspace, tmp_path / "state", token_by="argv") as daemon:
+async def test_tokens_on_argv_work_and_are_warned_about(workspace: Path, tmp_path: Path) -> None:
+    trace_token = "trace-token-of-some-length"
+    with running_daemon(
+        workspace, tmp_path / "state", "--trace-auth-token", trace_token, token_by="argv"
+    ) as daemon:
         async with daemon.client() as client:
             assert (await client.ping()).workspace == str(workspace)
+            # A session started before the update gets it through its next call's preamble.
+            result_of(await client.run(shell("true")))
+            # Under other names (the orchestrator may set anything), the values are still dropped.
+            await client.control.update_environment_variables(
+                UpdateEnvironmentVariablesRequest(
+                    env={"COPY": daemon.token, "TRACE_COPY": f"Bearer {trace_token}", "KEPT": "1"}
+                ),
+                headers=client.headers,
+            )
+            seen = shell_text(result_of(await client.run(shell("env"))))
         log = daemon.log()
     assert "--auth-token is visible to every process" in log
+    assert "--trace-auth-token is visible to every process" in log
     assert daemon.token not in log
+    assert "KEPT=1" in seen
+    assert daemon.token not in seen and trace_token not in seen

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.processes import (
     Confinement,
     all_processes,
@@ -108,7 +109,8 @@ class ShellService:
         """bash code that brings the session up to the daemon's current environment."""
         if self._session_env_version.get(session.shell_id, 0) == self._env_version:
             return ""
-        current = self.daemon.env.snapshot()
+        # spawn() drops the daemon's secrets; so does this script, whatever the update named.
+        current = without_secrets(self.daemon.env.snapshot())
         script = env_diff_script(session.exported, current)
         session.exported = current
         self._session_env_version[session.shell_id] = self._env_version
@@ -172,7 +174,7 @@ class ShellService:
         if previous is not None:
             cwd = _existing_directory(previous.cwd) or cwd
             restore = previous.latest_state()
-        env = self.daemon.env.snapshot()
+        env = without_secrets(self.daemon.env.snapshot())
         rc_file = "" if self._rc_file_failures >= RC_FILE_ATTEMPTS else _rc_file(env)
         while True:
             shell_id = self.next_id()
