@@ -22,6 +22,8 @@ from exec_daemon.dispatch import Dispatcher, Handler, Middleware
 from exec_daemon.errors import ErrorMappingInterceptor
 from exec_daemon.exec_service import ExecService
 from exec_daemon.guards import guard_middlewares
+from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.processes import terminate_selected
 from exec_daemon.reflection import reflection_apps
 from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
@@ -128,6 +130,8 @@ async def serve(config: DaemonConfig) -> None:
             await _stop_within(http, STOP_SECONDS)
     finally:
         await daemon.aclose()
+        # Whatever any call or helper started and that outlived its owner's own ending.
+        await terminate_selected(marked_by_this_daemon())
 
 
 async def _stop_within(task: asyncio.Task[None], seconds: float) -> None:

@@ -144,3 +144,12 @@ async def test_a_kept_helper_stops_with_its_group(tmp_path: Path) -> None:
     returncode = await helper.stop(grace=0.2)
     assert returncode == -9
     assert await wait_dead(pids) == []
+
+
+async def test_a_timeout_reaches_what_left_the_helper_session(tmp_path: Path) -> None:
+    out = tmp_path / "pid"
+    script = f"setsid -f bash -c 'echo $$ > {out}; exec sleep 1000' </dev/null >/dev/null 2>&1; sleep 1000"
+    with pytest.raises(HelperFailed):
+        await run_helper(["bash", "-c", script], env=ENV, time_limit=1.0)
+    escaped = pids_in(await wait_for_file(out))
+    assert await wait_dead(escaped) == []

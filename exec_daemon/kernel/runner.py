@@ -6,8 +6,9 @@ Every helper
 - gets the environment its caller passes (the agent's, `daemon.env.snapshot()`, so
   UpdateEnvironmentVariables reaches it) minus the daemon's secrets (`kernel/secrets.py`);
 - reads /dev/null unless given input;
-- is ended with everything in its session, on timeout, on cancellation, and (run to completion)
-  whatever it left running once it exited.
+- is ended with everything in its session (and what left it carrying its mark,
+  `kernel/call_marks.py`) on timeout or cancellation, and (run to completion) with what it left
+  in its group once it exited.
 
 Two shapes: `run_helper` runs to completion, its output kept up to a limit (what was cut is
 counted); `start_helper` starts one that the caller keeps (Xvfb, a recording ffmpeg) and ends
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.processes import (
@@ -81,9 +83,13 @@ class Helper(Child):
     """A started helper, the leader of its own session."""
 
     name: str = "helper"
+    mark: str = ""
 
-    def _session(self) -> Selector:
-        return in_sessions({self.pid}, since_ticks=self.started_ticks)
+    def _strays(self) -> Selector:
+        """Its session, and what left it (setsid, double fork) but carries its mark."""
+        session = in_sessions({self.pid}, since_ticks=self.started_ticks)
+        escaped = marked(self.mark, since_ticks=self.started_ticks)
+        return lambda info: session(info) or escaped(info)
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(OSError):
@@ -102,9 +108,10 @@ class Helper(Child):
         return False
 
     def kill_now(self) -> None:
-        """SIGKILL to its group and every process left in its session, without awaiting."""
+        """SIGKILL to its group, every process left in its session and any that carries its mark,
+        without awaiting."""
         self._signal_group(signal.SIGKILL)
-        signal_selected(self._session(), signal.SIGKILL)
+        signal_selected(self._strays(), signal.SIGKILL)
 
     async def stop(self, grace: float = DEFAULT_GRACE_SECONDS) -> int:
         """Ends it and its group: SIGTERM, then SIGKILL (to the group and whatever is left in
@@ -139,12 +146,13 @@ async def start_helper(
 
     Raises HelperFailed(UNAVAILABLE) when it cannot be started (missing, not executable)."""
     name = helper_name(argv)
+    mark = new_call_mark()
     ticks = boot_ticks_now()
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
-            env=without_secrets(env),
+            env={**without_secrets(env), CALL_MARK_VARIABLE: mark},
             stdin=DEVNULL if stdin is None else stdin,
             stdout=DEVNULL if stdout is None else stdout,
             stderr=DEVNULL if stderr is None else stderr,
@@ -154,7 +162,7 @@ async def start_helper(
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise HelperFailed(ErrorCode.UNAVAILABLE, f"{name} cannot be started ({why})") from None
-    return Helper(process=process, started_ticks=ticks, name=name)
+    return Helper(process=process, started_ticks=ticks, name=name, mark=mark)
 
 
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int) -> Output:
