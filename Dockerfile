@@ -48,6 +48,8 @@ EXPOSE 8080 8081
 # `exec-daemon ping` exits 0 once a Ping with the token (EXEC_DAEMON_AUTH_TOKEN) is answered.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
     CMD ["/exec-daemon/.venv/bin/exec-daemon", "ping", "--timeout", "5"]
-# The token comes from EXEC_DAEMON_AUTH_TOKEN (serve refuses to start without one).
+# The token comes from EXEC_DAEMON_AUTH_TOKEN, which the daemon removes from its environment at
+# start, or from `--auth-token-file` (e.g. a mounted secret, mode 0600); never from argv, which
+# every process can read. serve refuses to start without one.
 ENTRYPOINT ["/exec-daemon/.venv/bin/exec-daemon"]
 CMD ["serve", "--workspace", "/workspace"]

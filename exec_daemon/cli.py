@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import json
 import logging
+import os
 import secrets
 import shutil
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 import click
 
 from exec_daemon import __version__
+from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
     DEFAULT_HEARTBEAT_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -24,6 +26,7 @@ from exec_daemon.kernel.config import (
     DaemonConfig,
 )
 from exec_daemon.kernel.processes import run_as_init_if_pid1
+from exec_daemon.kernel.secrets import AUTH_TOKEN_VARIABLE, TRACE_TOKEN_VARIABLE, keep_secret
 
 log = logging.getLogger("exec_daemon")
 
@@ -44,6 +47,89 @@ def resolve_rg_path(rg_path: str) -> str:
         return found
     beside = Path(sys.executable).parent / "rg"
     return str(beside) if rg_path == "rg" and beside.exists() else rg_path
+
+
+def read_token_file(path: Path) -> str:
+    """The token in `path` (stripped); refuses a file group or others may access."""
+    try:
+        with path.open("rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            if mode & 0o077:
+                raise click.UsageError(
+                    f"--auth-token-file {path} may be read by others (mode {mode & 0o777:04o}); "
+                    f"chmod 600 it"
+                )
+            token = file.read().decode("utf-8", "replace").strip()
+    except OSError as exc:
+        raise click.UsageError(f"--auth-token-file {path}: {exc.strerror}") from None
+    if not token:
+        raise click.UsageError(f"--auth-token-file {path} is empty")
+    return token
+
+
+def forget_variable(name: str) -> str | None:
+    """Removes `name` from the environment, and its value from the process' initial environment
+    block too, which /proc/<pid>/environ shows (unsetenv only drops the pointer to it)."""
+    prefix = f"{name}=".encode()
+    try:
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(ctypes.CDLL(None), "environ")
+        index = 0
+        while address := environ[index]:
+            entry = ctypes.string_at(address)
+            if entry.startswith(prefix):
+                ctypes.memset(address + len(prefix), 0, len(entry) - len(prefix))
+            index += 1
+    except (OSError, ValueError):
+        log.warning("cannot clear %s from the initial environment block", name)
+    return os.environ.pop(name, None)
+
+
+def auth_token_from(argv_token: str | None, token_file: Path | None) -> str:
+    """The token from --auth-token, --auth-token-file or the environment (then removed from it)."""
+    from_env = forget_variable(AUTH_TOKEN_VARIABLE) or None
+    given = [
+        name
+        for name, value in (("--auth-token", argv_token), ("--auth-token-file", token_file))
+        if value
+    ]
+    if len(given) > 1:
+        raise click.UsageError("give --auth-token or --auth-token-file, not both")
+    if token_file is not None:
+        return read_token_file(token_file)
+    if argv_token:
+        log.warning(
+            "--auth-token is visible to every process of the machine (/proc/*/cmdline): "
+            "use --auth-token-file or %s",
+            AUTH_TOKEN_VARIABLE,
+        )
+        return argv_token
+    if from_env:
+        return from_env
+    raise click.UsageError(
+        f"no auth token: give --auth-token-file PATH, set {AUTH_TOKEN_VARIABLE} or --auth-token"
+    )
+
+
+def networks_option(value: str) -> tuple[str, ...]:
+    """--fetch-allow-private's networks, each checked (a bad one is a usage error)."""
+    parts = tuple(part.strip() for part in value.split(",") if part.strip())
+    try:
+        parse_networks(parts)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return parts
+
+
+def make_undumpable() -> None:
+    """PR_SET_DUMPABLE 0: processes of other users (the agent's, unless root) cannot read this
+    process' /proc entries (environ, mem, fds) nor ptrace it. Inherited by forks, reset by exec."""
+    pr_set_dumpable = 4
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+            log.warning("prctl(PR_SET_DUMPABLE, 0) failed: %s", os.strerror(ctypes.get_errno()))
+    except (OSError, AttributeError):
+        log.warning("prctl is not available: the daemon's /proc entries stay readable")
 
 
 def fixed_mmap_threshold(size: int = 1 << 20) -> None:
@@ -97,9 +183,15 @@ def main() -> None:
 )
 @click.option(
     "--auth-token",
-    envvar="EXEC_DAEMON_AUTH_TOKEN",
-    required=True,
-    help="Bearer token every request must carry (or EXEC_DAEMON_AUTH_TOKEN).",
+    default=None,
+    help="Bearer token every request must carry. Visible to every process on the machine: "
+    "prefer --auth-token-file or EXEC_DAEMON_AUTH_TOKEN (removed from the daemon's environment).",
+)
+@click.option(
+    "--auth-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File holding the bearer token (mode 0600: refused when group or others may read it).",
 )
 @click.option(
     "--log-level",
@@ -171,7 +263,12 @@ def main() -> None:
     help="Load CLAUDE.md / AGENTS.md.",
 )
 @click.option("--trace-endpoint", default=None, help="OpenTelemetry trace endpoint.")
-@click.option("--trace-auth-token", default=None, help="Trace authentication token.")
+@click.option(
+    "--trace-auth-token",
+    envvar=TRACE_TOKEN_VARIABLE,
+    default=None,
+    help=f"Trace authentication token (or {TRACE_TOKEN_VARIABLE}).",
+)
 @click.option(
     "--ghost-mode",
     type=bool,
@@ -181,6 +278,15 @@ def main() -> None:
 )
 @click.option(
     "--trace-insecure", is_flag=True, help="Skip TLS verification for the trace endpoint."
+)
+@click.option(
+    "--fetch-allow-private",
+    default="",
+    callback=lambda _ctx, _param, value: networks_option(value),
+    metavar="CIDRS",
+    help="Comma-separated networks (e.g. 127.0.0.0/8,10.1.0.0/16) the fetch and web_fetch tools "
+    "may reach although loopback, private or link-local; by default they reach public addresses "
+    "only. The daemon's own ports stay refused.",
 )
 @click.option(
     "--terminals-folder",
@@ -194,14 +300,34 @@ def main() -> None:
     default=Path("/opt/cursor/artifacts"),
     show_default=True,
 )
-def serve(workspace: Path | None, log_level: str, rg_path: str, **options: Any) -> None:
+def serve(
+    workspace: Path | None,
+    log_level: str,
+    rg_path: str,
+    auth_token: str | None,
+    auth_token_file: Path | None,
+    **options: Any,
+) -> None:
     """Serve the ControlService and ExecService on one port."""
     setup_logging("warning" if log_level == "warn" else log_level)
+    # Before anything else reads it: no child, and no agent process through /proc, gets it.
+    make_undumpable()
+    token = auth_token_from(auth_token, auth_token_file)
+    forget_variable(TRACE_TOKEN_VARIABLE)
+    trace_source = click.get_current_context().get_parameter_source("trace_auth_token")
+    if trace_source == click.core.ParameterSource.COMMANDLINE:
+        log.warning(
+            "--trace-auth-token is visible to every process of the machine: use %s",
+            TRACE_TOKEN_VARIABLE,
+        )
+    for value in (token, options.get("trace_auth_token")):
+        keep_secret(value)
     for name in NOT_BUILT_YET:
         value = options.get(name)
         if value not in (None, False):
             log.warning("--%s is accepted but its feature is not built yet", name.replace("_", "-"))
     config = DaemonConfig(
+        auth_token=token,
         workspace=(workspace or Path.cwd()).resolve(),
         log_level=log_level,
         rg_path=resolve_rg_path(rg_path),

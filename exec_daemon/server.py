@@ -14,8 +14,10 @@ from agent.v1 import control_pb2, exec_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
+from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Handler, Middleware
+from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.registry import HANDLERS
@@ -139,6 +141,8 @@ async def serve(config: DaemonConfig) -> None:
             await _stop_within(http, STOP_SECONDS)
     finally:
         await daemon.aclose()
+        # Whatever any call or helper started and that outlived its owner's own ending.
+        await terminate_selected(marked_by_this_daemon())
 
 
 async def _stop_within(task: asyncio.Task[None], seconds: float) -> None:

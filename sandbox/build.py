@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from exec_daemon.kernel.secrets import without_secrets
+
 SOURCE = Path(__file__).with_name("helper.c")
 HELPER_NAME = "exec-daemon-sandbox"
 CFLAGS = ("-O2", "-Wall", "-Wextra", "-static")
@@ -66,7 +68,14 @@ def ensure_helper(path: Path | None = None) -> Path:
     try:
         command = ["gcc", *CFLAGS, "-o", temp_name, str(SOURCE), *LIBS]
         try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                command,
+                env=without_secrets(os.environ),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise HelperBuildError(f"cannot run gcc: {exc}") from exc
         if result.returncode != 0:

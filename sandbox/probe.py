@@ -7,12 +7,14 @@ mounts, and loads a filter). `EXEC_DAEMON_SANDBOX_SIMULATE_MISSING=landlock,name
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import subprocess
 from dataclasses import dataclass, replace
+
+from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.secrets import without_secrets
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +89,11 @@ def simulate_missing(support: KernelSupport, names: str) -> KernelSupport:
 async def probe_kernel(helper: str) -> KernelSupport:
     """Runs `helper --probe`; a helper that cannot run is reported, not raised."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            helper,
-            "--probe",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        done = await run_helper(
+            [helper, "--probe"], env=os.environ, time_limit=PROBE_TIMEOUT_SECONDS
         )
-        out, _err = await asyncio.wait_for(process.communicate(), PROBE_TIMEOUT_SECONDS)
-        data = json.loads(out)
-    except (OSError, ValueError, TimeoutError) as exc:
+        data = json.loads(done.stdout.data)
+    except (HelperFailed, ValueError) as exc:
         log.warning("sandbox probe with %s failed: %s", helper, exc)
         return KernelSupport(helper_error=f"probe failed: {exc}")
     return _support_from(data)
@@ -107,6 +104,7 @@ def probe_kernel_sync(helper: str) -> KernelSupport:
     try:
         completed = subprocess.run(
             [helper, "--probe"],
+            env=without_secrets(os.environ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT_SECONDS,

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from exec_daemon.kernel.addresses import IPAddress, IPNetwork, non_public_reason, parse_networks
 from sandbox.policy import NetworkPolicy
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,6 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 RELAY_CHUNK = 64 * 1024
 _HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 
 class Refused(Exception):
     def __init__(self, status: int, reason: str) -> None:
@@ -48,12 +46,7 @@ class Refused(Exception):
 
 
 def private_exceptions_from_env() -> tuple[IPNetwork, ...]:
-    text = os.environ.get(ALLOW_PRIVATE_ENV, "")
-    networks = []
-    for part in text.split(","):
-        if part.strip():
-            networks.append(ipaddress.ip_network(part.strip(), strict=False))
-    return tuple(networks)
+    return parse_networks(os.environ.get(ALLOW_PRIVATE_ENV, "").split(","))
 
 
 @dataclass(frozen=True)
@@ -62,13 +55,7 @@ class ProxyRules:
     private_exceptions: tuple[IPNetwork, ...] = ()
 
     def refusal_of_address(self, address: IPAddress) -> str | None:
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if any(address in net for net in self.private_exceptions if net.version == address.version):
-            return None
-        if address.is_multicast or not address.is_global:
-            return f"{address} is a private, local or metadata address"
-        return None
+        return non_public_reason(address, self.private_exceptions)
 
     async def addresses_for(self, host: str, port: int) -> list[IPAddress]:
         """The addresses the command may reach for host:port; raises Refused with the reason."""

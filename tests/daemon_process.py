@@ -73,6 +73,17 @@ def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path)
     raise RuntimeError(f"daemon did not listen within {STARTUP_SECONDS}s:\n{log_path.read_text()}")
 
 
+def _token_args(token: str, token_by: str, state_dir: Path) -> list[str]:
+    if token_by == "argv":
+        return ["--auth-token", token]
+    if token_by == "file":
+        path = state_dir / "auth-token"
+        path.write_text(token + "\n")
+        path.chmod(0o600)
+        return ["--auth-token-file", str(path)]
+    return []
+
+
 @contextlib.contextmanager
 def running_daemon(
     workspace: Path,
@@ -81,7 +92,10 @@ def running_daemon(
     env: dict[str, str] | None = None,
     token: str | None = None,
     argv: Sequence[str] | None = None,
+    token_by: str = "env",
 ) -> Iterator[RunningDaemon]:
+    """`token_by`: how the daemon gets its token, "env" (EXEC_DAEMON_AUTH_TOKEN), "file"
+    (--auth-token-file, mode 0600, in `state_dir`) or "argv" (--auth-token)."""
     token = token or secrets.token_hex(32)
     port, pty_port = free_port(), free_port()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -97,8 +111,12 @@ def running_daemon(
         "--artifacts-folder", str(state_dir / "artifacts"),
         "--log-level", "debug",
         *extra_args,
+        *_token_args(token, token_by, state_dir),
     ]  # fmt: skip
-    process_env = {**os.environ, **(env or {}), "EXEC_DAEMON_AUTH_TOKEN": token}
+    process_env = {**os.environ, **(env or {})}
+    process_env.pop("EXEC_DAEMON_AUTH_TOKEN", None)
+    if token_by == "env":
+        process_env["EXEC_DAEMON_AUTH_TOKEN"] = token
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             command, stdout=log_file, stderr=subprocess.STDOUT, env=process_env, cwd=workspace

@@ -21,10 +21,11 @@ SEED_FLAGS = {
     "--cloud-rules-enabled": None, "--computer-use-enabled": None,
     "--secret-redaction-enabled": None, "--chrome-executable-path": None,
     "--record-screen-enabled": None, "--generate-image-enabled": None, "--sandbox-enabled": None,
-    "--sandbox-helper-path": None, "--claude-md-enabled": "True", "--no-claude-md-enabled": None,
+    "--sandbox-helper-path": None, "--claude-md-enabled": "claude-md-enabled", "--no-claude-md-enabled": None,
     "--trace-endpoint": None, "--trace-auth-token": None, "--ghost-mode": "True",
     "--trace-insecure": None, "--host": None, "--workspace": None, "--max-message-bytes": None,
 }  # fmt: skip
+# (click names the default of an on/off flag pair by its flag: "claude-md-enabled" is True.)
 
 
 def test_serve_accepts_every_flag_of_the_seed_with_its_default() -> None:

@@ -78,6 +78,10 @@ class Handler(BaseHTTPRequestHandler):
             self._redirect(301, "/text")
         elif path == "/loop":
             self._redirect(302, "/loop")
+        elif path.startswith("/redirect-to/"):
+            # /redirect-to/<host>: the same path on another host of this server's port.
+            host = path.removeprefix("/redirect-to/")
+            self._redirect(302, f"http://{host}:{self.server.server_address[1]}/text")
         elif path == "/big":
             self._send(200, b"x" * BIG_SIZE, "application/octet-stream")
         elif path == "/binary":
@@ -123,7 +127,9 @@ def site() -> Iterator[str]:
 def web_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("web")
     (root / "workspace").mkdir()
-    with running_daemon(root / "workspace", root / "state") as daemon:
+    # Only 127.0.0.1 itself: other loopback addresses and ::1 stay refused.
+    allowed = ("--fetch-allow-private", "127.0.0.1/32")
+    with running_daemon(root / "workspace", root / "state", *allowed) as daemon:
         yield daemon
 
 
@@ -287,3 +293,75 @@ def test_html_without_body_or_title() -> None:
     title, markdown = html_to_markdown("<h1>Only</h1><p>a fragment</p>")
     assert title == "Only"
     assert markdown == "# Only\n\na fragment\n"
+
+
+# --- private addresses (--fetch-allow-private) ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def strict_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    """A daemon as deployed: no --fetch-allow-private."""
+    root = tmp_path_factory.mktemp("web-strict")
+    (root / "workspace").mkdir()
+    with running_daemon(root / "workspace", root / "state") as daemon:
+        yield daemon
+
+
+def site_port(site: str) -> int:
+    return int(site.rsplit(":", 1)[1])
+
+
+# Every spelling names a server that answers (the test site's port) or a non-public network:
+# only the address check stands between the agent and it.
+PRIVATE_HOSTS = [
+    "127.0.0.1", "localhost", "2130706433", "0x7f000001", "127.1", "0.0.0.0",
+    "[::1]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::]", "169.254.169.254", "10.0.0.1",
+    "192.168.1.1", "172.16.0.1", "100.64.0.1", "[fe80::1]", "[fc00::1]",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("host", PRIVATE_HOSTS)
+async def test_fetch_refuses_non_public_addresses(
+    strict_daemon: RunningDaemon, site: str, host: str
+) -> None:
+    async with strict_daemon.client() as client:
+        result = await fetch(client, f"http://{host}:{site_port(site)}/text")
+    assert result.error.code == "private_address", result
+    assert "--fetch-allow-private" in result.error.message
+
+
+async def test_octal_spellings_are_not_urls(strict_daemon: RunningDaemon, site: str) -> None:
+    async with strict_daemon.client() as client:
+        result = await fetch(client, f"http://0177.0.0.1:{site_port(site)}/text")
+    assert result.error.code == "invalid_url", result
+
+
+async def test_web_fetch_refuses_non_public_addresses(
+    strict_daemon: RunningDaemon, site: str
+) -> None:
+    async with strict_daemon.client() as client:
+        result = await web_fetch(client, f"{site}/page")
+        control = await fetch(client, f"http://{strict_daemon.workspace.name}.invalid/")
+    assert result.error.code == "private_address", result
+    # A name that does not resolve is still a DNS failure, not a refusal.
+    assert control.error.code == "dns_failure", control
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "[::1]", "0x7f000002"])
+async def test_a_redirect_to_an_address_not_allowed_is_refused(
+    client: ExecDaemonClient, site: str, host: str
+) -> None:
+    """127.0.0.1 is allowed on this daemon: the first hop is fetched, the redirect is not."""
+    result = await fetch(client, f"{site}/redirect-to/{host}")
+    assert result.error.code == "private_address", result
+    assert host.strip("[]") in result.error.message
+
+
+async def test_the_daemons_own_ports_stay_refused_when_loopback_is_allowed(
+    client: ExecDaemonClient, web_daemon: RunningDaemon
+) -> None:
+    for port in (web_daemon.port, web_daemon.pty_port):
+        url = f"http://127.0.0.1:{port}/agent.v1.ControlService/Ping"
+        result = await fetch(client, url, method="POST", body=b"{}")
+        assert result.error.code == "private_address", result
+        assert "the daemon's own port" in result.error.message

@@ -48,6 +48,7 @@ from agent.v1.computer_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.runner import HelperFailed, run_helper
 from tools.display import DisplayInfo, DisplayUnavailable
 from tools.x11 import Frame, X11Session, XConnection, XConnectionLost
 from tools.x11_keys import UnknownKey, parse_keys
@@ -325,29 +326,12 @@ async def _cursor(run: Run) -> Coordinate:
 async def _xdotool(run: Run, *args: str) -> None:
     env = {**run.env, "DISPLAY": run.display.name}
     try:
-        process = await asyncio.create_subprocess_exec(
-            "xdotool",
-            *args,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except FileNotFoundError:
-        raise CodedError(ErrorCode.UNAVAILABLE, "xdotool is not installed") from None
-    try:
-        _, stderr = await asyncio.wait_for(process.communicate(), XDOTOOL_SECONDS)
-    except TimeoutError:
-        raise CodedError(
-            ErrorCode.TIMEOUT, f"xdotool {args[0]} took more than {XDOTOOL_SECONDS:.0f} s"
-        ) from None
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    complaint = stderr.decode(errors="replace").strip()
-    if process.returncode != 0 or "No such key name" in complaint:
-        log.warning("xdotool %s failed (%s): %s", args[0], process.returncode, complaint)
+        done = await run_helper(["xdotool", *args], env=env, time_limit=XDOTOOL_SECONDS)
+    except HelperFailed as exc:
+        raise CodedError(exc.code, f"xdotool {args[0]}: {exc.message}") from None
+    complaint = done.stderr.text().strip()
+    if done.returncode != 0 or "No such key name" in complaint:
+        log.warning("xdotool %s failed (%s): %s", args[0], done.returncode, complaint)
         raise CodedError(ErrorCode.ACTION_FAILED, f"xdotool {args[0]} failed: {complaint[-300:]}")
 
 

@@ -25,6 +25,7 @@ from typing import IO
 from Xlib import display as xdisplay
 from Xlib import error as xerror
 
+from exec_daemon.kernel.runner import Helper, HelperFailed, start_helper
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class DisplayService:
         self._daemon = daemon
         self._lock = asyncio.Lock()
         self._info: DisplayInfo | None = None
-        self._xvfb: asyncio.subprocess.Process | None = None
+        self._xvfb: Helper | None = None
         self._xvfb_number = -1
         self._xvfb_log: IO[bytes] | None = None
 
@@ -134,21 +135,22 @@ class DisplayService:
         self._xvfb_number = number
         self._close_xvfb_log()
         self._xvfb_log = tempfile.TemporaryFile(prefix="xvfb-")
-        self._xvfb = await asyncio.create_subprocess_exec(
+        argv = [
             binary, name,
             "-screen", "0", f"{XVFB_WIDTH}x{XVFB_HEIGHT}x{XVFB_DEPTH}",
             "-dpi", str(XVFB_DPI),
             "-nolisten", "tcp",
             # Else the server resets (pointer, keymap, ...) whenever its last client leaves.
             "-noreset",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=self._xvfb_log,
-            stderr=self._xvfb_log,
-            # Not in the daemon's process group: a terminal's Ctrl-C is for the daemon, which
-            # then ends Xvfb itself.
-            start_new_session=True,
-        )  # fmt: skip
-        size = await _wait_answering(self._xvfb, name)
+        ]  # fmt: skip
+        # In a session of its own: a terminal's Ctrl-C is for the daemon, which then ends Xvfb.
+        try:
+            self._xvfb = await start_helper(
+                argv, env=self._daemon.env.snapshot(), stdout=self._xvfb_log, stderr=self._xvfb_log
+            )
+        except HelperFailed as exc:
+            raise DisplayUnavailable(f"the virtual display: {exc.message}") from None
+        size = await _wait_answering(self._xvfb.process, name)
         if size is None:
             output = self._xvfb_output()
             await self._stop_xvfb()
@@ -173,15 +175,9 @@ class DisplayService:
             self._xvfb_log = None
 
     async def _stop_xvfb(self) -> None:
-        process, self._xvfb = self._xvfb, None
-        if process is None or process.returncode is not None:
-            return
-        process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), STOP_SECONDS)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        xvfb, self._xvfb = self._xvfb, None
+        if xvfb is not None:
+            await xvfb.stop(grace=STOP_SECONDS)
 
     async def aclose(self) -> None:
         await self._stop_xvfb()

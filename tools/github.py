@@ -6,14 +6,11 @@ ControlService.RefreshGithubAccessToken sets (exec_daemon/rpc/github_token.py).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import os
 import re
 import shutil
-import signal
 from dataclasses import dataclass
 
 from agent.v1.agent_pb2 import (
@@ -24,6 +21,7 @@ from agent.v1.agent_pb2 import (
 )
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.runner import HelperFailed, run_helper
 
 log = logging.getLogger(__name__)
 
@@ -49,29 +47,15 @@ def _gh_path(env: dict[str, str]) -> str | None:
 
 
 async def _run_gh(ctx: CallContext, gh: str, env: dict[str, str], *args: str) -> GhRun:
-    process = await asyncio.create_subprocess_exec(
-        gh,
-        *args,
-        cwd=ctx.daemon.workspace,
+    done = await run_helper(
+        [gh, *args],
         env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
+        cwd=ctx.daemon.workspace,
+        time_limit=GH_TIMEOUT_SECONDS,
+        limit=MAX_OUTPUT_CHARS,
+        stderr_limit=MAX_OUTPUT_CHARS,
     )
-    try:
-        async with asyncio.timeout(GH_TIMEOUT_SECONDS):
-            stdout, stderr = await process.communicate()
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-    return GhRun(
-        process.returncode or 0,
-        stdout.decode("utf-8", "replace")[:MAX_OUTPUT_CHARS],
-        stderr.decode("utf-8", "replace")[:MAX_OUTPUT_CHARS],
-    )
+    return GhRun(done.returncode, done.stdout.text(), done.stderr.text())
 
 
 async def _gh_ready(ctx: CallContext) -> tuple[str, dict[str, str]]:
@@ -148,9 +132,8 @@ async def pr_management(args: PrManagementArgs, ctx: CallContext) -> PrManagemen
         gh, env = await _gh_ready(ctx)
     except GhUnavailable as exc:
         return _error("unavailable", str(exc))
-    except OSError:
-        log.warning("cannot run gh", exc_info=True)
-        return _error("unavailable", "the GitHub CLI (gh) cannot be started")
+    except HelperFailed as exc:
+        return _error(exc.code, exc.message)
     try:
         run = await _run_gh(ctx, gh, env, *command)
         if run.returncode != 0:
@@ -169,8 +152,8 @@ async def pr_management(args: PrManagementArgs, ctx: CallContext) -> PrManagemen
                 )
         else:
             view, output = run, ""
-    except TimeoutError:
-        return _error("timeout", f"gh did not answer within {GH_TIMEOUT_SECONDS:.0f} s")
+    except HelperFailed as exc:
+        return _error(exc.code, exc.message)
     try:
         info = json.loads(view.stdout)
     except ValueError:

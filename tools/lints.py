@@ -24,7 +24,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from agent.v1.files_pb2 import (
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import run_git
+from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, display_path, resolve_path
 from tools.workspace_files import list_files
@@ -53,6 +53,7 @@ MAX_FILES = 500
 MAX_DIAGNOSTICS = 2000
 MAX_JSON_BYTES = 16 * 1024 * 1024
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+STDERR_LIMIT_BYTES = 1024 * 1024
 # node --check takes one file per process; this many run at once.
 NODE_PARALLEL = 4
 
@@ -129,35 +130,21 @@ class ProcessOutput:
 
 
 async def _run(tool: str, args: list[str], cwd: str, env: dict[str, str]) -> ProcessOutput:
-    """Runs a linter to completion, bounded in time; killed (its whole group) if abandoned."""
+    """Runs a linter to completion through the helper runner, bounded in time and output."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            tool,
-            *args,
-            cwd=cwd,
+        done = await run_helper(
+            [tool, *args],
             env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+            cwd=cwd,
+            time_limit=LINT_TIMEOUT_SECONDS,
+            limit=MAX_OUTPUT_BYTES,
+            stderr_limit=STDERR_LIMIT_BYTES,
         )
-    except OSError as exc:
-        raise LintFailure(f"{os.path.basename(tool)} cannot be started ({exc.strerror})") from None
-    try:
-        async with asyncio.timeout(LINT_TIMEOUT_SECONDS):
-            stdout, stderr = await process.communicate()
-    except TimeoutError:
-        raise LintFailure(
-            f"{os.path.basename(tool)} did not finish within {LINT_TIMEOUT_SECONDS:.0f} s"
-        ) from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-    if len(stdout) > MAX_OUTPUT_BYTES:
+    except HelperFailed as exc:
+        raise LintFailure(exc.message) from None
+    if done.stdout.cut:
         raise LintFailure(f"{os.path.basename(tool)} printed more than {MAX_OUTPUT_BYTES} bytes")
-    return ProcessOutput(process.returncode or 0, stdout, stderr)
+    return ProcessOutput(done.returncode, done.stdout.data, done.stderr.data)
 
 
 def _diagnostic(

@@ -65,6 +65,7 @@ from agent.v1.mcp_pb2 import (
 from exec_daemon import __version__
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 from tools.mcp_config import McpSettings, ServerSpec, load_settings
 from tools.mcp_oauth import McpOAuth
@@ -180,7 +181,8 @@ class McpConnection:
             params = StdioServerParameters(
                 command=self.spec.command,
                 args=list(self.spec.args),
-                env={**self._servers.daemon.env.snapshot(), **self.spec.env},
+                # The SDK starts it in a session of its own and ends its group (mcp.os.posix).
+                env=without_secrets({**self._servers.daemon.env.snapshot(), **self.spec.env}),
                 cwd=self.spec.cwd or self._servers.daemon.workspace,
                 encoding_error_handler="replace",
             )

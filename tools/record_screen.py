@@ -30,6 +30,7 @@ from agent.v1.computer_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.runner import Helper, HelperFailed, start_helper
 from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayService, DisplayUnavailable
 
@@ -49,7 +50,7 @@ VIDEO_SUFFIXES = {".mp4", ".mov", ".m4v", ".webm", ".mkv", ".avi", ".gif"}
 
 @dataclass
 class Recording:
-    process: asyncio.subprocess.Process
+    ffmpeg: Helper
     path: Path
     started: float
     ffmpeg_log: IO[bytes]
@@ -58,9 +59,13 @@ class Recording:
         self.ffmpeg_log.seek(0)
         return self.ffmpeg_log.read()[-2000:].decode(errors="replace").strip()
 
+    @property
+    def process(self) -> asyncio.subprocess.Process:
+        return self.ffmpeg.process
+
     def close(self) -> None:
         if self.process.returncode is None:
-            self.process.kill()
+            self.ffmpeg.kill_now()
         self.ffmpeg_log.close()
         self.path.unlink(missing_ok=True)
 
@@ -104,6 +109,7 @@ class ScreenRecorder:
     def __init__(self, daemon: Daemon) -> None:
         # Created first, so the daemon closes it after the recorder (services close newest first).
         self.displays = daemon.service(DisplayService)
+        self._daemon = daemon
         self._artifacts = daemon.config.artifacts_folder
         self._lock = asyncio.Lock()
         self._recording: Recording | None = None
@@ -155,23 +161,26 @@ class ScreenRecorder:
             raise CodedError(ErrorCode.UNAVAILABLE, "ffmpeg is not installed")
         path = await asyncio.to_thread(_new_recording_path)
         ffmpeg_log = tempfile.TemporaryFile(prefix="ffmpeg-")
-        process = await asyncio.create_subprocess_exec(
-            *ffmpeg_command(display.name, display.width, display.height, path),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=ffmpeg_log,
-            # Out of the daemon's process group: a terminal's Ctrl-C must not cut the file short.
-            start_new_session=True,
-        )
-        recording = Recording(process, path, time.monotonic(), ffmpeg_log)
+        # In a session of its own: a terminal's Ctrl-C must not cut the file short.
+        try:
+            ffmpeg = await start_helper(
+                ffmpeg_command(display.name, display.width, display.height, path),
+                env=self._daemon.env.snapshot(),
+                stdin=asyncio.subprocess.PIPE,
+                stderr=ffmpeg_log,
+            )
+        except HelperFailed as exc:
+            ffmpeg_log.close()
+            raise CodedError(exc.code, exc.message) from None
+        recording = Recording(ffmpeg, path, time.monotonic(), ffmpeg_log)
         try:
             await _wait_capturing(recording)
         except CodedError:
-            await _kill(recording.process)
+            await recording.ffmpeg.stop(grace=0)
             log.warning("ffmpeg did not start recording %s: %s", display.name, recording.log_tail())
             recording.close()
             raise
-        log.info("recording %s to %s (ffmpeg pid %d)", display.name, path, process.pid)
+        log.info("recording %s to %s (ffmpeg pid %d)", display.name, path, ffmpeg.pid)
         return recording
 
     def _keep(self, recorded: Path, requested_name: str) -> Path:
@@ -192,7 +201,7 @@ class ScreenRecorder:
     async def _drop(self) -> None:
         recording, self._recording = self._recording, None
         if recording is not None:
-            await _kill(recording.process)
+            await recording.ffmpeg.stop(grace=0)
             recording.close()
 
 
@@ -229,19 +238,13 @@ async def _stop(recording: Recording) -> None:
     try:
         returncode = await asyncio.wait_for(process.wait(), STOP_SECONDS)
     except TimeoutError:
-        await _kill(process)
+        await recording.ffmpeg.stop(grace=0)
         raise CodedError(
             ErrorCode.RECORDING_FAILED, "ffmpeg did not finish the file in time"
         ) from None
     if returncode != 0:
         log.warning("ffmpeg exited with %d: %s", returncode, recording.log_tail())
         raise CodedError(ErrorCode.RECORDING_FAILED, f"ffmpeg failed (exit code {returncode})")
-
-
-async def _kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.kill()
-    await process.wait()
 
 
 def _error(code: str, message: str) -> RecordScreenResult:

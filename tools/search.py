@@ -58,6 +58,7 @@ from agent.v1.files_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.runner import Helper, HelperFailed, Output, read_bounded, start_helper
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 
@@ -111,25 +112,26 @@ class RgProcess:
     The 1 MiB pipe lets ripgrep run ahead while the consumer works.
     """
 
-    def __init__(self, rg_path: str, args: list[str], cwd: str) -> None:
+    def __init__(self, rg_path: str, args: list[str], cwd: str, env: dict[str, str]) -> None:
         self._command = [rg_path, "--no-config", *args]
         self._cwd = cwd
-        self._process: asyncio.subprocess.Process | None = None
+        self._env = env
+        self._helper: Helper | None = None
         self._stdout_fd = -1
         self._reader: threading.Thread | None = None
-        self._stderr_task: asyncio.Task[bytes] | None = None
+        self._stderr_task: asyncio.Task[Output] | None = None
 
     async def __aenter__(self) -> RgProcess:
         read_fd, write_fd = _big_pipe()
         try:
-            self._process = await asyncio.create_subprocess_exec(
-                *self._command,
+            self._helper = await start_helper(
+                self._command,
+                env=self._env,
                 cwd=self._cwd,
-                stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=asyncio.subprocess.PIPE,
             )
-        except OSError:
+        except HelperFailed:
             os.close(read_fd)
             log.warning("cannot start ripgrep %s", self._command[0], exc_info=True)
             raise CodedError(
@@ -138,16 +140,15 @@ class RgProcess:
         finally:
             os.close(write_fd)
         self._stdout_fd = read_fd
-        assert self._process.stderr is not None
-        self._stderr_task = asyncio.create_task(_read_capped(self._process.stderr))
+        self._stderr_task = asyncio.create_task(
+            read_bounded(self._helper.process.stderr, STDERR_LIMIT)
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        process = self._process
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
+        helper = self._helper
+        if helper is not None and helper.returncode is None:
+            await helper.stop(grace=0)
         reader = self._reader
         if reader is not None and reader.is_alive():
             # Abandoned mid-read: the thread sees EOF now that ripgrep is gone; close after it.
@@ -189,19 +190,10 @@ class RgProcess:
         await done
 
     async def finish(self) -> RgRun:
-        assert self._process is not None and self._stderr_task is not None
+        assert self._helper is not None and self._stderr_task is not None
         stderr = await self._stderr_task
-        returncode = await self._process.wait()
-        return RgRun(returncode, stderr.decode("utf-8", "replace").strip())
-
-
-async def _read_capped(stream: asyncio.StreamReader) -> bytes:
-    """Everything until EOF, keeping the first STDERR_LIMIT bytes."""
-    kept = b""
-    while chunk := await stream.read(STDERR_LIMIT):
-        if len(kept) < STDERR_LIMIT:
-            kept += chunk[: STDERR_LIMIT - len(kept)]
-    return kept
+        returncode = await self._helper.wait()
+        return RgRun(returncode, stderr.text().strip())
 
 
 def _split_records(buffer: bytearray, chunk: bytes, separator: bytes) -> list[bytes]:
@@ -684,7 +676,9 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
     try:
         async with (
             asyncio.timeout(SEARCH_TIMEOUT_SECONDS),
-            RgProcess(ctx.daemon.config.rg_path, rg_args, root.cwd) as rg,
+            RgProcess(
+                ctx.daemon.config.rg_path, rg_args, root.cwd, ctx.daemon.env.snapshot()
+            ) as rg,
         ):
             if options.mode == "content":
                 await _grep_content(rg, options, root.cwd, rejects, success)
@@ -794,7 +788,7 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
     try:
         async with (
             asyncio.timeout(SEARCH_TIMEOUT_SECONDS),
-            RgProcess(ctx.daemon.config.rg_path, rg_args, cwd) as rg,
+            RgProcess(ctx.daemon.config.rg_path, rg_args, cwd, ctx.daemon.env.snapshot()) as rg,
         ):
             await rg.consume(stat_names)
             run = await rg.finish()

@@ -29,6 +29,7 @@ from agent.v1.web_pb2 import (
     WebSearchArgs,
     WebSearchResult,
 )
+from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
@@ -74,7 +75,15 @@ class HttpClient:
     def __init__(self, daemon: Daemon) -> None:
         import httpx
 
+        from tools.public_network import AddressRules, PublicOnlyTransport
+
+        config = daemon.config
+        rules = AddressRules(
+            allowed_private=parse_networks(config.fetch_allow_private),
+            own_ports=frozenset({config.port, config.pty_websocket_port}),
+        )
         self.client = httpx.AsyncClient(
+            transport=PublicOnlyTransport(rules),
             follow_redirects=True,
             max_redirects=MAX_REDIRECTS,
             headers={"user-agent": "exec-daemon (Cursor agent VM)"},
@@ -133,6 +142,8 @@ async def fetch_url(
     """One request (redirects followed), body cut at `max_bytes`; CodedError when it fails."""
     import httpx
 
+    from tools.public_network import AddressRefused, HostUnresolvable
+
     _validate_url(url)
     if not _METHOD.match(method):
         raise CodedError(ErrorCode.INVALID_ARGUMENT, f"invalid HTTP method {method!r}")
@@ -149,6 +160,10 @@ async def fetch_url(
                 data, truncated = await _read_capped(response, max_bytes)
             finally:
                 await response.aclose()
+    except AddressRefused as exc:
+        raise CodedError(ErrorCode.PRIVATE_ADDRESS, f"not fetching {url}: {exc}") from None
+    except HostUnresolvable as exc:
+        raise CodedError(ErrorCode.DNS_FAILURE, f"{url}: {exc}") from None
     except TimeoutError:
         raise CodedError(ErrorCode.TIMEOUT, f"{url} did not answer within {seconds:g} s") from None
     except httpx.TimeoutException:

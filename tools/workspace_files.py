@@ -5,11 +5,11 @@ sem_search."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from pathlib import Path
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.runner import HelperFailed, start_helper
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace
 
@@ -30,35 +30,30 @@ async def list_files(
         "--glob", "!.git", "--", relative or ".",
     ]  # fmt: skip
     try:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+        rg = await start_helper(
+            command, env=daemon.env.snapshot(), cwd=cwd, stdout=asyncio.subprocess.PIPE
         )
-    except OSError:
+    except HelperFailed:
         raise CodedError(
             ErrorCode.UNAVAILABLE, f"ripgrep cannot be started (--rg-path {daemon.config.rg_path})"
         ) from None
-    assert process.stdout is not None
+    assert rg.process.stdout is not None
     names: list[bytes] = []
     pending = b""
     try:
         async with asyncio.timeout(time_limit):
-            while len(names) <= limit and (chunk := await process.stdout.read(READ_BYTES)):
+            while len(names) <= limit and (chunk := await rg.process.stdout.read(READ_BYTES)):
                 *complete, pending = (pending + chunk).split(b"\0")
                 names += complete
+            if len(names) <= limit:
+                await rg.wait()
     except TimeoutError:
         raise CodedError(
             ErrorCode.TIMEOUT,
             f"listing the files under {directory} took longer than {time_limit:.0f} s",
         ) from None
     finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-        await process.wait()
+        await rg.stop(grace=0)
     # rg prints "./name" for the "." argument.
     paths = sorted(f"{cwd}/{os.fsdecode(name.removeprefix(b'./'))}" for name in names)
     return paths[:limit], len(paths) > limit

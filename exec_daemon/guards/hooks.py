@@ -38,12 +38,9 @@ into the answer's hook_feedback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import re
-import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -58,8 +55,8 @@ from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.permissions import Judge
 from exec_daemon.guards.rejections import rejected_result
 from exec_daemon.kernel.context import Invocation, Middleware, Next
-from exec_daemon.kernel.errors import CodedError
-from exec_daemon.kernel.processes import terminate_sessions
+from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -67,10 +64,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_SECONDS = 30.0
 # What the daemon keeps of a hook's stdout/stderr (the rest is read and dropped).
 OUTPUT_CAP_BYTES = 1024 * 1024
-# After a hook exits, how long its output pipes may stay open (a background child holding them).
-PIPE_GRACE_SECONDS = 0.5
-# A hook past its timeout gets SIGTERM, then SIGKILL this much later.
-KILL_GRACE_SECONDS = 0.5
 # beforeReadFile hooks get the file's content when it is at most this big.
 READ_CONTENT_CAP_BYTES = 1024 * 1024
 
@@ -331,83 +324,33 @@ def hook_applies(hook: Hook, view: CallView) -> bool:
 # --- running one hook ----------------------------------------------------------------------------
 
 
-async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
-    if stream is None:
-        return b""
-    kept = bytearray()
-    while chunk := await stream.read(65536):
-        if len(kept) < OUTPUT_CAP_BYTES:
-            kept += chunk[: OUTPUT_CAP_BYTES - len(kept)]
-    return bytes(kept)
-
-
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    """At once, without awaiting (the call is being cancelled)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
-    stdin = process.stdin
-    if stdin is None:
-        return
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stdin.write(data)
-        await stdin.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stdin.close()
-
-
 async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> HookAnswer:
     """Runs one hook process to its end or its timeout; never raises (but for cancellation)."""
     started = time.monotonic()
     # A tool's output can be large: encode it off the event loop.
     data = await asyncio.to_thread(lambda: json.dumps(payload).encode())
     try:
-        # As processes.spawn does: a session of its own (its own process group, no controlling
-        # terminal), ended with processes.terminate_sessions; asyncio's pipes carry the JSON.
-        process = await asyncio.create_subprocess_shell(
-            hook.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=hook.cwd if hook.cwd.is_dir() else None,
+        done = await run_helper(
+            ["/bin/sh", "-c", hook.command],
             env=env,
-            start_new_session=True,
+            cwd=str(hook.cwd) if hook.cwd.is_dir() else None,
+            input=data,
+            time_limit=hook.timeout,
+            limit=OUTPUT_CAP_BYTES,
+            stderr_limit=OUTPUT_CAP_BYTES,
         )
-    except OSError as exc:
-        return _failed(hook, f"could not start ({exc.strerror or exc})")
-    readers = [
-        asyncio.ensure_future(_read_capped(process.stdout)),
-        asyncio.ensure_future(_read_capped(process.stderr)),
-    ]
-    try:
-        async with asyncio.timeout(hook.timeout):
-            await _feed(process, data)
-            await process.wait()
-        # Output still arriving (or a background child holding the pipes): a short grace.
-        await asyncio.wait(readers, timeout=PIPE_GRACE_SECONDS)
-    except TimeoutError:
-        # Its whole session goes, children that made their own process group included.
-        await terminate_sessions({process.pid}, grace=KILL_GRACE_SECONDS)
-        await process.wait()
-        return _failed(hook, f"timed out after {hook.timeout:g}s")
-    except BaseException:
-        _kill_group(process)
-        raise
-    finally:
-        for reader in readers:
-            reader.cancel()
-    stdout = readers[0].result() if readers[0].done() and not readers[0].cancelled() else b""
-    stderr = readers[1].result() if readers[1].done() and not readers[1].cancelled() else b""
+    except HelperFailed as exc:
+        if exc.code == ErrorCode.TIMEOUT:
+            return _failed(hook, f"timed out after {hook.timeout:g}s")
+        return _failed(hook, f"could not start ({exc.message})")
     log.debug(
         "hook %r (%s) exited %s in %.0f ms",
         hook.command,
         hook.event,
-        process.returncode,
+        done.returncode,
         (time.monotonic() - started) * 1000,
     )
-    return answer_from(hook, process.returncode or 0, stdout, stderr)
+    return answer_from(hook, done.returncode, done.stdout.data, done.stderr.data)
 
 
 def _failed(hook: Hook, why: str) -> HookAnswer:

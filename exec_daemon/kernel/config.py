@@ -50,6 +50,8 @@ class DaemonConfig:
     trace_auth_token: str | None = None
     ghost_mode: bool = True
     trace_insecure: bool = False
+    # Networks (CIDR texts) fetch/web_fetch may reach although not public; none by default.
+    fetch_allow_private: tuple[str, ...] = ()
     # Where background shells and terminals write their output (the agent can read it back).
     terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))

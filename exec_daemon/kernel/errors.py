@@ -43,6 +43,7 @@ class ErrorCode(StrEnum):
     # Web.
     INVALID_URL = "invalid_url"
     DNS_FAILURE = "dns_failure"
+    PRIVATE_ADDRESS = "private_address"
     CONNECT_FAILED = "connect_failed"
     CONNECTION_REFUSED = "connection_refused"
     REQUEST_FAILED = "request_failed"

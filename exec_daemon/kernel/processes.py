@@ -1,10 +1,11 @@
 """The one way the daemon starts child processes, and the one way it ends them.
 
-Every process the daemon starts goes through `spawn()`:
+Every agent process (shells, terminals) goes through `spawn()`; the daemon's own helpers (rg, gh,
+linters, Xvfb, ...) go through `exec_daemon/kernel/runner.py`, built on the same pieces. `spawn()`:
 - it gets a new session, hence its own process group (pgid = sid = its pid) and no controlling
   terminal, so a program that prompts on /dev/tty fails at once instead of waiting forever;
-- its environment is the daemon's current one (`daemon.env.snapshot()`) unless the caller
-  passes another;
+- its environment is the one the caller passes (usually `daemon.env.snapshot()`), minus the
+  daemon's secrets (`exec_daemon/kernel/secrets.py`);
 - `Confinement` is the seam where the sandbox plugs in: a call's `Confinement` comes from the one
   sandbox decision (exec_daemon/kernel/sandboxing.py; sandbox/service.py implements it). Its
   `wrap(spec)` rewrites the argv (the confinement helper in front), the environment and the
@@ -36,6 +37,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
+
+from exec_daemon.kernel.secrets import without_secrets
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,7 @@ async def spawn(spec: SpawnSpec, confinement: Confinement = UNCONFINED) -> Child
             stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
             stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
             cwd=spec.cwd,
-            env=dict(spec.env),
+            env=without_secrets(spec.env),
             pass_fds=spec.pass_fds,
             start_new_session=True,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from exec_daemon.kernel.environment_file import (
     load_environment,
 )
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.terminals.pty import PtyManager
 
@@ -44,7 +46,13 @@ def run_install(workspace: Path) -> int:
         return 0
     print(f"exec-daemon install: running in {workspace}: {config.install}", file=sys.stderr)
     sys.stderr.flush()
-    completed = subprocess.run(["bash", "-c", config.install], cwd=workspace, check=False)
+    completed = subprocess.run(
+        ["bash", "-c", config.install],
+        cwd=workspace,
+        env=without_secrets(os.environ),
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     code = completed.returncode
     return 128 - code if code < 0 else code
 

@@ -37,6 +37,7 @@ from typing import Any
 from ptyprocess import PtyProcess
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -589,7 +590,7 @@ class PtyManager:
             env.pop(name, None)
         env.update({"TERM": "xterm-256color", "COLORTERM": "truecolor"})
         env.update(extra or {})
-        return env
+        return without_secrets(env)
 
     def resolve_cwd(self, cwd: str | None) -> str:
         path = Path(self._daemon.workspace, cwd or "")

@@ -30,9 +30,11 @@ COMMAND_FD = 61
 STATUS_FD = 62
 
 # The state dump: plain builtins writing to a tmpfs file (~0.1-0.2 ms); `>|` because a
-# command may have turned on noclobber.
+# command may have turned on noclobber. The call's mark (exec_daemon/kernel/call_marks.py) is
+# dropped first: it belongs to one call, never to a state other shells start from.
 _DUMP_FUNCTION = r"""
 __ed_dump() {
+  builtin unset EXEC_DAEMON_CALL
   { builtin export -p; builtin declare -f; builtin alias -p
     builtin printf 'builtin cd -- %q 2>/dev/null\n' "$PWD"; } >|"$1" 2>/dev/null
 }

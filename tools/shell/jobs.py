@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
 from exec_daemon.kernel.processes import (
     DEFAULT_GRACE_SECONDS,
     Child,
@@ -27,6 +28,7 @@ from exec_daemon.kernel.processes import (
     close_fds,
     open_pipe,
     spawn,
+    terminate_selected,
     terminate_sessions,
 )
 from tools.shell.bash_scripts import ONE_SHOT_MAIN
@@ -63,6 +65,8 @@ class ShellJob:
     done: asyncio.Future[ExitStatus] | None = None
     # A foreground interactive shell copies its output here, for await_tool_call.
     log_fd: int | None = None
+    # In the environment of everything it starts (exec_daemon/kernel/call_marks.py).
+    mark: str = ""
 
     @property
     def pid(self) -> int:
@@ -123,8 +127,11 @@ class ShellJob:
                 path.unlink()
 
     async def interrupt(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
-        """Ends the shell and everything in its process session."""
+        """Ends the shell, everything in its process session and what left the session (setsid,
+        double fork) but carries its mark."""
         await terminate_sessions({self.child.pid}, grace)
+        if self.mark:
+            await terminate_selected(marked(self.mark, since_ticks=self.child.started_ticks), grace)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.ended.wait(), 2.0)
 
@@ -179,6 +186,7 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
         await asyncio.to_thread(path.write_bytes, spec.command.encode() + b"\0")
         temp_files.append(path)
         command_arg, command_file = "", str(path)
+    mark = new_call_mark()
     parent_fds: list[int] = []
     child_fds: list[int] = []
     stdin_w: int | None = None
@@ -205,7 +213,7 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
             str(spec.state_file or ""), spec.cwd, command_arg, command_file,
         ),
         cwd=spec.cwd,
-        env=spec.env,
+        env={**spec.env, CALL_MARK_VARIABLE: mark},
         stdin=stdin_r,
         stdout=stdout_w,
         stderr=stderr_w,
@@ -233,6 +241,7 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
         meta_path=spec.meta_path,
         temp_files=temp_files,
         sink=sink,
+        mark=mark,
     )
     if not spec.background:
         if spec.log_path is not None:

@@ -14,8 +14,15 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.kernel.processes import Confinement, all_processes, terminate_sessions
+from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.kernel.processes import (
+    Confinement,
+    all_processes,
+    terminate_selected,
+    terminate_sessions,
+)
 from exec_daemon.kernel.sandboxing import Sandboxing
+from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
 from tools.shell.jobs import OneShotSpec, ShellJob, start_one_shot
@@ -102,7 +109,8 @@ class ShellService:
         """bash code that brings the session up to the daemon's current environment."""
         if self._session_env_version.get(session.shell_id, 0) == self._env_version:
             return ""
-        current = self.daemon.env.snapshot()
+        # spawn() drops the daemon's secrets; so does this script, whatever the update named.
+        current = without_secrets(self.daemon.env.snapshot())
         script = env_diff_script(session.exported, current)
         session.exported = current
         self._session_env_version[session.shell_id] = self._env_version
@@ -166,7 +174,7 @@ class ShellService:
         if previous is not None:
             cwd = _existing_directory(previous.cwd) or cwd
             restore = previous.latest_state()
-        env = self.daemon.env.snapshot()
+        env = without_secrets(self.daemon.env.snapshot())
         rc_file = "" if self._rc_file_failures >= RC_FILE_ATTEMPTS else _rc_file(env)
         while True:
             shell_id = self.next_id()
@@ -291,6 +299,8 @@ class ShellService:
         sids |= {session.pid for session in self._sessions.values() if session.pid}
         sids |= {job.pid for job in self.jobs.values()}
         await terminate_sessions(sids, SHUTDOWN_GRACE_SECONDS)
+        # What left its session (setsid, double fork), background calls' included.
+        await terminate_selected(marked_by_this_daemon(), SHUTDOWN_GRACE_SECONDS)
         for session in self._sessions.values():
             await session.close(grace=0)
         for job in self.jobs.values():

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
 from exec_daemon.kernel.processes import (
     DEFAULT_GRACE_SECONDS,
     Child,
@@ -146,6 +147,7 @@ class _Running:
     sink: Sink
     done: asyncio.Future[ExitStatus]
     started_ticks: int
+    mark: str
 
 
 class ShellSession:
@@ -277,7 +279,8 @@ class ShellSession:
         went to `sink` (stream name, bytes)."""
         assert self._command_fd is not None and self._running is None and not self.ended
         self._seq += 1
-        header = f"__ed_seq={self._seq};{env_script}"
+        mark = new_call_mark()
+        header = f"__ed_seq={self._seq};builtin export {CALL_MARK_VARIABLE}={mark};{env_script}"
         if env_script or may_change_state(command):
             self._awaited_dump_seq = self._seq
             self._dumped.clear()
@@ -292,7 +295,7 @@ class ShellSession:
             header += f"__ed_file={shlex.quote(str(command_file))};"
             body = b""
         done: asyncio.Future[ExitStatus] = asyncio.get_running_loop().create_future()
-        self._running = _Running(self._seq, sink, done, boot_ticks_now())
+        self._running = _Running(self._seq, sink, done, boot_ticks_now(), mark)
         request = header.encode() + b"\0" + body + b"\0"
         try:
             sent = await write_all(self._command_fd, request, STARTUP_SECONDS)
@@ -414,6 +417,8 @@ class ShellSession:
         # The command's processes: those of the session started since it began (to the clock
         # tick, 10 ms), so what earlier calls left running (`server &`) is spared.
         select = in_sessions({pid}, spare={pid}, since_ticks=running.started_ticks)
+        # And what left the session (setsid, double fork) but still carries the call's mark.
+        select = _either(select, marked(running.mark, since_ticks=running.started_ticks))
         escaped = self._confinement.command_processes(pid, running.started_ticks)
         if escaped is not None:
             # In a sandbox: also what left the session with setsid (its own PID namespace).

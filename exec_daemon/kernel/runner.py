@@ -1,0 +1,244 @@
+"""The one way the daemon runs its own helper programs: rg, gh, linters, ffmpeg, Xvfb, xdotool,
+hooks (agent commands go through `exec_daemon.processes.spawn()`).
+
+Every helper
+- leads a new session, hence its own process group, with no controlling terminal;
+- gets the environment its caller passes (the agent's, `daemon.env.snapshot()`, so
+  UpdateEnvironmentVariables reaches it) minus the daemon's secrets (`kernel/secrets.py`);
+- reads /dev/null unless given input;
+- is ended with everything in its session (and what left it carrying its mark,
+  `kernel/call_marks.py`) on timeout or cancellation, and (run to completion) with what it left
+  in its group once it exited.
+
+Two shapes: `run_helper` runs to completion, its output kept up to a limit (what was cut is
+counted); `start_helper` starts one that the caller keeps (Xvfb, a recording ffmpeg) and ends
+with `Helper.stop()`. Failing to start or to finish in time raises `HelperFailed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
+from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.secrets import without_secrets
+from exec_daemon.processes import (
+    Child,
+    Selector,
+    boot_ticks_now,
+    in_sessions,
+    signal_selected,
+)
+
+DEFAULT_OUTPUT_LIMIT = 1 << 20
+DEFAULT_GRACE_SECONDS = 1.0
+# A helper that exited may leave a child holding its pipes: its output gets this long to end.
+PIPE_GRACE_SECONDS = 0.5
+_READ_BYTES = 65536
+_POLL_SECONDS = 0.005
+
+PIPE = asyncio.subprocess.PIPE
+DEVNULL = asyncio.subprocess.DEVNULL
+# What a helper's stdin/stdout/stderr may be: PIPE, DEVNULL, an fd or a file.
+Stream = int | IO[Any] | None
+
+
+class HelperFailed(CodedError):
+    """A helper could not be started (UNAVAILABLE) or did not finish in time (TIMEOUT)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a helper wrote to one stream: the first `limit` bytes, and how many more were cut."""
+
+    data: bytes
+    cut: int = 0
+
+    def text(self) -> str:
+        """The kept bytes as text, ending with a note of what was cut, if anything."""
+        text = self.data.decode("utf-8", "replace")
+        return f"{text}\n[{self.cut} more bytes cut]" if self.cut else text
+
+
+@dataclass(frozen=True)
+class Completed:
+    returncode: int
+    stdout: Output
+    stderr: Output
+
+
+def helper_name(argv: Sequence[str]) -> str:
+    return os.path.basename(argv[0]) if argv else "helper"
+
+
+@dataclass
+class Helper(Child):
+    """A started helper, the leader of its own session."""
+
+    name: str = "helper"
+    mark: str = ""
+
+    def _strays(self) -> Selector:
+        """Its session, and what left it (setsid, double fork) but carries its mark."""
+        session = in_sessions({self.pid}, since_ticks=self.started_ticks)
+        escaped = marked(self.mark, since_ticks=self.started_ticks)
+        return lambda info: session(info) or escaped(info)
+
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, sig)
+
+    def _group_gone(self) -> bool:
+        """Its leader was reaped and no process is left in its group (no /proc scan: cheap)."""
+        if self.process.returncode is None:
+            return False
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+
+    def kill_now(self) -> None:
+        """SIGKILL to its group, every process left in its session and any that carries its mark,
+        without awaiting."""
+        self._signal_group(signal.SIGKILL)
+        signal_selected(self._strays(), signal.SIGKILL)
+
+    async def stop(self, grace: float = DEFAULT_GRACE_SECONDS) -> int:
+        """Ends it and its group: SIGTERM, then SIGKILL (to the group and whatever is left in
+        its session) after `grace` seconds. Returns its exit status."""
+        if not self._group_gone():
+            self._signal_group(signal.SIGTERM)
+            self._signal_group(signal.SIGCONT)
+        deadline = time.monotonic() + grace
+        while not self._group_gone():
+            if time.monotonic() >= deadline:
+                self.kill_now()
+                break
+            await asyncio.sleep(_POLL_SECONDS)
+        try:
+            return await asyncio.shield(self.process.wait())
+        except asyncio.CancelledError:
+            self.kill_now()
+            raise
+
+
+async def start_helper(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    stdin: Stream = None,
+    stdout: Stream = None,
+    stderr: Stream = None,
+    pass_fds: Sequence[int] = (),
+) -> Helper:
+    """Starts `argv` in a session of its own; None for a stream means /dev/null.
+
+    Raises HelperFailed(UNAVAILABLE) when it cannot be started (missing, not executable)."""
+    name = helper_name(argv)
+    mark = new_call_mark()
+    ticks = boot_ticks_now()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env={**without_secrets(env), CALL_MARK_VARIABLE: mark},
+            stdin=DEVNULL if stdin is None else stdin,
+            stdout=DEVNULL if stdout is None else stdout,
+            stderr=DEVNULL if stderr is None else stderr,
+            pass_fds=tuple(pass_fds),
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise HelperFailed(ErrorCode.UNAVAILABLE, f"{name} cannot be started ({why})") from None
+    return Helper(process=process, started_ticks=ticks, name=name, mark=mark)
+
+
+async def read_bounded(stream: asyncio.StreamReader | None, limit: int) -> Output:
+    """Everything until EOF, keeping the first `limit` bytes and counting the rest."""
+    if stream is None:
+        return Output(b"")
+    kept = bytearray()
+    cut = 0
+    while chunk := await stream.read(_READ_BYTES):
+        room = limit - len(kept)
+        kept += chunk[:room]
+        cut += max(0, len(chunk) - room)
+    return Output(bytes(kept), cut)
+
+
+async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
+    if stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.close()
+
+
+def _result(task: asyncio.Future[Output]) -> Output:
+    return task.result() if task.done() and not task.cancelled() else Output(b"")
+
+
+async def run_helper(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    time_limit: float,
+    cwd: str | None = None,
+    input: bytes | None = None,
+    limit: int = DEFAULT_OUTPUT_LIMIT,
+    stderr_limit: int = DEFAULT_OUTPUT_LIMIT,
+) -> Completed:
+    """Runs `argv` to its end, at most `time_limit` seconds; whatever it leaves running is ended.
+
+    Raises HelperFailed: UNAVAILABLE when it cannot be started, TIMEOUT when it outlived
+    `time_limit` (it and its session are then ended). A non-zero exit is no failure here: the
+    caller reads `Completed.returncode`."""
+    helper = await start_helper(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=None if input is None else PIPE,
+        stdout=PIPE,
+        stderr=PIPE,
+    )
+    process = helper.process
+    readers = [
+        asyncio.ensure_future(read_bounded(process.stdout, limit)),
+        asyncio.ensure_future(read_bounded(process.stderr, stderr_limit)),
+    ]
+    try:
+        async with asyncio.timeout(time_limit):
+            if input is not None:
+                await _feed(process.stdin, input)
+            await process.wait()
+        await asyncio.wait(readers, timeout=PIPE_GRACE_SECONDS)
+    except TimeoutError:
+        await helper.stop(grace=0)
+        raise HelperFailed(
+            ErrorCode.TIMEOUT, f"{helper.name} did not finish within {time_limit:g} s"
+        ) from None
+    except BaseException:
+        helper.kill_now()
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(process.wait())
+        raise
+    finally:
+        for reader in readers:
+            reader.cancel()
+    # Children it left behind (still holding its pipes, or not) end with it.
+    await helper.stop(grace=0)
+    return Completed(process.returncode or 0, _result(readers[0]), _result(readers[1]))
