@@ -28,6 +28,7 @@ from exec_daemon.kernel.context import CallContext, Handler
 from exec_daemon.kernel.errors import ToolCallError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
+from tests.inprocess import stand_in_specs
 
 PYTHON = sys.executable
 
@@ -139,7 +140,8 @@ class GuardedDispatcher:
         daemon = Daemon(DaemonConfig(auth_token="t", workspace=workspace, **config))
         if env:
             daemon.env.update(dict(env))
-        return cls(daemon, Dispatcher(daemon, handlers, guard_middlewares(daemon)))
+        dispatcher = Dispatcher(daemon, stand_in_specs(handlers), guard_middlewares(daemon))
+        return cls(daemon, dispatcher)
 
     async def run(self, tool_call: ToolCall, agent_id: str = "", run_mode: int = 0) -> ToolCall:
         self.deltas = []

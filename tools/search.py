@@ -58,6 +58,7 @@ from agent.v1.files_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import ToolCallError
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 
@@ -707,6 +708,16 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
 # ---------------------------------------------------------------------------------------------
 # Glob
 
+
+GREP = ToolSpec(
+    "grep_tool_call",
+    grep,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Grep"),
+    subject=lambda args: Subject(paths_read=(args.path,)),
+)
+
 _GLOB_SPECIAL = str.maketrans({char: f"\\{char}" for char in "*?[]{}\\"})
 
 
@@ -825,6 +836,16 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
 # Ls
 
 
+GLOB = ToolSpec(
+    "glob_tool_call",
+    glob,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Glob"),
+    subject=lambda args: Subject(paths_read=(args.target_directory,)),
+)
+
+
 @dataclass
 class _LsWalk:
     root: Path
@@ -936,3 +957,13 @@ async def ls(args: LsArgs, ctx: CallContext) -> LsResult:
     spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
     walk = _LsWalk(root, spec, cursorignore)
     return LsResult(success=await asyncio.to_thread(walk.walk))
+
+
+LS = ToolSpec(
+    "ls_tool_call",
+    ls,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("LS"),
+    subject=lambda args: Subject(paths_read=(args.path,)),
+)

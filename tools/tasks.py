@@ -14,6 +14,7 @@ import uuid
 from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
 from exec_daemon.kernel.agents import Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -52,3 +53,14 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
             duration_ms=int((time.monotonic() - started) * 1000),
         )
     )
+
+
+TASK = ToolSpec(
+    "task_tool_call",
+    task,
+    # It registers an agent id; a subagent of a read-only agent is read-only too.
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Task"),
+    subject=no_subject,
+)

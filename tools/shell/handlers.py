@@ -26,6 +26,15 @@ from agent.v1.shell_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.processes import Confinement, confinement_for
+from exec_daemon.kernel.spec import (
+    Effect,
+    HookEvents,
+    Hooks,
+    RunModeRule,
+    Subject,
+    ToolSpec,
+    no_subject,
+)
 from sandbox.policy import SandboxRejected
 from sandbox.service import SandboxService
 from tools.shell import results
@@ -94,6 +103,16 @@ async def shell_tool_call(args: ShellArgs, ctx: CallContext) -> ShellResult:
     if effective is not None:
         result.sandbox_policy.CopyFrom(effective)
     return result
+
+
+SHELL = ToolSpec(
+    "shell_tool_call",
+    shell_tool_call,
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.SHELL_ALLOWLIST,
+    hooks=Hooks("Shell", claude_name="Bash", events=HookEvents.SHELL),
+    subject=lambda args: Subject(command=args.command),
+)
 
 
 def _effective_policy(
@@ -332,6 +351,16 @@ async def write_shell_stdin(args: WriteShellStdinArgs, ctx: CallContext) -> Writ
 # await_tool_call
 
 
+WRITE_SHELL_STDIN = ToolSpec(
+    "write_shell_stdin_tool_call",
+    write_shell_stdin,
+    effects=Effect.WORKSPACE | Effect.MACHINE,  # what it types, a shell runs
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("WriteShellStdin"),
+    subject=no_subject,
+)
+
+
 async def await_shell(args: AwaitArgs, ctx: CallContext) -> AwaitResult:
     service = ctx.daemon.service(ShellService)
     problem = _timeout_problem(False, args.timeout_ms, "timeout_ms")
@@ -359,6 +388,16 @@ async def await_shell(args: AwaitArgs, ctx: CallContext) -> AwaitResult:
             )
         )
     return AwaitResult(success=await _await_job(job, pattern, timeout_ms))
+
+
+AWAIT = ToolSpec(
+    "await_tool_call",
+    await_shell,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Await"),
+    subject=no_subject,
+)
 
 
 async def _await_job(
