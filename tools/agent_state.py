@@ -1,7 +1,10 @@
 """The agent's own bookkeeping tools, and those only the orchestrator can answer.
 
 - reflect_tool_call: keeps the agent's reflections (per agent, newest ones, in memory).
-- switch_mode_tool_call: the agent's mode (agent, ask, plan, debug), per agent.
+- switch_mode_tool_call: the agent's mode (agent, ask, plan, debug), per agent, kept in the
+  daemon's state (exec_daemon/kernel/agents.py); in ask mode the permissions guard refuses every
+  call that changes something, in plan mode every one but create_plan; switching back to agent
+  (or debug) lifts that.
 - truncated_tool_call: a call whose arguments were cut on the way; nothing runs.
 - ask_question_tool_call, start_grind_planning_tool_call, start_grind_execution_tool_call,
   generate_image_tool_call: need a person, the orchestrator's batch runner or an image model,
