@@ -109,7 +109,7 @@ def no_subject(_args: Any) -> Subject:
 
 
 def hook_name_of(variant: str) -> str:
-    """ "foo_bar_tool_call" -> "FooBar": how hooks name a tool that declares no name."""
+    """How hooks name a tool that declares no name: "foo_bar_tool_call" -> "FooBar"."""
     return "".join(part.capitalize() for part in variant.removesuffix("_tool_call").split("_"))
 
 
