@@ -466,12 +466,13 @@ async def test_a_tool_that_declares_nothing_is_treated_as_dangerous(tmp_path: Pa
         daemon, Dispatcher(daemon, [undeclared, tasks.TASK], guard_middlewares(daemon))
     )
     refused = (await guarded.run(call("reflect_tool_call"))).reflect_tool_call.result.rejected
-    assert refused.needs_approval and "allowed by no allowlist" in refused.reason
+    assert refused.needs_approval and "declares no run-mode rule" in refused.reason
     await guarded.run(call("task_tool_call", readonly=True, agent_id="ro"))
     run_everything = RunMode.RUN_MODE_RUN_EVERYTHING
     answer = await guarded.run(call("reflect_tool_call"), agent_id="ro", run_mode=run_everything)
     refused = answer.reflect_tool_call.result.rejected
-    assert refused.source == "readonly_agent" and "changes the workspace" in refused.reason
+    assert refused.source == "readonly_agent"
+    assert "does not declare what it changes" in refused.reason
     assert ran == []
     await guarded.run(call("reflect_tool_call"), agent_id="rw", run_mode=run_everything)
     assert ran == ["rw"]

@@ -179,8 +179,12 @@ class Restriction:
     source: str
 
 
-def _effect_words(effects: Effect) -> str:
-    return " and ".join(words for flag, words in _EFFECT_WORDS.items() if flag in effects)
+def _what_it_changes(inv: Invocation, effects: Effect) -> str:
+    if inv.spec.effects is None:
+        return f"{inv.tool} does not declare what it changes, so it counts as changing everything"
+    return f"{inv.tool} " + " and ".join(
+        words for flag, words in _EFFECT_WORDS.items() if flag in effects
+    )
 
 
 class Judge:
@@ -233,7 +237,7 @@ class Judge:
                 return Verdict(inv)
             why = f"the command is not read-only ({reason})"
         else:
-            why = f"{inv.tool} {_effect_words(beyond)}"
+            why = _what_it_changes(inv, beyond)
         return Verdict(inv, Rejected(reason=f"{restriction.who}: {why}", source=restriction.source))
 
     async def _protected_paths(self, inv: Invocation, subject: Subject) -> Verdict:
@@ -298,8 +302,10 @@ def _why_not_allowed(
             return None
         return "the host is not in fetchAllowlist"
     if rule is RunModeRule.WRITES_NEED_APPROVAL:
-        return f"{inv.tool} {_effect_words(inv.spec.call_effects(subject))}"
-    return f"{inv.tool} is allowed by no allowlist"
+        return _what_it_changes(inv, inv.spec.call_effects(subject))
+    if inv.spec.run_mode is None:
+        return f"{inv.tool} declares no run-mode rule, so every call needs approval"
+    return f"{inv.tool} needs approval outside run_everything"
 
 
 def _needs_someone(rule: RunModeRule, mode: str, why_not: str, rules: PermissionRules) -> Rejected:
