@@ -16,7 +16,10 @@ Events: before a call `preToolUse` (every tool), `beforeShellExecution`, `before
 tool's names (Cursor's `Shell`, `Read`, `Write`, ...; Claude's `Bash`, `Edit`, `mcp__srv__tool`;
 the variant name): plain names (`Edit|Write`) must match exactly, anything else is a regular
 expression searched in the name. For shell and file events it is also searched in the command
-or the path (`"matcher": "rm -rf"`). No matcher, `""` or `*` matches everything.
+or the path (`"matcher": "rm -rf"`). No matcher, `""` or `*` matches everything. Each tool's
+names and events come from its spec (exec_daemon/kernel/spec.py); a tool whose spec declares
+none is seen as its variant's name in CamelCase ("foo_tool_call" -> "Foo"), with preToolUse
+and postToolUse only.
 
 A hook gets one JSON object on stdin (hook_event_name, conversation_id, tool_name, tool_input,
 tool_use_id, cwd, workspace_roots and the event's own fields: command, file_path, output, ...)
