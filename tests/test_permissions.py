@@ -399,16 +399,15 @@ async def test_a_read_only_subagent_refuses_every_tool_that_changes_something(
     assert rejection(await client.run(delete, agent_id=reader)).source == "readonly_agent"
 
 
-async def switch_mode(client: ExecDaemonClient, agent_id: str, mode: str) -> Any:
-    result = result_of(
-        await client.run(call("switch_mode_tool_call", target_mode_id=mode), agent_id)
-    )
+async def switch_mode(client: ExecDaemonClient, agent_id: str, mode: str, run_mode: int = 0) -> Any:
+    switch = call("switch_mode_tool_call", target_mode_id=mode)
+    result = result_of(await client.run(switch, agent_id, run_mode=run_mode))
     assert case(result) == "success", result
     return result.success
 
 
 @pytest.mark.parametrize("mode", ["ask", "plan"])
-async def test_ask_and_plan_modes_refuse_changes_until_the_agent_switches_back(
+async def test_ask_and_plan_modes_refuse_changes_until_a_person_lets_the_agent_out(
     client: ExecDaemonClient, daemon: RunningDaemon, mode: str
 ) -> None:
     agent_id = f"{mode}-agent"
@@ -417,9 +416,17 @@ async def test_ask_and_plan_modes_refuse_changes_until_the_agent_switches_back(
     # Other agents keep writing.
     other = call("edit_tool_call", path=str(daemon.workspace / "other.txt"), contents="x")
     assert case(result_of(await client.run(other, agent_id=f"{mode}-other"))) == "success"
-    back = await switch_mode(client, agent_id, "agent")
-    assert (back.from_mode_id, back.to_mode_id) == (mode, "agent")
+    # A subagent it starts is read-only, or starting one would be a way out.
+    child = await start_task(client, parent=agent_id, agent_id=f"{mode}-child")
+    assert child.success.readonly
+    # The agent cannot lift the restriction itself: leaving the mode needs approval.
+    leave = call("switch_mode_tool_call", target_mode_id="agent")
+    refused = rejection(await client.run(leave, agent_id))
+    assert refused.needs_approval and refused.source == "agent_mode"
     edit = call("edit_tool_call", path=str(daemon.workspace / "keep.txt"), contents="changed\n")
+    assert rejection(await client.run(edit, agent_id=agent_id)).source == "agent_mode"
+    back = await switch_mode(client, agent_id, "agent", run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+    assert (back.from_mode_id, back.to_mode_id) == (mode, "agent")
     assert case(result_of(await client.run(edit, agent_id=agent_id))) == "success"
     assert (daemon.workspace / "keep.txt").read_text() == "changed\n"
 

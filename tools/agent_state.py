@@ -3,8 +3,9 @@
 - reflect_tool_call: keeps the agent's reflections (per agent, newest ones, in memory).
 - switch_mode_tool_call: the agent's mode (agent, ask, plan, debug), per agent, kept in the
   daemon's state (exec_daemon/kernel/agents.py); in ask mode the permissions guard refuses every
-  call that changes something, in plan mode every one but create_plan; switching back to agent
-  (or debug) lifts that.
+  call that changes something, in plan mode every one but create_plan. Switching to a mode that
+  allows more (back to agent or debug) needs approval: the call answers `rejected` with
+  needs_approval unless it carries run_mode RUN_MODE_RUN_EVERYTHING.
 - truncated_tool_call: a call whose arguments were cut on the way; nothing runs.
 - ask_question_tool_call, start_grind_planning_tool_call, start_grind_execution_tool_call,
   generate_image_tool_call: need a person, the orchestrator's batch runner or an image model,
@@ -35,8 +36,8 @@ from agent.v1.agent_pb2 import (
     TruncatedToolCallArgs,
     TruncatedToolCallResult,
 )
-from agent.v1.common_pb2 import ToolError
-from exec_daemon.kernel.agents import MODES, AgentModes, mark_used
+from agent.v1.common_pb2 import Rejected, RunMode, ToolError
+from exec_daemon.kernel.agents import MODE_ALLOWS, MODES, AgentModes, mark_used
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
@@ -117,6 +118,18 @@ async def switch_mode(args: SwitchModeArgs, ctx: CallContext) -> SwitchModeResul
         )
     modes = ctx.daemon.service(AgentModes)
     previous = modes.mode(ctx.agent_id)
+    widens = MODE_ALLOWS[target] & ~modes.allows(ctx.agent_id)
+    if widens and ctx.run_mode != RunMode.RUN_MODE_RUN_EVERYTHING:
+        # An agent (perhaps prompt-injected) must not lift its own restriction: a person does,
+        # by letting the orchestrator resend the call with run_mode RUN_MODE_RUN_EVERYTHING.
+        return SwitchModeResult(
+            rejected=Rejected(
+                reason=f"leaving {previous} mode for {target} mode lets the agent make "
+                "changes: it needs approval",
+                needs_approval=True,
+                source="agent_mode",
+            )
+        )
     modes.set_mode(ctx.agent_id, target)
     return SwitchModeResult(success=SwitchModeSuccess(from_mode_id=previous, to_mode_id=target))
 
