@@ -56,7 +56,7 @@ from exec_daemon.guards.rejections import refused_result
 from exec_daemon.kernel.agents import AgentModes, SubagentSessions
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.protected import protected_reason, resolve_path
-from exec_daemon.kernel.spec import Effect, RunModeRule, Subject
+from exec_daemon.kernel.spec import EVERYTHING, Effect, RunModeRule, Subject
 from exec_daemon.kernel.state import Daemon
 from sandbox.service import SandboxService
 
@@ -215,10 +215,10 @@ class Judge:
             restrictions.append(
                 Restriction(Effect.NONE, f"read-only agent {agent_id}", "readonly_agent")
             )
-        mode = self._modes.mode(agent_id)
         allows = self._modes.allows(agent_id)
-        if ~allows:
-            who = f"agent {agent_id or '(default)'} is in {mode} mode (switch_mode to agent to make changes)"
+        if allows != EVERYTHING:
+            mode = self._modes.mode(agent_id)
+            who = f"agent {agent_id or '(default)'} is in {mode} mode"
             restrictions.append(Restriction(allows, who, "agent_mode"))
         return restrictions
 
