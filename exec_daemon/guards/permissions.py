@@ -43,7 +43,7 @@ import asyncio
 import fnmatch
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
@@ -72,6 +72,7 @@ _EFFECT_WORDS = {
     Effect.WORKSPACE: "changes the workspace",
     Effect.MACHINE: "changes the machine",
 }
+_UNGATED = RunModeRule.UNGATED  # read on every call: a global is faster than the enum's attribute
 _UNCONFINED = (SandboxPolicy.TYPE_UNSPECIFIED, SandboxPolicy.TYPE_INSECURE_NONE)
 
 
@@ -160,9 +161,9 @@ def _with_sandbox(inv: Invocation, policy_type: int) -> Invocation:
     return replace(inv, args=args)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Either the call runs (possibly with changed args) or it is refused."""
+class Verdict(NamedTuple):
+    """Either the call runs (possibly with changed args) or it is refused (one per call: a
+    NamedTuple costs less than a frozen dataclass)."""
 
     invocation: Invocation
     refusal: Rejected | None = None
@@ -197,7 +198,10 @@ class Judge:
         self._modes = daemon.service(AgentModes)
 
     async def __call__(self, inv: Invocation) -> Verdict:
-        subject = inv.spec.call_subject(inv.args)
+        # Every call of every tool comes here: the common case (no restriction, nothing written,
+        # not gated) is kept to a few lookups.
+        spec = inv.spec
+        subject = spec.call_subject(inv.args)
         for restriction in self._restrictions(inv.ctx.agent_id):
             verdict = await self._restricted(inv, subject, restriction)
             if verdict.refusal is not None:
@@ -207,20 +211,32 @@ class Judge:
             verdict = await self._protected_paths(inv, subject)
             if verdict.refusal is not None:
                 return verdict
-        return await self._run_mode(inv, subject)
+        mode = effective_run_mode(inv)
+        rule = spec.run_mode_rule()
+        if mode == RUN_EVERYTHING or rule is _UNGATED:
+            return Verdict(inv)
+        return await self._run_mode(inv, subject, mode, rule)
 
-    def _restrictions(self, agent_id: str) -> list[Restriction]:
+    def _restrictions(self, agent_id: str) -> tuple[Restriction, ...]:
+        read_only = bool(agent_id) and self._subagents.is_readonly(agent_id)
+        allows = self._modes.allows(agent_id)
+        if not read_only and allows is EVERYTHING:  # `is`: comparing Flags costs more
+            return ()
+        return self._restrictions_of(agent_id, read_only, allows)
+
+    def _restrictions_of(
+        self, agent_id: str, read_only: bool, allows: Effect
+    ) -> tuple[Restriction, ...]:
         restrictions = []
-        if agent_id and self._subagents.is_readonly(agent_id):
+        if read_only:
             restrictions.append(
                 Restriction(Effect.NONE, f"read-only agent {agent_id}", "readonly_agent")
             )
-        allows = self._modes.allows(agent_id)
-        if allows != EVERYTHING:
+        if allows is not EVERYTHING:
             mode = self._modes.mode(agent_id)
             who = f"agent {agent_id or '(default)'} is in {mode} mode"
             restrictions.append(Restriction(allows, who, "agent_mode"))
-        return restrictions
+        return tuple(restrictions)
 
     async def _restricted(
         self, inv: Invocation, subject: Subject, restriction: Restriction
@@ -250,11 +266,10 @@ class Judge:
         path, reason = refused
         return Verdict(inv, Rejected(reason=reason, source="protected_path"), denied_path=path)
 
-    async def _run_mode(self, inv: Invocation, subject: Subject) -> Verdict:
-        mode = effective_run_mode(inv)
-        rule = inv.spec.run_mode_rule()
-        if mode == RUN_EVERYTHING or rule is RunModeRule.UNGATED:
-            return Verdict(inv)
+    async def _run_mode(
+        self, inv: Invocation, subject: Subject, mode: str, rule: RunModeRule
+    ) -> Verdict:
+        """A call the run mode gates (not run_everything, not an ungated tool)."""
         if rule is RunModeRule.WRITES_NEED_APPROVAL and not inv.spec.call_effects(subject):
             return Verdict(inv)
         rules = self._files.rules()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from google.protobuf.message import Message
 
@@ -86,9 +86,10 @@ class Hooks:
     events: HookEvents = HookEvents.GENERIC
 
 
-@dataclass(frozen=True)
-class Subject:
-    """What one call acts on, taken from its args (paths as the args spell them)."""
+class Subject(NamedTuple):
+    """What one call acts on, taken from its args (paths as the args spell them).
+
+    A NamedTuple: one is made for every call, and a frozen dataclass costs several times more."""
 
     command: str = ""
     paths_read: tuple[str, ...] = ()
