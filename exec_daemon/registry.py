@@ -1,8 +1,11 @@
-"""The one map from ToolCall variant to handler. Variants absent here answer `unimplemented`."""
+"""The tools of this daemon: one ToolSpec per ToolCall variant, each declared beside its handler.
+
+Variants absent here answer `unimplemented`. How to add a tool: docs/architecture.md.
+"""
 
 from __future__ import annotations
 
-from exec_daemon.kernel.context import Handler
+from exec_daemon.kernel.spec import ToolSpec
 from tools import (
     agent_state,
     computer_use,
@@ -23,41 +26,41 @@ from tools import (
     web,
 )
 
-HANDLERS: dict[str, Handler] = {
-    "update_todos_tool_call": todos.update_todos,
-    "read_todos_tool_call": todos.read_todos,
-    "setup_vm_environment_tool_call": vm_setup.setup_vm_environment,
-    "read_tool_call": files.read,
-    "edit_tool_call": files.edit,
-    "delete_tool_call": files.delete,
-    "ls_tool_call": search.ls,
-    "glob_tool_call": search.glob,
-    "grep_tool_call": search.grep,
-    "apply_agent_diff_tool_call": diffs.apply_agent_diff,
-    "task_tool_call": tasks.task,
-    "mcp_tool_call": mcp.mcp_call,
-    "list_mcp_resources_tool_call": mcp.list_mcp_resources,
-    "read_mcp_resource_tool_call": mcp.read_mcp_resource,
-    "mcp_auth_tool_call": mcp.mcp_auth,
-    "computer_use_tool_call": computer_use.computer_use,
-    "record_screen_tool_call": record_screen.record_screen,
-    "fetch_tool_call": web.fetch,
-    "web_fetch_tool_call": web.web_fetch,
-    "web_search_tool_call": web.web_search,
-    "read_lints_tool_call": lints.read_lints,
-    "sem_search_tool_call": sem_search.sem_search,
-    "create_plan_tool_call": plans.create_plan,
-    "reflect_tool_call": agent_state.reflect,
-    "switch_mode_tool_call": agent_state.switch_mode,
-    "truncated_tool_call": agent_state.truncated,
-    "ask_question_tool_call": agent_state.ask_question,
-    "start_grind_planning_tool_call": agent_state.start_grind_planning,
-    "start_grind_execution_tool_call": agent_state.start_grind_execution,
-    "generate_image_tool_call": agent_state.generate_image,
-    "report_bugfix_results_tool_call": reports.report_bugfix_results,
-    "ai_attribution_tool_call": reports.ai_attribution,
-    "pr_management_tool_call": github.pr_management,
-    "shell_tool_call": shell.shell_tool_call,
-    "write_shell_stdin_tool_call": shell.write_shell_stdin,
-    "await_tool_call": shell.await_shell,
-}
+SPECS: tuple[ToolSpec, ...] = (
+    todos.UPDATE_TODOS,
+    todos.READ_TODOS,
+    vm_setup.SETUP_VM_ENVIRONMENT,
+    files.READ,
+    files.EDIT,
+    files.DELETE,
+    search.LS,
+    search.GLOB,
+    search.GREP,
+    diffs.APPLY_AGENT_DIFF,
+    tasks.TASK,
+    mcp.MCP,
+    mcp.LIST_MCP_RESOURCES,
+    mcp.READ_MCP_RESOURCE,
+    mcp.MCP_AUTH,
+    computer_use.COMPUTER_USE,
+    record_screen.RECORD_SCREEN,
+    web.FETCH,
+    web.WEB_FETCH,
+    web.WEB_SEARCH,
+    lints.READ_LINTS,
+    sem_search.SEM_SEARCH,
+    plans.CREATE_PLAN,
+    agent_state.REFLECT,
+    agent_state.SWITCH_MODE,
+    agent_state.TRUNCATED,
+    agent_state.ASK_QUESTION,
+    agent_state.START_GRIND_PLANNING,
+    agent_state.START_GRIND_EXECUTION,
+    agent_state.GENERATE_IMAGE,
+    reports.REPORT_BUGFIX_RESULTS,
+    reports.AI_ATTRIBUTION,
+    github.PR_MANAGEMENT,
+    shell.SHELL,
+    shell.WRITE_SHELL_STDIN,
+    shell.AWAIT,
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
@@ -16,11 +16,12 @@ from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.context import Handler, Middleware
+from exec_daemon.kernel.context import Middleware
 from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
+from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.registry import HANDLERS
+from exec_daemon.registry import SPECS
 from exec_daemon.rpc import hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
@@ -70,9 +71,9 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     )
 
 
-def build_app(daemon: Daemon, handlers: Mapping[str, Handler] = HANDLERS) -> FrontDoor:
+def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
     config = daemon.config
-    dispatcher = Dispatcher(daemon, handlers, middlewares(daemon))
+    dispatcher = Dispatcher(daemon, specs, middlewares(daemon))
     interceptors = [ErrorMappingInterceptor()]
     read_max = config.max_message_bytes
     routes = {

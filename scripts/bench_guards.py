@@ -43,7 +43,7 @@ from exec_daemon.guards.redaction import (  # noqa: E402
 )
 from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
 from exec_daemon.kernel.context import CallContext  # noqa: E402
-from exec_daemon.registry import HANDLERS  # noqa: E402
+from exec_daemon.registry import SPECS  # noqa: E402
 from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
 from exec_daemon.server import new_daemon  # noqa: E402
 from tests.daemon_process import running_daemon  # noqa: E402
@@ -134,7 +134,7 @@ def dispatcher(workspace: Path, guards: bool, **config: Any) -> tuple[Dispatcher
     async def discard(_delta: ToolCallDelta) -> None:
         return None
 
-    return Dispatcher(daemon, HANDLERS, middlewares), CallContext(daemon=daemon, emit=discard)
+    return Dispatcher(daemon, SPECS, middlewares), CallContext(daemon=daemon, emit=discard)
 
 
 async def guard_overhead(calls: int) -> dict[str, Any]:

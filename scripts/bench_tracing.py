@@ -28,7 +28,7 @@ from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall  # noqa: E402
 from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
 from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
 from exec_daemon.kernel.context import CallContext  # noqa: E402
-from exec_daemon.registry import HANDLERS  # noqa: E402
+from exec_daemon.registry import SPECS  # noqa: E402
 from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
 from exec_daemon.server import new_daemon  # noqa: E402
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
@@ -61,9 +61,9 @@ async def measure(calls: int, rounds: int) -> dict[str, Any]:
         )
         no_export = tracing_middleware(TracerProvider().get_tracer("bench"))
         variants = {
-            "ghost_mode": (Dispatcher(ghost, HANDLERS, tracing_middlewares(ghost)), ghost),
-            "span_only": (Dispatcher(ghost, HANDLERS, [no_export]), ghost),
-            "span_exported": (Dispatcher(traced, HANDLERS, tracing_middlewares(traced)), traced),
+            "ghost_mode": (Dispatcher(ghost, SPECS, tracing_middlewares(ghost)), ghost),
+            "span_only": (Dispatcher(ghost, SPECS, [no_export]), ghost),
+            "span_exported": (Dispatcher(traced, SPECS, tracing_middlewares(traced)), traced),
         }
         samples: dict[str, list[float]] = {name: [] for name in variants}
         for _round in range(rounds):

@@ -29,6 +29,7 @@ from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.server import new_daemon
+from tests.inprocess import stand_in_specs
 
 PYTHON = sys.executable
 
@@ -140,7 +141,8 @@ class GuardedDispatcher:
         daemon = new_daemon(DaemonConfig(auth_token="t", workspace=workspace, **config))
         if env:
             daemon.env.update(dict(env))
-        return cls(daemon, Dispatcher(daemon, handlers, guard_middlewares(daemon)))
+        dispatcher = Dispatcher(daemon, stand_in_specs(handlers), guard_middlewares(daemon))
+        return cls(daemon, dispatcher)
 
     async def run(self, tool_call: ToolCall, agent_id: str = "", run_mode: int = 0) -> ToolCall:
         self.deltas = []

@@ -21,10 +21,19 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Handler
+from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.registry import SPECS
 from exec_daemon.rpc import hypercorn_fixes
 from exec_daemon.server import build_app, hypercorn_config, new_daemon
 from tests.daemon_process import free_port
+
+
+def stand_in_specs(handlers: Mapping[str, Handler]) -> list[ToolSpec]:
+    """The registry's specs of these variants, each with the test's handler in place of its own
+    (so the guards treat the stand-in as the tool it stands for)."""
+    by_variant = {spec.variant: spec for spec in SPECS}
+    return [replace(by_variant[variant], handler=handler) for variant, handler in handlers.items()]
 
 
 @dataclass
@@ -54,7 +63,7 @@ async def serve_in_process(
         stop = asyncio.Event()
         server = asyncio.create_task(
             hypercorn_serve(
-                build_app(daemon, handlers),  # type: ignore[arg-type]
+                build_app(daemon, stand_in_specs(handlers)),  # type: ignore[arg-type]
                 hypercorn_config(config),
                 shutdown_trigger=stop.wait,
             )

@@ -3,6 +3,7 @@ the orchestrator can answer (ask_question, grind, generate_image)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,10 @@ import pytest
 from agent.v1 import agent_pb2 as agent
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
+from exec_daemon.kernel.agents import MAX_AGENTS, AgentModes
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.spec import EVERYTHING, Effect
+from exec_daemon.kernel.state import Daemon
 from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 from tools.agent_state import REFLECTIONS_PER_AGENT
 
@@ -113,3 +118,15 @@ async def test_orchestrator_only_tools_answer_unavailable_at_once(
     assert result.WhichOneof("result") == "error"
     assert result.error.code == "unavailable"
     assert needle in result.error.message
+
+
+def test_a_restricting_mode_is_never_forgotten_to_make_room(tmp_path: Path) -> None:
+    modes = AgentModes(Daemon(DaemonConfig(auth_token="t", workspace=tmp_path)))
+    modes.set_mode("planner", "plan")
+    for number in range(MAX_AGENTS + 5):
+        modes.set_mode(f"debugger-{number}", "debug")
+    assert modes.mode("planner") == "plan" and modes.allows("planner") == Effect.PLAN
+    assert modes.mode("debugger-0") == "agent", "the oldest unrestricted ones go first"
+    assert modes.mode(f"debugger-{MAX_AGENTS + 4}") == "debug"
+    modes.set_mode("planner", "agent")
+    assert modes.allows("planner") == EVERYTHING

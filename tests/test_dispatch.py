@@ -15,6 +15,7 @@ from exec_daemon.kernel.context import CallContext, Invocation, Next, only_for, 
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
+from tests.inprocess import stand_in_specs
 from tests.scripted_tool import ScriptedTool, script
 from tools import todos
 
@@ -35,10 +36,12 @@ async def test_middleware_wraps_calls_outermost_first_and_only_for_its_tools(
 
         return middleware
 
-    reflect_only = only_for("reflect_tool_call")(recorder("reflect-only"))
-    handlers = {**ScriptedTool().handlers(), "read_todos_tool_call": todos.read_todos}
+    reflect_only = only_for(lambda spec: spec.variant == "reflect_tool_call")(
+        recorder("reflect-only")
+    )
+    specs = [*stand_in_specs(ScriptedTool().handlers()), todos.READ_TODOS]
     daemon = make_daemon(tmp_path)
-    dispatcher = Dispatcher(daemon, handlers, [recorder("outer"), reflect_only])
+    dispatcher = Dispatcher(daemon, specs, [recorder("outer"), reflect_only])
     await dispatcher.run(script(""), CallContext(daemon=daemon))
     await dispatcher.run(
         ToolCall(read_todos_tool_call=ReadTodosToolCall()), CallContext(daemon=daemon)
@@ -52,7 +55,7 @@ async def test_middleware_wraps_calls_outermost_first_and_only_for_its_tools(
 
 async def test_answer_carries_the_args_and_the_result(tmp_path: Path) -> None:
     daemon = make_daemon(tmp_path)
-    dispatcher = Dispatcher(daemon, ScriptedTool().handlers())
+    dispatcher = Dispatcher(daemon, stand_in_specs(ScriptedTool().handlers()))
     answer = await dispatcher.run(script("delta:x"), CallContext(daemon=daemon))
     assert answer.reflect_tool_call.args.next_steps == "delta:x"
     assert answer.reflect_tool_call.result.HasField("success")
@@ -60,17 +63,17 @@ async def test_answer_carries_the_args_and_the_result(tmp_path: Path) -> None:
 
 async def test_a_crash_is_internal_without_its_text(tmp_path: Path) -> None:
     daemon = make_daemon(tmp_path)
-    dispatcher = Dispatcher(daemon, ScriptedTool().handlers())
+    dispatcher = Dispatcher(daemon, stand_in_specs(ScriptedTool().handlers()))
     with pytest.raises(CodedError) as raised:
         await dispatcher.run(script("crash"), CallContext(daemon=daemon))
     assert raised.value.code == "internal"
     assert "secret-internal-detail" not in raised.value.message
 
 
-async def test_a_variant_without_handler_is_unimplemented_naming_it(tmp_path: Path) -> None:
+async def test_a_variant_without_spec_is_unimplemented_naming_it(tmp_path: Path) -> None:
     daemon = make_daemon(tmp_path)
     with pytest.raises(CodedError) as raised:
-        await Dispatcher(daemon, {}).run(script(""), CallContext(daemon=daemon))
+        await Dispatcher(daemon, ()).run(script(""), CallContext(daemon=daemon))
     assert raised.value.code == "unimplemented"
     assert "reflect_tool_call" in raised.value.message
 

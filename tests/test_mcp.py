@@ -374,6 +374,37 @@ async def test_download_path_writes_the_resource_instead(
     assert target.read_bytes().startswith(PNG_SIGNATURE)
 
 
+@pytest.mark.parametrize(
+    ("download_path", "target"),
+    [
+        (".git/config", ".git/config"),
+        ("sub/../.git/hooks/pre-commit", ".git/hooks/pre-commit"),
+        ("gitlink/config", ".git/config"),  # a symlink to .git: checked where it points
+        ("{workspace}/.cursor/hooks.json", ".cursor/hooks.json"),
+        ("{workspace}/.claude/settings.json", ".claude/settings.json"),
+    ],
+)
+async def test_download_path_to_a_protected_path_is_refused_before_the_server_is_asked(
+    client: ExecDaemonClient, mcp_daemon: RunningDaemon, download_path: str, target: str
+) -> None:
+    workspace = mcp_daemon.workspace
+    (workspace / ".git" / "hooks").mkdir(parents=True, exist_ok=True)
+    (workspace / ".git" / "config").write_text("[core]\n")
+    if not (workspace / "gitlink").is_symlink():
+        (workspace / "gitlink").symlink_to(".git")
+    protected = workspace / target
+    before = protected.read_bytes() if protected.exists() else None
+    path = download_path.format(workspace=workspace)
+    outcome = await client.run(read_call("demo", "demo://pixel.png", path))
+    assert outcome.result is not None
+    result = outcome.result.read_mcp_resource_tool_call.result
+    assert result.WhichOneof("result") == "rejected", result
+    assert result.rejected.source == "protected_path"
+    assert "is a protected path" in result.rejected.reason
+    after = protected.read_bytes() if protected.exists() else None
+    assert after == before
+
+
 async def test_unknown_resource_is_not_found(client: ExecDaemonClient) -> None:
     outcome = await client.run(read_call("demo", "demo://nope"))
     assert outcome.result is not None

@@ -10,13 +10,19 @@ from typing import Any
 
 import pytest
 
+from agent.v1.agent_pb2 import ReflectResult
 from agent.v1.common_pb2 import RunMode
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult
 from agent.v1.web_pb2 import FetchArgs
 from exec_daemon.client import CallOutcome, ExecDaemonClient
+from exec_daemon.guards import guard_middlewares
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.permissions import fetch_allowlisted
+from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.spec import ToolSpec
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.dispatch import Dispatcher
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
@@ -29,6 +35,7 @@ from tests.guards_support import (
     shell_output,
     write_config,
 )
+from tools import tasks
 
 ALLOWLIST = ["git", "npm run test", "ls", "echo", "FOO=1 make", "cat *"]
 
@@ -320,6 +327,162 @@ async def test_read_only_is_inherited_and_cannot_be_lifted(client: ExecDaemonCli
     assert resumed.success.resumed and resumed.success.readonly
     refused = rejection(await client.run(call("delete_tool_call", path="x"), "child-of-reader"))
     assert refused.source == "readonly_agent"
+
+
+# --- what specs decide: read-only agents, ask and plan modes, undeclared tools -----------------
+
+
+def writing_calls(workspace: Path) -> list[Any]:
+    """A call of every tool whose spec says it changes something (and of shell and fetch, judged
+    by what they do)."""
+    target = workspace / "keep.txt"
+    return [
+        call("edit_tool_call", path=str(target), contents="overwritten\n"),
+        call("delete_tool_call", path=str(target)),
+        call(
+            "apply_agent_diff_tool_call",
+            diff="--- a/keep.txt\n+++ b/keep.txt\n@@ -1 +1 @@\n-original\n+patched\n",
+        ),
+        shell(f"rm {target}"),
+        call("write_shell_stdin_tool_call", shell_id=1, chars="rm -rf ~\n"),
+        call("mcp_tool_call", name="x", provider_identifier="github", tool_name="create_issue"),
+        call("read_mcp_resource_tool_call", server="docs", uri="x://y", download_path="out.bin"),
+        call("mcp_auth_tool_call", server="docs"),
+        call("fetch_tool_call", url="http://127.0.0.1:9/x", method="DELETE"),
+        call("record_screen_tool_call", mode="RECORDING_MODE_START_RECORDING"),
+        call("computer_use_tool_call"),
+        call("setup_vm_environment_tool_call", install_command="make deps"),
+        call("pr_management_tool_call"),
+        call("generate_image_tool_call"),
+        call("start_grind_execution_tool_call"),
+    ]
+
+
+def reading_calls(workspace: Path) -> list[Any]:
+    return [
+        call("read_tool_call", path=str(workspace / "keep.txt")),
+        call("read_todos_tool_call"),
+        call("ls_tool_call", path=str(workspace)),
+        call("read_mcp_resource_tool_call", server="docs", uri="x://y"),
+        call("fetch_tool_call", url="http://127.0.0.1:9/x", method="HEAD"),
+    ]
+
+
+async def assert_only_reads_run(
+    client: ExecDaemonClient, daemon: RunningDaemon, agent_id: str, source: str, who: str
+) -> None:
+    target = daemon.workspace / "keep.txt"
+    target.write_text("original\n")
+    for write in writing_calls(daemon.workspace):
+        refused = rejection(await client.run(write, agent_id=agent_id, run_mode=1))
+        assert refused.source == source, write
+        assert who in refused.reason, refused.reason
+    assert target.read_text() == "original\n"
+    for read in reading_calls(daemon.workspace):
+        assert let_through(await client.run(read, agent_id=agent_id, run_mode=1)), read
+    assert let_through(await client.run(shell("git log -1"), agent_id=agent_id, run_mode=1))
+
+
+async def test_a_read_only_subagent_refuses_every_tool_that_changes_something(
+    client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    reader = (await start_task(client, readonly=True, agent_id="reader-3")).success.agent_id
+    await assert_only_reads_run(client, daemon, reader, "readonly_agent", "read-only agent")
+    # Nor may it write its plan, or lift its own restriction by switching modes.
+    plan = call("create_plan_tool_call", name="escape", plan="x")
+    assert rejection(await client.run(plan, agent_id=reader)).source == "readonly_agent"
+    switched = result_of(
+        await client.run(call("switch_mode_tool_call", target_mode_id="agent"), reader)
+    )
+    assert case(switched) == "success"
+    delete = call("delete_tool_call", path=str(daemon.workspace / "keep.txt"))
+    assert rejection(await client.run(delete, agent_id=reader)).source == "readonly_agent"
+
+
+async def switch_mode(client: ExecDaemonClient, agent_id: str, mode: str, run_mode: int = 0) -> Any:
+    switch = call("switch_mode_tool_call", target_mode_id=mode)
+    result = result_of(await client.run(switch, agent_id, run_mode=run_mode))
+    assert case(result) == "success", result
+    return result.success
+
+
+@pytest.mark.parametrize("mode", ["ask", "plan"])
+async def test_ask_and_plan_modes_refuse_changes_until_a_person_lets_the_agent_out(
+    client: ExecDaemonClient, daemon: RunningDaemon, mode: str
+) -> None:
+    agent_id = f"{mode}-agent"
+    await switch_mode(client, agent_id, mode)
+    await assert_only_reads_run(client, daemon, agent_id, "agent_mode", f"in {mode} mode")
+    # Other agents keep writing.
+    other = call("edit_tool_call", path=str(daemon.workspace / "other.txt"), contents="x")
+    assert case(result_of(await client.run(other, agent_id=f"{mode}-other"))) == "success"
+    # A subagent it starts is read-only, or starting one would be a way out.
+    child = await start_task(client, parent=agent_id, agent_id=f"{mode}-child")
+    assert child.success.readonly
+    # The agent cannot lift the restriction itself: leaving the mode needs approval.
+    leave = call("switch_mode_tool_call", target_mode_id="agent")
+    refused = rejection(await client.run(leave, agent_id))
+    assert refused.needs_approval and refused.source == "agent_mode"
+    edit = call("edit_tool_call", path=str(daemon.workspace / "keep.txt"), contents="changed\n")
+    assert rejection(await client.run(edit, agent_id=agent_id)).source == "agent_mode"
+    back = await switch_mode(client, agent_id, "agent", run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+    assert (back.from_mode_id, back.to_mode_id) == (mode, "agent")
+    assert case(result_of(await client.run(edit, agent_id=agent_id))) == "success"
+    assert (daemon.workspace / "keep.txt").read_text() == "changed\n"
+
+
+async def test_plan_mode_writes_the_plan_and_nothing_else(
+    client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    await switch_mode(client, "planner", "plan")
+    plan = call("create_plan_tool_call", name="Spec Plan", plan="1. read\n2. write")
+    written = result_of(await client.run(plan, agent_id="planner"))
+    assert case(written) == "success", written
+    assert (daemon.workspace / ".cursor/plans/spec-plan.md").read_text().count("1. read") == 1
+    await switch_mode(client, "asker", "ask")
+    refused = rejection(await client.run(plan, agent_id="asker"))
+    assert refused.source == "agent_mode" and "writes a plan" in refused.reason
+
+
+async def test_a_download_path_needs_approval_in_allowlist_mode(
+    client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    download = call(
+        "read_mcp_resource_tool_call", server="docs", uri="x://y", download_path="out.bin"
+    )
+    refused = rejection(await client.run(download))
+    assert refused.needs_approval and refused.source == "permissions"
+    assert "read_mcp_resource_tool_call changes the workspace" in refused.reason
+    assert not (daemon.workspace / "out.bin").exists()
+    reading = call("read_mcp_resource_tool_call", server="docs", uri="x://y")
+    assert let_through(await client.run(reading))
+
+
+async def test_a_tool_that_declares_nothing_is_treated_as_dangerous(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    async def new_tool(args: Any, ctx: CallContext) -> Any:
+        ran.append(ctx.agent_id)
+        return ReflectResult(success={})
+
+    workspace = project_with_allowlist(tmp_path, ["echo"])
+    daemon = Daemon(DaemonConfig(auth_token="t", workspace=workspace, run_mode="allowlist"))
+    daemon.env.update({"HOME": str(tmp_path / "home")})
+    undeclared = ToolSpec("reflect_tool_call", new_tool)
+    guarded = GuardedDispatcher(
+        daemon, Dispatcher(daemon, [undeclared, tasks.TASK], guard_middlewares(daemon))
+    )
+    refused = (await guarded.run(call("reflect_tool_call"))).reflect_tool_call.result.rejected
+    assert refused.needs_approval and "declares no run-mode rule" in refused.reason
+    await guarded.run(call("task_tool_call", readonly=True, agent_id="ro"))
+    run_everything = RunMode.RUN_MODE_RUN_EVERYTHING
+    answer = await guarded.run(call("reflect_tool_call"), agent_id="ro", run_mode=run_everything)
+    refused = answer.reflect_tool_call.result.rejected
+    assert refused.source == "readonly_agent"
+    assert "does not declare what it changes" in refused.reason
+    assert ran == []
+    await guarded.run(call("reflect_tool_call"), agent_id="rw", run_mode=run_everything)
+    assert ran == ["rw"]
 
 
 # --- allowed calls really run (a real-bash stand-in until the shell tool is built) ---------------

@@ -1,7 +1,11 @@
 """The agent's own bookkeeping tools, and those only the orchestrator can answer.
 
 - reflect_tool_call: keeps the agent's reflections (per agent, newest ones, in memory).
-- switch_mode_tool_call: the agent's mode (agent, ask, plan, debug), per agent.
+- switch_mode_tool_call: the agent's mode (agent, ask, plan, debug), per agent, kept in the
+  daemon's state (exec_daemon/kernel/agents.py); in ask mode the permissions guard refuses every
+  call that changes something, in plan mode every one but create_plan. Switching to a mode that
+  allows more (back to agent or debug) needs approval: the call answers `rejected` with
+  needs_approval unless it carries run_mode RUN_MODE_RUN_EVERYTHING.
 - truncated_tool_call: a call whose arguments were cut on the way; nothing runs.
 - ask_question_tool_call, start_grind_planning_tool_call, start_grind_execution_tool_call,
   generate_image_tool_call: need a person, the orchestrator's batch runner or an image model,
@@ -32,9 +36,10 @@ from agent.v1.agent_pb2 import (
     TruncatedToolCallArgs,
     TruncatedToolCallResult,
 )
-from agent.v1.common_pb2 import ToolError
-from exec_daemon.kernel.agents import MODES, AgentModes, mark_used
+from agent.v1.common_pb2 import Rejected, RunMode, ToolError
+from exec_daemon.kernel.agents import MODE_ALLOWS, MODES, AgentModes, mark_used
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
 
 REFLECTIONS_PER_AGENT = 50
@@ -91,6 +96,16 @@ async def reflect(args: ReflectArgs, ctx: CallContext) -> ReflectResult:
     return ReflectResult(success=ReflectSuccess(reflection_count=count))
 
 
+REFLECT = ToolSpec(
+    "reflect_tool_call",
+    reflect,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Reflect"),
+    subject=no_subject,
+)
+
+
 async def switch_mode(args: SwitchModeArgs, ctx: CallContext) -> SwitchModeResult:
     target = args.target_mode_id.strip().lower()
     if target not in MODES:
@@ -103,8 +118,31 @@ async def switch_mode(args: SwitchModeArgs, ctx: CallContext) -> SwitchModeResul
         )
     modes = ctx.daemon.service(AgentModes)
     previous = modes.mode(ctx.agent_id)
+    widens = MODE_ALLOWS[target] & ~modes.allows(ctx.agent_id)
+    if widens and ctx.run_mode != RunMode.RUN_MODE_RUN_EVERYTHING:
+        # An agent (perhaps prompt-injected) must not lift its own restriction: a person does,
+        # by letting the orchestrator resend the call with run_mode RUN_MODE_RUN_EVERYTHING.
+        return SwitchModeResult(
+            rejected=Rejected(
+                reason=f"leaving {previous} mode for {target} mode lets the agent make "
+                "changes: it needs approval",
+                needs_approval=True,
+                source="agent_mode",
+            )
+        )
     modes.set_mode(ctx.agent_id, target)
     return SwitchModeResult(success=SwitchModeSuccess(from_mode_id=previous, to_mode_id=target))
+
+
+SWITCH_MODE = ToolSpec(
+    "switch_mode_tool_call",
+    switch_mode,
+    # The mode only ever narrows what the agent may do; a read-only subagent stays read-only.
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("SwitchMode"),
+    subject=no_subject,
+)
 
 
 async def truncated(args: TruncatedToolCallArgs, ctx: CallContext) -> TruncatedToolCallResult:
@@ -118,6 +156,16 @@ async def truncated(args: TruncatedToolCallArgs, ctx: CallContext) -> TruncatedT
             "(e.g. split a large file write into several edits)",
         )
     )
+
+
+TRUNCATED = ToolSpec(
+    "truncated_tool_call",
+    truncated,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Truncated"),
+    subject=no_subject,
+)
 
 
 def _orchestrator_only(what: str) -> ToolError:
@@ -134,6 +182,16 @@ async def ask_question(args: AskQuestionArgs, ctx: CallContext) -> AskQuestionRe
     )
 
 
+ASK_QUESTION = ToolSpec(
+    "ask_question_tool_call",
+    ask_question,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("AskQuestion"),
+    subject=no_subject,
+)
+
+
 async def start_grind_planning(
     args: StartGrindPlanningArgs, ctx: CallContext
 ) -> StartGrindPlanningResult:
@@ -142,12 +200,32 @@ async def start_grind_planning(
     )
 
 
+START_GRIND_PLANNING = ToolSpec(
+    "start_grind_planning_tool_call",
+    start_grind_planning,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("StartGrindPlanning"),
+    subject=no_subject,
+)
+
+
 async def start_grind_execution(
     args: StartGrindExecutionArgs, ctx: CallContext
 ) -> StartGrindExecutionResult:
     return StartGrindExecutionResult(
         error=_orchestrator_only("start_grind_execution (batch execution runs in the backend)")
     )
+
+
+START_GRIND_EXECUTION = ToolSpec(
+    "start_grind_execution_tool_call",
+    start_grind_execution,
+    effects=Effect.WORKSPACE | Effect.MACHINE,  # batch execution runs agents that write
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("StartGrindExecution"),
+    subject=no_subject,
+)
 
 
 async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateImageResult:
@@ -162,3 +240,13 @@ async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateI
             "so it must handle generate_image",
         )
     )
+
+
+GENERATE_IMAGE = ToolSpec(
+    "generate_image_tool_call",
+    generate_image,
+    effects=Effect.WORKSPACE,  # it would save the image
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("GenerateImage"),
+    subject=no_subject,
+)

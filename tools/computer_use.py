@@ -49,6 +49,7 @@ from agent.v1.computer_pb2 import (
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from tools.display import DisplayInfo, DisplayUnavailable
 from tools.x11 import Frame, X11Session, XConnection, XConnectionLost
 from tools.x11_keys import UnknownKey, parse_keys
@@ -428,3 +429,13 @@ async def computer_use(args: ComputerUseArgs, ctx: CallContext) -> ComputerUseRe
             log="\n".join(run.log),
         )
     )
+
+
+COMPUTER_USE = ToolSpec(
+    "computer_use_tool_call",
+    computer_use,
+    effects=Effect.MACHINE,  # it types and clicks in whatever runs on the screen
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("ComputerUse"),
+    subject=no_subject,
+)

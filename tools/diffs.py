@@ -29,6 +29,8 @@ from agent.v1.files_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
+from tools import reports
 from tools.workspace import atomic_write, display_path, protected_reason, resolve_path
 
 NO_NEWLINE = "\\ No newline at end of file"
@@ -468,3 +470,25 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path) -> ApplyAgentDiffResult:
 
 async def apply_agent_diff(args: ApplyAgentDiffArgs, ctx: CallContext) -> ApplyAgentDiffResult:
     return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace))
+
+
+def _diff_subject(args: ApplyAgentDiffArgs) -> Subject:
+    # The files the diff writes (creates, patches or deletes), from its base directory. A diff
+    # that does not parse names nothing here: the handler refuses it.
+    try:
+        patches = parse_unified_diff(args.diff)
+    except DiffError:
+        patches = []
+    written = [os.path.join(args.base_directory, patch.path) for patch in patches if patch.path]
+    return Subject(paths_written=tuple(written))
+
+
+APPLY_AGENT_DIFF = ToolSpec(
+    "apply_agent_diff_tool_call",
+    apply_agent_diff,
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("ApplyAgentDiff"),
+    subject=_diff_subject,
+    edit_lines=reports.applied_diff_lines,
+)

@@ -45,7 +45,8 @@ from agent.v1.files_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from tools import notebooks
+from exec_daemon.kernel.spec import Effect, HookEvents, Hooks, RunModeRule, Subject, ToolSpec
+from tools import notebooks, reports
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import (
     CursorIgnore,
@@ -537,6 +538,16 @@ async def read(args: ReadToolArgs, ctx: CallContext) -> ReadToolResult:
 # Edit: Write (contents set) and StrReplace
 
 
+READ = ToolSpec(
+    "read_tool_call",
+    read,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Read", events=HookEvents.READ_FILE),
+    subject=lambda args: Subject(paths_read=(args.path,)),
+)
+
+
 def _denied(path: Path, reason: str) -> EditResult:
     return EditResult(permission_denied=PermissionDenied(path=str(path), reason=reason))
 
@@ -719,6 +730,18 @@ async def edit(args: EditArgs, ctx: CallContext) -> EditResult:
 # Delete
 
 
+EDIT = ToolSpec(
+    "edit_tool_call",
+    edit,
+    # Absolute paths reach outside the workspace.
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Write", events=HookEvents.FILE_EDIT),
+    subject=lambda args: Subject(paths_written=(args.path,)),
+    edit_lines=reports.edit_lines,
+)
+
+
 def _delete_sync(path: Path) -> DeleteResult:
     shown = str(path)
     try:
@@ -762,6 +785,16 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> DeleteResult:
 # These serve the orchestrator, not the agent: no .cursorignore, no protected paths.
 
 # Room left in a response for everything but the payload.
+
+
+DELETE = ToolSpec(
+    "delete_tool_call",
+    delete,
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Delete"),
+    subject=lambda args: Subject(paths_written=(args.path,)),
+)
 MESSAGE_OVERHEAD = 64 * 1024
 _RPC_CODES = {
     ErrorCode.NO_SPACE: ErrorCode.RESOURCE_EXHAUSTED,

@@ -22,6 +22,7 @@ from agent.v1.agent_pb2 import (
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 
 log = logging.getLogger(__name__)
 
@@ -168,3 +169,13 @@ async def pr_management(args: PrManagementArgs, ctx: CallContext) -> PrManagemen
             output=output or view.stdout.strip(),
         )
     )
+
+
+PR_MANAGEMENT = ToolSpec(
+    "pr_management_tool_call",
+    pr_management,
+    effects=Effect.MACHINE,  # pull requests on GitHub
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("PrManagement"),
+    subject=no_subject,
+)

@@ -42,6 +42,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import run_git
 from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, display_path, resolve_path
 from tools.workspace_files import list_files
@@ -454,6 +455,16 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     return ReadLintsResult(
         success=_success(daemon.workspace, selection, unsupported, list(by_kind.values()), outcomes)
     )
+
+
+READ_LINTS = ToolSpec(
+    "read_lints_tool_call",
+    read_lints,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("ReadLints"),
+    subject=lambda args: Subject(paths_read=tuple(args.paths)),
+)
 
 
 async def _lint_kind(

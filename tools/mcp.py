@@ -22,6 +22,7 @@ from agent.v1.mcp_pb2 import (
     ReadMcpResourceResult,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.spec import Effect, HookEvents, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 
 
@@ -29,6 +30,19 @@ async def mcp_call(args: McpArgs, ctx: CallContext) -> McpResult:
     from tools import mcp_client
 
     return await mcp_client.mcp_call(args, ctx)
+
+
+MCP = ToolSpec(
+    "mcp_tool_call",
+    mcp_call,
+    # An MCP tool can do anything its server can.
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.MCP_ALLOWLIST,
+    hooks=Hooks("MCP", events=HookEvents.MCP),
+    subject=lambda args: Subject(
+        mcp_server=args.provider_identifier, mcp_tool=args.tool_name or args.name
+    ),
+)
 
 
 async def list_mcp_resources(
@@ -39,16 +53,54 @@ async def list_mcp_resources(
     return await mcp_client.list_mcp_resources(args, ctx)
 
 
+LIST_MCP_RESOURCES = ToolSpec(
+    "list_mcp_resources_tool_call",
+    list_mcp_resources,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("ListMcpResources"),
+    subject=lambda args: Subject(mcp_server=args.server),
+)
+
+
 async def read_mcp_resource(args: ReadMcpResourceArgs, ctx: CallContext) -> ReadMcpResourceResult:
     from tools import mcp_client
 
     return await mcp_client.read_mcp_resource(args, ctx)
 
 
+def _resource_subject(args: ReadMcpResourceArgs) -> Subject:
+    if not args.download_path:
+        return Subject(mcp_server=args.server, effects=Effect.NONE)
+    return Subject(mcp_server=args.server, paths_written=(args.download_path,))
+
+
+READ_MCP_RESOURCE = ToolSpec(
+    "read_mcp_resource_tool_call",
+    read_mcp_resource,
+    # With download_path it writes what the server sent to a file the agent names.
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.WRITES_NEED_APPROVAL,
+    hooks=Hooks("FetchMcpResource"),
+    subject=_resource_subject,
+)
+
+
 async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:
     from tools import mcp_client
 
     return await mcp_client.mcp_auth(args, ctx)
+
+
+MCP_AUTH = ToolSpec(
+    "mcp_auth_tool_call",
+    mcp_auth,
+    # It stores OAuth credentials for the server.
+    effects=Effect.MACHINE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("McpAuth"),
+    subject=lambda args: Subject(mcp_server=args.server),
+)
 
 
 def refresh_tokens(daemon: Daemon) -> Mapping[str, McpOAuthStoredData]:

@@ -23,6 +23,7 @@ from agent.v1.todos_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools.todos import TodoLists
 from tools.workspace import atomic_write
 
@@ -75,6 +76,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def plan_path(name: str) -> Path:
+    """Where the plan of this name goes, relative to the workspace."""
+    return PLANS_DIRECTORY / f"{slugify(_one_line(name))}.md"
+
+
 def _error(code: str, message: str) -> CreatePlanResult:
     return CreatePlanResult(error=ToolError(code=code, message=message))
 
@@ -89,7 +95,7 @@ async def create_plan(args: CreatePlanArgs, ctx: CallContext) -> CreatePlanResul
     if len(set(ids)) != len(ids):
         return _error("invalid_argument", "todo ids must be unique in one plan")
     todos = plan_todos(args, int(time.time() * 1000))
-    path = Path(ctx.daemon.workspace) / PLANS_DIRECTORY / f"{slugify(name)}.md"
+    path = Path(ctx.daemon.workspace) / plan_path(name)
     content = plan_markdown(name, args.overview, args.plan, todos).encode("utf-8")
     try:
         _written, created = await asyncio.to_thread(atomic_write, path, content)
@@ -101,3 +107,13 @@ async def create_plan(args: CreatePlanArgs, ctx: CallContext) -> CreatePlanResul
             plan_path=str(path), todo_count=len(todos), replaced=not created, todos=todos
         )
     )
+
+
+CREATE_PLAN = ToolSpec(
+    "create_plan_tool_call",
+    create_plan,
+    effects=Effect.PLAN,  # the one thing plan mode may write
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("CreatePlan"),
+    subject=lambda args: Subject(paths_written=(str(plan_path(args.name)),)),
+)

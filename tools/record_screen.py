@@ -31,6 +31,7 @@ from agent.v1.computer_pb2 import (
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.runner import Helper, HelperFailed, start_helper
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayService, DisplayUnavailable
 
@@ -269,3 +270,13 @@ async def record_screen(args: RecordScreenArgs, ctx: CallContext) -> RecordScree
     return _error(
         "invalid_argument", "mode must be START_RECORDING, SAVE_RECORDING or DISCARD_RECORDING"
     )
+
+
+RECORD_SCREEN = ToolSpec(
+    "record_screen_tool_call",
+    record_screen,
+    effects=Effect.MACHINE,  # it starts a recorder and writes videos to the artifacts folder
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("RecordScreen"),
+    subject=no_subject,
+)

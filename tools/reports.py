@@ -42,6 +42,7 @@ from agent.v1.files_pb2 import ApplyAgentDiffArgs, EditArgs
 from exec_daemon.kernel.context import CallContext, Invocation, Middleware, Next, only_for
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import EMPTY_TREE, run_git
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import atomic_write, relative_to_workspace, resolve_path
 
@@ -99,6 +100,17 @@ async def report_bugfix_results(
     return ReportBugfixResultsResult(
         success=ReportBugfixResultsSuccess(report_path=str(path), result_count=len(args.results))
     )
+
+
+REPORT_BUGFIX_RESULTS = ToolSpec(
+    "report_bugfix_results_tool_call",
+    report_bugfix_results,
+    # Its report goes to the daemon's artifacts folder, for the orchestrator.
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("ReportBugfixResults"),
+    subject=no_subject,
+)
 
 
 def _as_json(message: Message) -> dict[str, object]:
@@ -202,9 +214,13 @@ def _diff_header_path(text: str) -> str:
     return name
 
 
-def _record_edit(daemon: Daemon, args: EditArgs, result: Message) -> None:
+Lines = dict[str, tuple[list[str], list[str]]]
+
+
+def edit_lines(workspace: str, args: EditArgs, result: Message) -> Lines:
+    """The lines a successful edit_tool_call wrote (its spec's `edit_lines`)."""
     if result.WhichOneof("result") != "success":
-        return
+        return {}
     success = result.success  # type: ignore[attr-defined]
     if success.diff:
         added, removed = diff_lines(success.diff)
@@ -213,31 +229,34 @@ def _record_edit(daemon: Daemon, args: EditArgs, result: Message) -> None:
         added, removed = args.contents.splitlines(), []
     else:
         added, removed = args.new_string.splitlines(), args.old_string.splitlines()
-    daemon.service(AgentEdits).record(success.path, added, removed)
+    return {success.path: (added, removed)}
 
 
-def _record_applied_diff(daemon: Daemon, args: ApplyAgentDiffArgs, result: Message) -> None:
+def applied_diff_lines(workspace: str, args: ApplyAgentDiffArgs, result: Message) -> Lines:
+    """The lines a successful apply_agent_diff_tool_call wrote (its spec's `edit_lines`)."""
     if result.WhichOneof("result") != "success":
-        return
-    base = resolve_path(daemon.workspace, args.base_directory)
-    edits = daemon.service(AgentEdits)
-    for name, (added, removed) in diff_lines_by_file(args.diff, trust_counts=False).items():
-        edits.record(str(resolve_path(base, name)), added, removed)
+        return {}
+    base = resolve_path(workspace, args.base_directory)
+    by_file = diff_lines_by_file(args.diff, trust_counts=False)
+    return {str(resolve_path(base, name)): lines for name, lines in by_file.items()}
 
 
 def record_agent_edits(daemon: Daemon) -> Middleware:
-    """Records the lines of every successful edit the agent's edit tools made (for attribution).
+    """Records the lines of every successful edit the agent's edit tools made (for attribution):
+    the tools whose spec says which lines they wrote.
 
     Goes innermost, so it sees the arguments the call really ran with and its raw result."""
 
-    @only_for("edit_tool_call", "apply_agent_diff_tool_call")
+    @only_for(lambda spec: spec.edit_lines is not None)
     async def middleware(inv: Invocation, call_next: Next) -> Message:
         result = await call_next(inv)
+        record = inv.spec.edit_lines
+        if record is None:
+            return result
         try:
-            if inv.tool == "edit_tool_call":
-                _record_edit(daemon, inv.args, result)  # type: ignore[arg-type]
-            elif inv.tool == "apply_agent_diff_tool_call":
-                _record_applied_diff(daemon, inv.args, result)  # type: ignore[arg-type]
+            edits = daemon.service(AgentEdits)
+            for path, (added, removed) in record(daemon.workspace, inv.args, result).items():
+                edits.record(path, added, removed)
         except Exception:
             log.exception("recording the agent's edit failed")
         return result
@@ -361,3 +380,13 @@ async def ai_attribution(args: AiAttributionArgs, ctx: CallContext) -> AiAttribu
     return AiAttributionResult(
         success=AiAttributionSuccess(files=files, ai_edits_recorded=recorded_any, note=note)
     )
+
+
+AI_ATTRIBUTION = ToolSpec(
+    "ai_attribution_tool_call",
+    ai_attribution,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("AiAttribution"),
+    subject=no_subject,
+)

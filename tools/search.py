@@ -59,6 +59,7 @@ from agent.v1.files_pb2 import (
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.runner import Helper, HelperFailed, Output, read_bounded, start_helper
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
 
@@ -701,6 +702,16 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
 # ---------------------------------------------------------------------------------------------
 # Glob
 
+
+GREP = ToolSpec(
+    "grep_tool_call",
+    grep,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Grep"),
+    subject=lambda args: Subject(paths_read=(args.path,)),
+)
+
 _GLOB_SPECIAL = str.maketrans({char: f"\\{char}" for char in "*?[]{}\\"})
 
 
@@ -819,6 +830,16 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
 # Ls
 
 
+GLOB = ToolSpec(
+    "glob_tool_call",
+    glob,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Glob"),
+    subject=lambda args: Subject(paths_read=(args.target_directory,)),
+)
+
+
 @dataclass
 class _LsWalk:
     root: Path
@@ -930,3 +951,13 @@ async def ls(args: LsArgs, ctx: CallContext) -> LsResult:
     spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
     walk = _LsWalk(root, spec, cursorignore)
     return LsResult(success=await asyncio.to_thread(walk.walk))
+
+
+LS = ToolSpec(
+    "ls_tool_call",
+    ls,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("LS"),
+    subject=lambda args: Subject(paths_read=(args.path,)),
+)

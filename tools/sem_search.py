@@ -28,6 +28,7 @@ from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSea
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import CursorIgnore, display_path, relative_to_workspace, resolve_path
 from tools.workspace_files import list_files
@@ -345,3 +346,13 @@ async def sem_search(args: SemSearchArgs, ctx: CallContext) -> SemSearchResult:
             model=MODEL_NAME,
         )
     )
+
+
+SEM_SEARCH = ToolSpec(
+    "sem_search_tool_call",
+    sem_search,
+    effects=Effect.NONE,  # its index lives in the daemon's cache, not in the workspace
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("SemSearch"),
+    subject=lambda args: Subject(paths_read=tuple(args.target_directories)),
+)

@@ -2,8 +2,9 @@
 
 The daemon's part of a subagent is its identity: an agent_id its tool calls will carry, and
 whether it was started read-only (then the permission guard refuses its writes). A subagent
-started by a read-only agent is read-only too, and resuming can make an agent read-only but
-never lift it.
+started by a read-only agent, or by an agent in a mode that restricts it (ask, plan), is
+read-only too (else starting one would be a way around the restriction), and resuming can make
+an agent read-only but never lift it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import time
 import uuid
 
 from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
-from exec_daemon.kernel.agents import Subagent, SubagentSessions
+from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -23,7 +25,8 @@ def _error(code: str, message: str) -> TaskResult:
 async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     started = time.monotonic()
     sessions = ctx.daemon.service(SubagentSessions)
-    readonly = args.readonly or sessions.is_readonly(ctx.agent_id)
+    restricted = ctx.daemon.service(AgentModes).allows(ctx.agent_id) != EVERYTHING
+    readonly = args.readonly or restricted or sessions.is_readonly(ctx.agent_id)
     if args.resume:
         agent = sessions.get(args.resume)
         if agent is None:
@@ -52,3 +55,14 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
             duration_ms=int((time.monotonic() - started) * 1000),
         )
     )
+
+
+TASK = ToolSpec(
+    "task_tool_call",
+    task,
+    # It registers an agent id; a subagent of a read-only agent is read-only too.
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Task"),
+    subject=no_subject,
+)

@@ -14,6 +14,7 @@ from agent.v1.todos_pb2 import (
     UpdateTodosSuccess,
 )
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
 
 
@@ -72,6 +73,16 @@ async def update_todos(args: UpdateTodosArgs, ctx: CallContext) -> UpdateTodosRe
     )
 
 
+UPDATE_TODOS = ToolSpec(
+    "update_todos_tool_call",
+    update_todos,
+    effects=Effect.NONE,  # the conversation's todo list lives in the daemon's memory
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("UpdateTodos", claude_name="TodoWrite"),
+    subject=no_subject,
+)
+
+
 async def read_todos(args: ReadTodosArgs, ctx: CallContext) -> ReadTodosResult:
     items = ctx.daemon.service(TodoLists).get(ctx.agent_id)
     statuses = set(args.status_filter)
@@ -82,3 +93,13 @@ async def read_todos(args: ReadTodosArgs, ctx: CallContext) -> ReadTodosResult:
         if (not statuses or item.status in statuses) and (not ids or item.id in ids)
     ]
     return ReadTodosResult(success=ReadTodosSuccess(todos=selected, total_count=len(items)))
+
+
+READ_TODOS = ToolSpec(
+    "read_todos_tool_call",
+    read_todos,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("ReadTodos"),
+    subject=no_subject,
+)

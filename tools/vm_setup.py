@@ -18,6 +18,7 @@ from agent.v1.agent_pb2 import (
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.environment_file import EnvironmentConfigError, store_install_command
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +44,15 @@ async def setup_vm_environment(
     return SetupVmEnvironmentResult(
         success=SetupVmEnvironmentSuccess(config_path=str(path), install_command=command)
     )
+
+
+SETUP_VM_ENVIRONMENT = ToolSpec(
+    "setup_vm_environment_tool_call",
+    setup_vm_environment,
+    # It writes .cursor/environment.json (a path the daemon chooses, protected from the file
+    # tools) whose install command the VM runs at its next set-up.
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.NEEDS_APPROVAL,
+    hooks=Hooks("SetupVmEnvironment"),
+    subject=lambda args: Subject(command=args.install_command),
+)

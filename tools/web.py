@@ -32,6 +32,7 @@ from agent.v1.web_pb2 import (
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
@@ -285,6 +286,26 @@ async def fetch(args: FetchArgs, ctx: CallContext) -> FetchResult:
 # --- web_fetch: a page as markdown ---------------------------------------------------------------
 
 
+# Methods that ask for something without changing it (RFC 9110's safe methods, less TRACE).
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _fetch_subject(args: FetchArgs) -> Subject:
+    safe = (args.method or "GET").upper() in SAFE_METHODS
+    return Subject(url=args.url, effects=Effect.NONE if safe else None)
+
+
+FETCH = ToolSpec(
+    "fetch_tool_call",
+    fetch,
+    # A request other than GET/HEAD/OPTIONS may change things on the server.
+    effects=Effect.MACHINE,
+    run_mode=RunModeRule.FETCH_ALLOWLIST,
+    hooks=Hooks("Fetch", claude_name="WebFetch"),
+    subject=_fetch_subject,
+)
+
+
 def html_to_markdown(html: str) -> tuple[str, str]:
     """(title, markdown) of an HTML page, without scripts, styles and navigation."""
     from bs4 import BeautifulSoup
@@ -364,6 +385,16 @@ async def web_fetch(args: WebFetchArgs, ctx: CallContext) -> WebFetchResult:
     )
 
 
+WEB_FETCH = ToolSpec(
+    "web_fetch_tool_call",
+    web_fetch,
+    effects=Effect.NONE,  # GET only
+    run_mode=RunModeRule.FETCH_ALLOWLIST,
+    hooks=Hooks("WebFetch"),
+    subject=lambda args: Subject(url=args.url),
+)
+
+
 async def web_search(args: WebSearchArgs, ctx: CallContext) -> WebSearchResult:
     """The VM has no search engine; the orchestrator (or a configured search API) must answer."""
     return WebSearchResult(
@@ -374,3 +405,13 @@ async def web_search(args: WebSearchArgs, ctx: CallContext) -> WebSearchResult:
             "Use fetch or web_fetch with a known URL instead.",
         }
     )
+
+
+WEB_SEARCH = ToolSpec(
+    "web_search_tool_call",
+    web_search,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("WebSearch"),
+    subject=no_subject,
+)

@@ -1,8 +1,8 @@
 """Shared by the workspace tools: path resolution, `.cursorignore`, protected paths, atomic writes.
 
-Protected paths (the one table is exec_daemon/kernel/protected.py): `protected_reason()` is how
-the file tools apply it to a path, symlinks included; the sandbox (sandbox/protected.py) mounts
-the same paths read-only.
+Protected paths (the one table and `protected_reason()`, which applies it to a path, symlinks
+included, are in exec_daemon/kernel/protected.py and imported from here by the file tools); the
+sandbox (sandbox/protected.py) mounts the same paths read-only.
 """
 
 from __future__ import annotations
@@ -18,63 +18,13 @@ from pathlib import Path
 import pathspec
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.protected import protected_rule
+from exec_daemon.kernel.protected import display_path as display_path
+from exec_daemon.kernel.protected import protected_reason as protected_reason
+from exec_daemon.kernel.protected import relative_to_workspace
+from exec_daemon.kernel.protected import resolve_path as resolve_path
 from exec_daemon.kernel.state import Daemon
 
 CURSORIGNORE = ".cursorignore"
-
-
-def resolve_path(workspace: Path | str, path: str) -> Path:
-    """The absolute, normalised path: relative paths are relative to the workspace, `~` expands.
-
-    Symlinks are not resolved (`..` is collapsed lexically); an empty path is the workspace.
-    """
-    expanded = os.path.expanduser(path) if path else ""
-    return Path(os.path.normpath(os.path.join(str(workspace), expanded)))
-
-
-def relative_to_workspace(workspace: Path | str, path: Path | str) -> str | None:
-    """`path` relative to the workspace in POSIX form ("." for the root), or None if outside."""
-    root = os.path.normpath(str(workspace))
-    target = os.path.normpath(str(path))
-    if target == root:
-        return "."
-    prefix = root.rstrip("/") + "/"
-    return target[len(prefix) :] if target.startswith(prefix) else None
-
-
-def display_path(workspace: Path | str, path: Path | str) -> str:
-    """How results name a path: relative inside the workspace, absolute outside it."""
-    relative = relative_to_workspace(workspace, path)
-    return str(path) if relative is None or relative == "." else relative
-
-
-def protected_reason(workspace: Path | str, path: Path | str) -> str | None:
-    """Why `path` must not be written, created or deleted by the agent; None when it may be.
-
-    Checks the path as given and, when it is (or lies under) a symlink, where it really points:
-    a link inside the workspace must not become a way around the rules.
-    """
-    root = Path(workspace)
-    candidates = [(root, Path(path))]
-    with contextlib.suppress(OSError):
-        candidates.append((root.resolve(), Path(os.path.realpath(path))))
-    for base, candidate in candidates:
-        relative = relative_to_workspace(base, candidate)
-        if relative is None:
-            # Outside the workspace only the "at any depth" rules (nested git repos) apply.
-            relative = str(candidate).lstrip("/")
-            rule = protected_rule(relative)
-            if rule is not None and not rule.pattern.startswith("**/"):
-                rule = None
-        elif relative == ".":
-            continue
-        else:
-            rule = protected_rule(relative)
-        if rule is not None:
-            shown = display_path(base, candidate)
-            return f"{shown} is a protected path: {rule.reason}"
-    return None
 
 
 class CursorIgnore:

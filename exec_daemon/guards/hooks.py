@@ -16,7 +16,10 @@ Events: before a call `preToolUse` (every tool), `beforeShellExecution`, `before
 tool's names (Cursor's `Shell`, `Read`, `Write`, ...; Claude's `Bash`, `Edit`, `mcp__srv__tool`;
 the variant name): plain names (`Edit|Write`) must match exactly, anything else is a regular
 expression searched in the name. For shell and file events it is also searched in the command
-or the path (`"matcher": "rm -rf"`). No matcher, `""` or `*` matches everything.
+or the path (`"matcher": "rm -rf"`). No matcher, `""` or `*` matches everything. Each tool's
+names and events come from its spec (exec_daemon/kernel/spec.py); a tool whose spec declares
+none is seen as its variant's name in CamelCase ("foo_tool_call" -> "Foo"), with preToolUse
+and postToolUse only.
 
 A hook gets one JSON object on stdin (hook_event_name, conversation_id, tool_name, tool_input,
 tool_use_id, cwd, workspace_roots and the event's own fields: command, file_path, output, ...)
@@ -52,11 +55,12 @@ from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected, RunMode
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
-from exec_daemon.guards.permissions import Judge
-from exec_daemon.guards.rejections import rejected_result
+from exec_daemon.guards.permissions import Judge, Verdict
+from exec_daemon.guards.rejections import refused_result, rejected_result
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.spec import HookEvents
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -96,23 +100,16 @@ _CLAUDE_EVENTS = {
 }
 _CLAUDE_EVENT_NAMES = {ours: theirs for theirs, ours in _CLAUDE_EVENTS.items()}
 
-SHELL, READ, EDIT, MCP = "shell_tool_call", "read_tool_call", "edit_tool_call", "mcp_tool_call"
-_PRE_EVENTS = {SHELL: BEFORE_SHELL, READ: BEFORE_READ, MCP: BEFORE_MCP}
+# Besides preToolUse, the events before a call of each kind (exec_daemon/kernel/spec.py).
+_PRE_EVENTS = {
+    HookEvents.SHELL: BEFORE_SHELL,
+    HookEvents.READ_FILE: BEFORE_READ,
+    HookEvents.MCP: BEFORE_MCP,
+}
 # Result cases after which the tool counts as having run (postToolUse, not ...Failure).
 _RAN_CASES = frozenset({"success", "failure"})
-
-_CURSOR_NAMES = {
-    "ls_tool_call": "LS",
-    "read_mcp_resource_tool_call": "FetchMcpResource",
-    "mcp_tool_call": "MCP",
-}
-_CLAUDE_NAMES = {
-    "shell_tool_call": "Bash",
-    "update_todos_tool_call": "TodoWrite",
-    "fetch_tool_call": "WebFetch",
-    "web_fetch_tool_call": "WebFetch",
-    "ls_tool_call": "LS",
-}
+# Kinds whose matchers are also searched in the call's subject (the command or the path).
+_SUBJECT_EVENTS = frozenset({BEFORE_SHELL, AFTER_SHELL, BEFORE_READ, AFTER_EDIT})
 _PLAIN_MATCHER = re.compile(r"[\w\s,|-]*")
 
 
@@ -247,15 +244,12 @@ class HookFiles:
 # --- the call as hooks see it --------------------------------------------------------------------
 
 
-def _camel(tool: str) -> str:
-    return "".join(part.capitalize() for part in tool.removesuffix("_tool_call").split("_"))
-
-
 @dataclass(frozen=True)
 class CallView:
     """The names, input and subjects of one call, computed once for all its hooks."""
 
     tool: str
+    events: HookEvents
     cursor_name: str
     claude_name: str
     names: tuple[str, ...]
@@ -265,30 +259,32 @@ class CallView:
     @staticmethod
     def of(inv: Invocation) -> CallView:
         args = inv.args
-        cursor_name = _CURSOR_NAMES.get(inv.tool, _camel(inv.tool))
-        claude_name = _CLAUDE_NAMES.get(inv.tool, cursor_name)
+        hooks = inv.spec.hook_view()
+        what = inv.spec.call_subject(args)
+        cursor_name = hooks.name
+        claude_name = hooks.claude_name or cursor_name
         names = [cursor_name, claude_name, inv.tool]
         subject = ""
-        if inv.tool == EDIT:
+        if hooks.events is HookEvents.FILE_EDIT:
             whole = args.HasField("contents")  # type: ignore[attr-defined]
             cursor_name = claude_name = "Write" if whole else "Edit"
             names = [cursor_name, "StrReplace" if not whole else "Write", "Edit", inv.tool]
-        if inv.tool == MCP:
-            server = getattr(args, "provider_identifier", "")
-            tool_name = getattr(args, "tool_name", "") or getattr(args, "name", "")
-            claude_name = f"mcp__{server}__{tool_name}"
-            names += [claude_name, f"{server}:{tool_name}", tool_name]
-        if inv.tool == SHELL:
-            subject = args.command  # type: ignore[attr-defined]
-        elif inv.tool in (READ, EDIT):
-            subject = args.path  # type: ignore[attr-defined]
+            subject = what.paths_written[0] if what.paths_written else ""
+        elif hooks.events is HookEvents.MCP:
+            claude_name = f"mcp__{what.mcp_server}__{what.mcp_tool}"
+            names += [claude_name, f"{what.mcp_server}:{what.mcp_tool}", what.mcp_tool]
+        elif hooks.events is HookEvents.SHELL:
+            subject = what.command
+        elif hooks.events is HookEvents.READ_FILE:
+            subject = what.paths_read[0] if what.paths_read else ""
         tool_input = json_format.MessageToDict(args, preserving_proto_field_name=True)
         if "path" in tool_input:
             tool_input.setdefault("file_path", tool_input["path"])
-        if inv.tool == EDIT and "contents" in tool_input:
+        if hooks.events is HookEvents.FILE_EDIT and "contents" in tool_input:
             tool_input.setdefault("content", tool_input["contents"])
         return CallView(
             tool=inv.tool,
+            events=hooks.events,
             cursor_name=cursor_name,
             claude_name=claude_name,
             names=tuple(dict.fromkeys(name for name in names if name)),
@@ -317,8 +313,7 @@ def hook_applies(hook: Hook, view: CallView) -> bool:
         return True
     if _matches_names(matcher, view.names):
         return True
-    subject_events = (BEFORE_SHELL, AFTER_SHELL, BEFORE_READ, AFTER_EDIT)
-    return hook.event in subject_events and bool(view.subject) and _search(matcher, view.subject)
+    return hook.event in _SUBJECT_EVENTS and bool(view.subject) and _search(matcher, view.subject)
 
 
 # --- running one hook ----------------------------------------------------------------------------
@@ -478,9 +473,9 @@ class HookRunner:
         refusal = _refusal(answers, approved=inv.ctx.run_mode == RunMode.RUN_MODE_RUN_EVERYTHING)
         if refusal is not None:
             return rejected_result(inv.tool, inv.args, refusal)
-        inv, refusal = await self._rewrite(inv, answers)
-        if refusal is not None:
-            return rejected_result(inv.tool, inv.args, refusal)
+        inv, refused = await self._rewrite(inv, answers)
+        if refused is not None and refused.refusal is not None:
+            return refused_result(inv.tool, inv.args, refused.refusal, refused.denied_path)
         _note(inv, answers)
         if inv.ctx.report.feedback.input_rewritten:
             view = CallView.of(inv)
@@ -497,8 +492,8 @@ class HookRunner:
     async def _before_step(self, hooks: Sequence[Hook], inv: Invocation, view: CallView) -> _Step:
         step = _Step()
         events = [PRE_TOOL_USE]
-        if inv.tool in _PRE_EVENTS:
-            events.append(_PRE_EVENTS[inv.tool])
+        if view.events in _PRE_EVENTS:
+            events.append(_PRE_EVENTS[view.events])
         fields: dict[str, dict[str, Any]] = {}
         for hook in hooks:
             if hook.event in events and hook_applies(hook, view):
@@ -526,7 +521,8 @@ class HookRunner:
 
     async def _rewrite(
         self, inv: Invocation, answers: list[HookAnswer]
-    ) -> tuple[Invocation, Rejected | None]:
+    ) -> tuple[Invocation, Verdict | None]:
+        """The call as the hooks rewrote it, judged again; or the verdict refusing it."""
         updates = [a.updated_input for a in answers if a.updated_input]
         if not updates:
             return inv, None
@@ -547,13 +543,12 @@ class HookRunner:
                 )
             except json_format.ParseError as exc:
                 log.warning("a hook's updated_input does not fit %s: %s", inv.tool, exc)
-                return inv, Rejected(
-                    reason="a hook rewrote the input into something invalid", source="hook"
-                )
+                invalid = "a hook rewrote the input into something invalid"
+                return inv, Verdict(inv, Rejected(reason=invalid, source="hook"))
         rewritten = replace(inv, args=args)
         verdict = await self._judge(rewritten)
         if verdict.refusal is not None:
-            return inv, verdict.refusal
+            return inv, verdict
         inv.ctx.report.args_run = verdict.invocation.args
         inv.ctx.report.feedback.input_rewritten = True
         return verdict.invocation, None
@@ -570,11 +565,11 @@ class HookRunner:
         case = result.WhichOneof("result") if result is not None else None  # type: ignore[attr-defined]
         ran = case in _RAN_CASES
         events = [POST_TOOL_USE if ran else POST_TOOL_USE_FAILURE]
-        if inv.tool == SHELL and case in ("success", "failure", "timeout"):
+        if view.events is HookEvents.SHELL and case in ("success", "failure", "timeout"):
             events.append(AFTER_SHELL)
-        elif inv.tool == EDIT and case == "success":
+        elif view.events is HookEvents.FILE_EDIT and case == "success":
             events.append(AFTER_EDIT)
-        elif inv.tool == MCP and case not in (None, "rejected", "aborted"):
+        elif view.events is HookEvents.MCP and case not in (None, "rejected", "aborted"):
             events.append(AFTER_MCP)
         selected = [h for h in hooks if h.event in events and hook_applies(h, view)]
         if not selected:

@@ -1,14 +1,18 @@
-"""Run modes, permissions.json allowlists and read-only subagents: may this call run at all?
+"""Run modes, permissions.json allowlists, read-only agents, protected paths: may this call run?
 
-Run mode (the daemon's --run-mode, or the call's own `run_mode`) applies to shell, MCP and fetch
-calls — the tools that reach outside the workspace tools' own checks:
+Everything here is decided from the tool's spec (exec_daemon/kernel/spec.py), never its name.
+
+Run mode (the daemon's --run-mode, or the call's own `run_mode`) gates each tool as its spec's
+`run_mode` rule says (shell: terminalAllowlist; MCP: mcpAllowlist; fetch, web_fetch:
+fetchAllowlist; read_mcp_resource with a download_path and setup_vm_environment: approval; a
+tool that declares no rule: approval; the rest are not gated):
 - run_everything: every call runs.
 - allowlist: allowlisted calls run; the rest answer `rejected` with needs_approval, so the
   orchestrator can ask a person and resend the call with run_mode RUN_MODE_RUN_EVERYTHING.
   Deterministic: nothing is sandboxed or reviewed automatically.
 - auto_review: allowlisted calls run; other shell commands run confined to the workspace when
   the sandbox is available (--sandbox-enabled and the kernel probe passed; their
-  `requested_sandbox_policy` becomes WORKSPACE_READWRITE unless they asked for a confined
+  `requested_sandbox_policy` is set to WORKSPACE_READWRITE unless they asked for a confined
   one); the rest (MCP, fetch, shell asking for full access) answer `rejected` with needs_review
   for the orchestrator's classifier. `autoRun.allow_instructions`/`block_instructions` travel in
   every such rejection.
@@ -26,17 +30,24 @@ the two are merged (lists concatenated):
 A shell line is allowlisted only when every command in it is (`git status && rm -rf /` is not)
 and it redirects output to no file.
 
-Independently of the run mode, an agent started read-only by the Task tool cannot edit, write,
-delete, apply diffs, write to a shell's stdin, call MCP tools, drive the screen, or run a shell
-command that is not read-only (its shell is also confined read-only when the sandbox is up).
+Independently of the run mode:
+- An agent started read-only by the Task tool, and an agent in ask mode (switch_mode), may only
+  make calls whose spec (or, for fetch, whose method) says they change nothing; shell commands
+  are judged by what they do (read-only ones run, confined read-only when the sandbox is up).
+  An agent in plan mode may also write its plan (create_plan). A tool that does not declare its
+  effects counts as changing everything.
+- Every path a call's spec says it writes is checked against the protected paths, on where it
+  really points (exec_daemon/kernel/protected.py), before the handler runs; the handlers check
+  again when they open it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
@@ -45,10 +56,12 @@ from agent.v1.common_pb2 import Rejected, RunMode
 from agent.v1.shell_pb2 import ShellArgs
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
-from exec_daemon.guards.rejections import rejected_result
-from exec_daemon.kernel.agents import SubagentSessions
+from exec_daemon.guards.rejections import refused_result
+from exec_daemon.kernel.agents import AgentModes, SubagentSessions
 from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.protected import protected_reason, resolve_path
 from exec_daemon.kernel.sandboxing import SandboxDemand, Sandboxing
+from exec_daemon.kernel.spec import EVERYTHING, Effect, RunModeRule, Subject
 from exec_daemon.kernel.state import Daemon
 
 RUN_EVERYTHING, ALLOWLIST, AUTO_REVIEW = "run_everything", "allowlist", "auto_review"
@@ -58,26 +71,12 @@ _RUN_MODE_NAMES = {
     RunMode.RUN_MODE_AUTO_REVIEW: AUTO_REVIEW,
 }
 
-SHELL = "shell_tool_call"
-MCP = "mcp_tool_call"
-FETCH_TOOLS = ("fetch_tool_call", "web_fetch_tool_call")
-
-# What a read-only agent may never call.
-READ_ONLY_FORBIDDEN = frozenset(
-    {
-        "edit_tool_call",
-        "delete_tool_call",
-        "apply_agent_diff_tool_call",
-        "write_shell_stdin_tool_call",
-        "mcp_tool_call",
-        "computer_use_tool_call",
-        "generate_image_tool_call",
-        "setup_vm_environment_tool_call",
-        "pr_management_tool_call",
-        "start_grind_execution_tool_call",
-    }
-)
-_SAFE_HTTP_METHODS = frozenset({"", "GET", "HEAD", "OPTIONS"})
+_EFFECT_WORDS = {
+    Effect.PLAN: "writes a plan",
+    Effect.WORKSPACE: "changes the workspace",
+    Effect.MACHINE: "changes the machine",
+}
+_UNGATED = RunModeRule.UNGATED  # read on every call: a global is faster than the enum's attribute
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,9 @@ class PermissionRules:
     fetch_allowlist: tuple[str, ...] = ()
     allow_instructions: tuple[str, ...] = ()
     block_instructions: tuple[str, ...] = ()
+
+
+_NO_RULES = PermissionRules()
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -136,15 +138,13 @@ def effective_run_mode(inv: Invocation) -> str:
     return _RUN_MODE_NAMES.get(inv.ctx.run_mode, inv.ctx.daemon.config.run_mode)  # type: ignore[call-overload]
 
 
-def mcp_allowlisted(args: Message, allowlist: tuple[str, ...]) -> bool:
-    server = getattr(args, "provider_identifier", "")
-    tool = getattr(args, "tool_name", "") or getattr(args, "name", "")
-    qualified = f"{server}:{tool}"
+def mcp_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:
+    qualified = f"{subject.mcp_server}:{subject.mcp_tool}"
     return any(fnmatch.fnmatchcase(qualified, entry) for entry in allowlist)
 
 
-def fetch_allowlisted(args: Message, allowlist: tuple[str, ...]) -> bool:
-    host = (urlsplit(getattr(args, "url", "")).hostname or "").lower()
+def fetch_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:
+    host = (urlsplit(subject.url).hostname or "").lower()
     return bool(host) and any(fnmatch.fnmatchcase(host, entry.lower()) for entry in allowlist)
 
 
@@ -164,12 +164,31 @@ async def _with_sandbox_decision(
     return replace(inv, args=args, ctx=replace(inv.ctx, sandbox=decision))
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Either the call runs (possibly with changed args) or it is refused."""
+class Verdict(NamedTuple):
+    """Either the call runs (possibly with changed args) or it is refused (one per call: a
+    NamedTuple costs less than a frozen dataclass)."""
 
     invocation: Invocation
     refusal: Rejected | None = None
+    # The protected path that refused it, when that is why (answered as permission_denied).
+    denied_path: str = ""
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """What an agent may change, and who says so."""
+
+    allows: Effect
+    who: str
+    source: str
+
+
+def _what_it_changes(inv: Invocation, effects: Effect) -> str:
+    if inv.spec.effects is None:
+        return f"{inv.tool} does not declare what it changes, so it counts as changing everything"
+    return f"{inv.tool} " + " and ".join(
+        words for flag, words in _EFFECT_WORDS.items() if flag in effects
+    )
 
 
 class Judge:
@@ -179,72 +198,142 @@ class Judge:
         self._daemon = daemon
         self._files = daemon.service(PermissionFiles)
         self._subagents = daemon.service(SubagentSessions)
+        self._modes = daemon.service(AgentModes)
         self._sandboxing = daemon.service(Sandboxing)
 
     async def __call__(self, inv: Invocation) -> Verdict:
-        read_only = bool(inv.ctx.agent_id) and self._subagents.is_readonly(inv.ctx.agent_id)
-        if read_only:
-            refusal = _read_only_refusal(inv)
+        # Every call of every tool comes here: the common case (no restriction, nothing written,
+        # not gated) is kept to a few lookups.
+        spec = inv.spec
+        subject = spec.call_subject(inv.args)
+        restrictions = self._restrictions(inv.ctx.agent_id)
+        for restriction in restrictions:
+            refusal = _restricted(inv, subject, restriction)
             if refusal is not None:
-                reason = f"read-only agent {inv.ctx.agent_id}: {refusal}"
-                return Verdict(inv, Rejected(reason=reason, source="readonly_agent"))
+                return Verdict(inv, refusal)
+        if subject.paths_written:
+            verdict = await self._protected_paths(inv, subject)
+            if verdict.refusal is not None:
+                return verdict
         mode = effective_run_mode(inv)
-        why_not: str | None = None
-        rules = PermissionRules()
-        if mode != RUN_EVERYTHING and (inv.tool in (SHELL, MCP) or inv.tool in FETCH_TOOLS):
-            rules = self._files.rules()
-            why_not = self._why_not_allowlisted(inv, rules)
-        if why_not is not None and not (mode == AUTO_REVIEW and inv.tool == SHELL):
-            return Verdict(inv, self._needs_someone(inv, mode, why_not, rules))
-        if inv.tool != SHELL:
+        rule = spec.run_mode_rule()
+        # The shell is the one tool whose calls take a sandbox decision.
+        shell = rule is RunModeRule.SHELL_ALLOWLIST
+        if not shell and (mode == RUN_EVERYTHING or rule is _UNGATED):
             return Verdict(inv)
-        # Not allowlisted in auto_review: confined, or reviewed.
-        demand = SandboxDemand(read_only=read_only, confined=why_not is not None)
+        why_not: str | None = None
+        rules = _NO_RULES
+        if mode != RUN_EVERYTHING and self._gated(inv, subject, rule):
+            rules = self._files.rules()
+            why_not = _why_not_allowed(inv, rule, subject, rules)
+        if why_not is not None and not (mode == AUTO_REVIEW and shell):
+            return Verdict(inv, _needs_someone(rule, mode, why_not, rules))
+        if not shell:
+            return Verdict(inv)
+        # A restricted agent's command passed as read-only; one nobody approved in auto_review
+        # runs confined or is reviewed.
+        demand = SandboxDemand(read_only=bool(restrictions), confined=why_not is not None)
         inv = await _with_sandbox_decision(self._sandboxing, inv, demand)
         assert inv.ctx.sandbox is not None
         if inv.ctx.sandbox.needs_review:
             assert why_not is not None
-            return Verdict(inv, self._needs_someone(inv, mode, why_not, rules))
+            return Verdict(inv, _needs_someone(rule, mode, why_not, rules))
         return Verdict(inv)
 
-    def _why_not_allowlisted(self, inv: Invocation, rules: PermissionRules) -> str | None:
-        if inv.tool == SHELL:
-            return unallowlisted(inv.args.command, rules.terminal_allowlist)  # type: ignore[attr-defined]
-        if inv.tool == MCP:
-            if mcp_allowlisted(inv.args, rules.mcp_allowlist):
-                return None
-            return "the MCP tool is not in mcpAllowlist"
-        if fetch_allowlisted(inv.args, rules.fetch_allowlist):
+    @staticmethod
+    def _gated(inv: Invocation, subject: Subject, rule: RunModeRule) -> bool:
+        if rule is _UNGATED:
+            return False
+        return rule is not RunModeRule.WRITES_NEED_APPROVAL or bool(inv.spec.call_effects(subject))
+
+    def _restrictions(self, agent_id: str) -> tuple[Restriction, ...]:
+        read_only = bool(agent_id) and self._subagents.is_readonly(agent_id)
+        allows = self._modes.allows(agent_id)
+        if not read_only and allows is EVERYTHING:  # `is`: comparing Flags costs more
+            return ()
+        return self._restrictions_of(agent_id, read_only, allows)
+
+    def _restrictions_of(
+        self, agent_id: str, read_only: bool, allows: Effect
+    ) -> tuple[Restriction, ...]:
+        restrictions = []
+        if read_only:
+            restrictions.append(
+                Restriction(Effect.NONE, f"read-only agent {agent_id}", "readonly_agent")
+            )
+        if allows is not EVERYTHING:
+            mode = self._modes.mode(agent_id)
+            who = f"agent {agent_id or '(default)'} is in {mode} mode"
+            restrictions.append(Restriction(allows, who, "agent_mode"))
+        return tuple(restrictions)
+
+    async def _protected_paths(self, inv: Invocation, subject: Subject) -> Verdict:
+        workspace = self._daemon.workspace
+        paths = [resolve_path(workspace, path) for path in subject.paths_written if path]
+        # Resolving symlinks touches the disk.
+        refused = await asyncio.to_thread(_first_protected, workspace, paths)
+        if refused is None:
+            return Verdict(inv)
+        path, reason = refused
+        return Verdict(inv, Rejected(reason=reason, source="protected_path"), denied_path=path)
+
+
+def _restricted(inv: Invocation, subject: Subject, restriction: Restriction) -> Rejected | None:
+    beyond = inv.spec.call_effects(subject) & ~restriction.allows
+    if not beyond:
+        return None
+    if inv.spec.run_mode_rule() is RunModeRule.SHELL_ALLOWLIST:
+        # A shell command is judged by what it does: read-only ones may run (confined read-only
+        # when the sandbox is up: the sandbox decision's read-only demand).
+        reason = not_read_only(subject.command)
+        if reason is None:
+            return None
+        why = f"the command is not read-only ({reason})"
+    else:
+        why = _what_it_changes(inv, beyond)
+    return Rejected(reason=f"{restriction.who}: {why}", source=restriction.source)
+
+
+def _first_protected(workspace: str, paths: list[Path]) -> tuple[str, str] | None:
+    for path in paths:
+        reason = protected_reason(workspace, path)
+        if reason is not None:
+            return str(path), reason
+    return None
+
+
+def _why_not_allowed(
+    inv: Invocation, rule: RunModeRule, subject: Subject, rules: PermissionRules
+) -> str | None:
+    if rule is RunModeRule.SHELL_ALLOWLIST:
+        return unallowlisted(subject.command, rules.terminal_allowlist)
+    if rule is RunModeRule.MCP_ALLOWLIST:
+        if mcp_allowlisted(subject, rules.mcp_allowlist):
+            return None
+        return "the MCP tool is not in mcpAllowlist"
+    if rule is RunModeRule.FETCH_ALLOWLIST:
+        if fetch_allowlisted(subject, rules.fetch_allowlist):
             return None
         return "the host is not in fetchAllowlist"
-
-    def _needs_someone(
-        self, inv: Invocation, mode: str, why_not: str, rules: PermissionRules
-    ) -> Rejected:
-        review = mode == AUTO_REVIEW
-        who = "review" if review else "approval"
-        return Rejected(
-            reason=f"needs {who}: {why_not} (run mode {mode})",
-            needs_approval=not review,
-            needs_review=review,
-            sandbox_unavailable=review and inv.tool == SHELL,
-            allow_instructions=rules.allow_instructions,
-            block_instructions=rules.block_instructions,
-            source="permissions",
-        )
+    if rule is RunModeRule.WRITES_NEED_APPROVAL:
+        return _what_it_changes(inv, inv.spec.call_effects(subject))
+    if inv.spec.run_mode is None:
+        return f"{inv.tool} declares no run-mode rule, so every call needs approval"
+    return f"{inv.tool} needs approval outside run_everything"
 
 
-def _read_only_refusal(inv: Invocation) -> str | None:
-    if inv.tool in READ_ONLY_FORBIDDEN:
-        return f"{inv.tool} changes things"
-    if inv.tool == SHELL:
-        reason = not_read_only(inv.args.command)  # type: ignore[attr-defined]
-        return None if reason is None else f"the command is not read-only ({reason})"
-    if inv.tool == "fetch_tool_call":
-        method = inv.args.method.upper()  # type: ignore[attr-defined]
-        if method not in _SAFE_HTTP_METHODS:
-            return f"fetch with method {method} may change things"
-    return None
+def _needs_someone(rule: RunModeRule, mode: str, why_not: str, rules: PermissionRules) -> Rejected:
+    review = mode == AUTO_REVIEW
+    who = "review" if review else "approval"
+    return Rejected(
+        reason=f"needs {who}: {why_not} (run mode {mode})",
+        needs_approval=not review,
+        needs_review=review,
+        sandbox_unavailable=review and rule is RunModeRule.SHELL_ALLOWLIST,
+        allow_instructions=rules.allow_instructions,
+        block_instructions=rules.block_instructions,
+        source="permissions",
+    )
 
 
 def permissions_middleware(daemon: Daemon) -> Middleware:
@@ -253,7 +342,7 @@ def permissions_middleware(daemon: Daemon) -> Middleware:
     async def permissions(inv: Invocation, call_next: Next) -> Message:
         verdict = await judge(inv)
         if verdict.refusal is not None:
-            return rejected_result(inv.tool, inv.args, verdict.refusal)
+            return refused_result(inv.tool, inv.args, verdict.refusal, verdict.denied_path)
         return await call_next(verdict.invocation)
 
     return permissions

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import ahocorasick_rs
@@ -326,7 +327,7 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
 
         ctx = inv.ctx.with_emit(redacting_emit)
         try:
-            result = await call_next(Invocation(inv.tool, inv.args, ctx))
+            result = await call_next(replace(inv, ctx=ctx))
         except CodedError as exc:
             await send_remainders()
             raise CodedError(exc.code, store.matcher.redact(exc.message)) from exc

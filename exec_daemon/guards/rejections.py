@@ -1,4 +1,5 @@
-"""Turns a refusal (agent.v1.Rejected) into the `rejected` case of any tool's result."""
+"""Turns a refusal (agent.v1.Rejected) into the `rejected` case of any tool's result (or, for a
+protected path, into its `permission_denied` case, as the file tools answer it themselves)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from agent.v1.common_pb2 import Rejected
+from agent.v1.common_pb2 import PermissionDenied, Rejected
 from exec_daemon.kernel.context import result_class
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 
@@ -40,3 +41,15 @@ def rejected_result(tool: str, args: Message, rejected: Rejected) -> Message:
         if name in fields and name in arg_fields:
             setattr(case, name, getattr(args, name))
     return result
+
+
+def refused_result(tool: str, args: Message, rejected: Rejected, denied_path: str = "") -> Message:
+    """The answer to a refused call: `permission_denied` when a protected path refused it and
+    the tool has that case, else `rejected`."""
+    if denied_path:
+        result = result_class(tool)()
+        denied = getattr(result, "permission_denied", None)
+        if isinstance(denied, PermissionDenied):
+            denied.CopyFrom(PermissionDenied(path=denied_path, reason=rejected.reason))
+            return result
+    return rejected_result(tool, args, rejected)

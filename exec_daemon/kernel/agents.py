@@ -3,7 +3,8 @@
 - `SubagentSessions`: the subagents the Task tool started (tools/tasks.py), and which of them
   are read-only (the permissions guard refuses their writes).
 - `AgentModes`: each agent's mode (agent, ask, plan, debug), set by switch_mode
-  (tools/agent_state.py).
+  (tools/agent_state.py); `MODE_ALLOWS` says what each lets the agent change (the permissions
+  guard refuses the rest).
 """
 
 from __future__ import annotations
@@ -12,10 +13,19 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TypeVar
 
+from exec_daemon.kernel.spec import EVERYTHING, Effect
 from exec_daemon.kernel.state import Daemon
 
 MODES = ("agent", "ask", "plan", "debug")
 DEFAULT_MODE = "agent"
+# What a call may change in each mode: ask only reads; plan reads and writes its plan file
+# (create_plan); agent and debug change anything the other guards allow.
+MODE_ALLOWS = {
+    "agent": EVERYTHING,
+    "ask": Effect.NONE,
+    "plan": Effect.PLAN,
+    "debug": EVERYTHING,
+}
 # Conversations whose state is kept; the least recently used one is forgotten beyond this.
 MAX_AGENTS = 1000
 
@@ -57,7 +67,7 @@ def mark_used(table: OrderedDict[str, V], agent_id: str) -> None:
 
 
 class AgentModes:
-    """The mode of every conversation (agent_id), in memory, bounded."""
+    """The mode of every conversation (agent_id) not in the default mode, in memory."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._modes: OrderedDict[str, str] = OrderedDict()
@@ -67,5 +77,19 @@ class AgentModes:
         return self._modes.get(agent_id, DEFAULT_MODE)
 
     def set_mode(self, agent_id: str, mode: str) -> None:
+        if mode == DEFAULT_MODE:
+            self._modes.pop(agent_id, None)  # the default needs no entry
+            return
         self._modes[agent_id] = mode
-        mark_used(self._modes, agent_id)
+        self._modes.move_to_end(agent_id)
+        # Beyond MAX_AGENTS the oldest unrestricted (debug) entries are forgotten; a mode that
+        # restricts the agent is never forgotten, or forgetting it would lift the restriction.
+        excess = len(self._modes) - MAX_AGENTS
+        if excess > 0:
+            unrestricted = [a for a, m in self._modes.items() if MODE_ALLOWS[m] == EVERYTHING]
+            for forgotten in unrestricted[:excess]:
+                del self._modes[forgotten]
+
+    def allows(self, agent_id: str) -> Effect:
+        """What the agent's mode lets its calls change."""
+        return MODE_ALLOWS[self.mode(agent_id)]

@@ -17,6 +17,7 @@ from agent.v1.common_pb2 import HookFeedback
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.sandboxing import SandboxDecision
+from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 
 Emit = Callable[[ToolCallDelta], Awaitable[None]]
@@ -68,6 +69,8 @@ class Invocation:
     tool: str
     args: Message
     ctx: CallContext
+    # What the tool declares (exec_daemon/kernel/spec.py): what the guards go by.
+    spec: ToolSpec
 
 
 Next = Callable[[Invocation], Awaitable[Message]]
@@ -99,11 +102,12 @@ def result_class(tool: str) -> type[Message]:
     return cls
 
 
-def only_for(*tools: str) -> Callable[[Middleware], Middleware]:
-    """Marks a middleware as concerning these tools only: other tools' chains leave it out."""
+def only_for(concerns: Callable[[ToolSpec], bool]) -> Callable[[Middleware], Middleware]:
+    """Marks a middleware as concerning only the tools whose spec `concerns` accepts: other
+    tools' chains leave it out."""
 
     def mark(middleware: Middleware) -> Middleware:
-        setattr(middleware, "applies_to", frozenset(tools))  # noqa: B010 (a function attribute)
+        setattr(middleware, "concerns", concerns)  # noqa: B010 (a function attribute)
         return middleware
 
     return mark

@@ -8,7 +8,7 @@ Every tool call of every transport (ExecStream, ControlService.Exec) goes throug
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from google.protobuf.message import Message
@@ -17,12 +17,12 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.context import (
     CallContext,
     CallReport,
-    Handler,
     Invocation,
     Middleware,
     Next,
 )
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.wire import fields
 
@@ -47,34 +47,29 @@ class Dispatcher:
     def __init__(
         self,
         daemon: Daemon,
-        handlers: Mapping[str, Handler],
+        specs: Iterable[ToolSpec],
         middlewares: Sequence[Middleware] = (),
     ) -> None:
         self.daemon = daemon
-        self._handlers = handlers
+        self._specs = {spec.variant: spec for spec in specs}
         self._middlewares = list(middlewares)
         # One chain per tool, holding only the middleware that concerns it (built on first use).
         self._chains: dict[str, Next] = {}
 
-    def _chain_for(self, tool: str) -> Next:
-        chain = self._chains.get(tool)
+    def _chain_for(self, spec: ToolSpec) -> Next:
+        chain = self._chains.get(spec.variant)
         if chain is None:
             concerned = [
                 middleware
                 for middleware in self._middlewares
-                if tool in getattr(middleware, "applies_to", (tool,))
+                if getattr(middleware, "concerns", _every_tool)(spec)
             ]
-            chain = self._chains[tool] = self._build_chain(concerned)
+            chain = self._chains[spec.variant] = self._build_chain(concerned)
         return chain
 
     def _build_chain(self, middlewares: list[Middleware]) -> Next:
         async def call_handler(inv: Invocation) -> Message:
-            handler = self._handlers.get(inv.tool)
-            if handler is None:
-                raise CodedError(
-                    ErrorCode.UNIMPLEMENTED, f"{inv.tool} is not implemented by this daemon"
-                )
-            return await handler(inv.args, inv.ctx)
+            return await inv.spec.handler(inv.args, inv.ctx)
 
         chain: Next = call_handler
         for middleware in reversed(middlewares):
@@ -89,10 +84,14 @@ class Dispatcher:
         the daemon).
         """
         tool = tool_variant(tool_call)
+        spec = self._specs.get(tool)
+        if spec is None:
+            raise CodedError(ErrorCode.UNIMPLEMENTED, f"{tool} is not implemented by this daemon")
         variant = getattr(tool_call, tool)
         ctx = replace(ctx, tool=tool, report=CallReport())
+        invocation = Invocation(tool=tool, args=variant.args, ctx=ctx, spec=spec)
         try:
-            result = await self._chain_for(tool)(Invocation(tool=tool, args=variant.args, ctx=ctx))
+            result = await self._chain_for(spec)(invocation)
         except CodedError:
             raise
         except Exception as exc:
@@ -105,6 +104,10 @@ class Dispatcher:
         if ctx.report.feedback.ByteSize():
             answer.hook_feedback.CopyFrom(ctx.report.feedback)
         return answer
+
+
+def _every_tool(_spec: ToolSpec) -> bool:
+    return True
 
 
 def _bind(middleware: Middleware, call_next: Next) -> Next:

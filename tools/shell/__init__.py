@@ -26,7 +26,22 @@ Layout: `handlers` (the three tool handlers), `service` (daemon-wide state), `se
 through exec_daemon/kernel/processes.py (where the sandbox plugs in).
 """
 
-from tools.shell.handlers import await_shell, shell_tool_call, write_shell_stdin
+from tools.shell.handlers import (
+    AWAIT,
+    SHELL,
+    WRITE_SHELL_STDIN,
+    await_shell,
+    shell_tool_call,
+    write_shell_stdin,
+)
 from tools.shell.service import ShellService
 
-__all__ = ["ShellService", "await_shell", "shell_tool_call", "write_shell_stdin"]
+__all__ = [
+    "AWAIT",
+    "SHELL",
+    "WRITE_SHELL_STDIN",
+    "ShellService",
+    "await_shell",
+    "shell_tool_call",
+    "write_shell_stdin",
+]

@@ -26,6 +26,15 @@ from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.processes import Confinement
 from exec_daemon.kernel.sandboxing import SandboxDecision, Sandboxing
+from exec_daemon.kernel.spec import (
+    Effect,
+    HookEvents,
+    Hooks,
+    RunModeRule,
+    Subject,
+    ToolSpec,
+    no_subject,
+)
 from tools.shell import results
 from tools.shell.foreground import ForegroundCall
 from tools.shell.jobs import ShellJob
@@ -95,6 +104,16 @@ async def _sandbox_decision(args: ShellArgs, ctx: CallContext) -> SandboxDecisio
     """The decision for a call no guard decided (e.g. a daemon assembled without them)."""
     policy = args.requested_sandbox_policy if args.HasField("requested_sandbox_policy") else None
     return await ctx.daemon.service(Sandboxing).decide(policy)
+
+
+SHELL = ToolSpec(
+    "shell_tool_call",
+    shell_tool_call,
+    effects=Effect.WORKSPACE | Effect.MACHINE,
+    run_mode=RunModeRule.SHELL_ALLOWLIST,
+    hooks=Hooks("Shell", claude_name="Bash", events=HookEvents.SHELL),
+    subject=lambda args: Subject(command=args.command),
+)
 
 
 def _sandbox_rejected(args: ShellArgs, terminals: str, reason: str) -> ShellResult:
@@ -322,6 +341,16 @@ async def write_shell_stdin(args: WriteShellStdinArgs, ctx: CallContext) -> Writ
 # await_tool_call
 
 
+WRITE_SHELL_STDIN = ToolSpec(
+    "write_shell_stdin_tool_call",
+    write_shell_stdin,
+    effects=Effect.WORKSPACE | Effect.MACHINE,  # what it types, a shell runs
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("WriteShellStdin"),
+    subject=no_subject,
+)
+
+
 async def await_shell(args: AwaitArgs, ctx: CallContext) -> AwaitResult:
     service = ctx.daemon.service(ShellService)
     problem = _timeout_problem(False, args.timeout_ms, "timeout_ms")
@@ -349,6 +378,16 @@ async def await_shell(args: AwaitArgs, ctx: CallContext) -> AwaitResult:
             )
         )
     return AwaitResult(success=await _await_job(job, pattern, timeout_ms))
+
+
+AWAIT = ToolSpec(
+    "await_tool_call",
+    await_shell,
+    effects=Effect.NONE,
+    run_mode=RunModeRule.UNGATED,
+    hooks=Hooks("Await"),
+    subject=no_subject,
+)
 
 
 async def _await_job(
