@@ -21,8 +21,8 @@ from exec_daemon.guards.permissions import fetch_allowlisted
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.spec import ToolSpec
-from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.dispatch import Dispatcher
+from exec_daemon.server import new_daemon
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.guards_support import (
@@ -466,7 +466,7 @@ async def test_a_tool_that_declares_nothing_is_treated_as_dangerous(tmp_path: Pa
         return ReflectResult(success={})
 
     workspace = project_with_allowlist(tmp_path, ["echo"])
-    daemon = Daemon(DaemonConfig(auth_token="t", workspace=workspace, run_mode="allowlist"))
+    daemon = new_daemon(DaemonConfig(auth_token="t", workspace=workspace, run_mode="allowlist"))
     daemon.env.update({"HOME": str(tmp_path / "home")})
     undeclared = ToolSpec("reflect_tool_call", new_tool)
     guarded = GuardedDispatcher(
