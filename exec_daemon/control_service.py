@@ -50,6 +50,7 @@ from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamEl
 from exec_daemon import __version__
 from exec_daemon.dispatch import Dispatcher
 from exec_daemon.exec_service import ExecStreamSession, rpc_extras
+from exec_daemon.guards.redaction import redact_outgoing_text
 from tools import artifacts, changes, files, github, mcp, remote_server
 from tools.changes import RpcFailure
 
@@ -137,7 +138,7 @@ class ControlService(ControlServiceBase):
             content = await files.read_text_file(self._daemon.workspace, request.path, limit)
         except RpcFailure as failure:
             raise _connect_error(failure) from None
-        return ReadTextFileResponse(content=content)
+        return ReadTextFileResponse(content=await redact_outgoing_text(self._daemon, content))
 
     async def write_text_file(
         self,
@@ -190,7 +191,7 @@ class ControlService(ControlServiceBase):
             diff = await changes.workspace_diff(self._daemon, request.ref, limit)
         except RpcFailure as failure:
             raise _connect_error(failure) from None
-        return GetDiffResponse(diff=diff)
+        return GetDiffResponse(diff=await redact_outgoing_text(self._daemon, diff))
 
     async def get_workspace_changes_hash(
         self,
