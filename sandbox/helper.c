@@ -27,6 +27,10 @@
  *   --keep-fd N           an extra descriptor the command inherits
  *   --cwd PATH            working directory of the command (default: the current one)
  *   --no-proc             keep the host's /proc instead of mounting one for the new PID namespace
+ *   --max-processes N     RLIMIT_NPROC of the command: at most N processes and threads of the
+ *                         sandbox at once (PID 1 included). The kernel counts them per user
+ *                         namespace and uid (ucounts), so the daemon's other processes, running
+ *                         as the same uid outside, do not count, and a fork bomb stops at N
  *
  * Placeholders are marked with the xattr user.exec-daemon.placeholder and shared-locked (flock)
  * while a sandbox uses them; the last sandbox to leave removes them if they are still empty.
@@ -147,6 +151,7 @@ struct options {
     const char *cwd;
     int mount_proc;
     int private_net;
+    long max_processes; /* 0: no limit of our own */
     char **argv;
 };
 
@@ -186,6 +191,7 @@ static void format_error(char *buf, size_t size, int err, const char *fmt, va_li
 }
 
 static void release_placeholders(void);
+static void leave_pids_cgroup(void);
 static pid_t outer_pid;
 
 static __attribute__((noreturn, format(printf, 2, 3))) void fail(int err, const char *fmt, ...) {
@@ -194,7 +200,10 @@ static __attribute__((noreturn, format(printf, 2, 3))) void fail(int err, const 
     va_start(args, fmt);
     format_error(buf, sizeof buf, err, fmt, args);
     va_end(args);
-    if (getpid() == outer_pid) release_placeholders();
+    if (getpid() == outer_pid) {
+        release_placeholders();
+        leave_pids_cgroup();
+    }
     send_ctl(buf, -1);
     _exit(SETUP_FAILED);
 }
@@ -652,6 +661,70 @@ static void reset_signals(void) {
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/* ---- Process limit ------------------------------------------------------------------------ */
+/* For root, RLIMIT_NPROC is no limit: the kernel exempts the global root user whatever its user
+ * namespace. So a root helper puts itself, before creating the namespaces (everything after
+ * inherits it), into a pids cgroup of its own with pids.max, and leaves and removes it at the end.
+ * The cgroup v1 pids hierarchy is used (this machine's); without one, the sandbox is refused. */
+#define PIDS_ROOT "/sys/fs/cgroup/pids"
+static char pids_cgroup[256];
+static char pids_parent[256];
+
+static void enter_pids_cgroup(void) {
+    if (opt.max_processes <= 0 || geteuid() != 0) return;
+    char own[256] = "/";
+    FILE *self = fopen("/proc/self/cgroup", "re");
+    if (self) {
+        char line[512];
+        while (fgets(line, sizeof line, self)) {
+            char *controllers = strchr(line, ':');
+            char *path = controllers ? strchr(controllers + 1, ':') : NULL;
+            if (!path || strncmp(controllers, ":pids:", 6) != 0) continue;
+            path[1 + strcspn(path + 1, "\n")] = '\0';
+            snprintf(own, sizeof own, "%s", path + 1);
+        }
+        fclose(self);
+    }
+    snprintf(pids_parent, sizeof pids_parent, PIDS_ROOT "%s", strcmp(own, "/") == 0 ? "" : own);
+    snprintf(pids_cgroup, sizeof pids_cgroup, "%s/exec-daemon-sandbox-%d", pids_parent, (int)getpid());
+    if (mkdir(pids_cgroup, 0700) < 0 && errno != EEXIST) {
+        int err = errno;
+        pids_cgroup[0] = '\0';
+        fail(err, "cannot limit the sandbox's processes (root ignores RLIMIT_NPROC; no pids cgroup at " PIDS_ROOT ")");
+    }
+    char path[320], number[32];
+    snprintf(number, sizeof number, "%ld", opt.max_processes + 1); /* + this process */
+    snprintf(path, sizeof path, "%s/pids.max", pids_cgroup);
+    if (write_file(path, number) < 0) fail(errno, "write %s", path);
+    snprintf(number, sizeof number, "%d", (int)getpid());
+    snprintf(path, sizeof path, "%s/cgroup.procs", pids_cgroup);
+    if (write_file(path, number) < 0) fail(errno, "enter the pids cgroup %s", pids_cgroup);
+}
+
+static void leave_pids_cgroup(void) {
+    if (!pids_cgroup[0]) return;
+    char path[320], number[32];
+    snprintf(number, sizeof number, "%d", (int)getpid());
+    snprintf(path, sizeof path, "%s/cgroup.procs", pids_parent);
+    write_file(path, number);
+    rmdir(pids_cgroup);
+    pids_cgroup[0] = '\0';
+}
+
+/* RLIMIT_NPROC counts the tasks of the caller's uid in its user namespace (and checks each
+ * ancestor namespace's count against that one's limit): in the sandbox's own user namespace it
+ * counts the sandbox's processes only. Without CAP_SYS_RESOURCE/CAP_SYS_ADMIN in the initial
+ * namespace (dropped above) nothing exempts the command from it, root inside included. */
+static void limit_processes(void) {
+    if (opt.max_processes <= 0) return;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NPROC, &limit) < 0) payload_fail(SETUP_FAILED, errno, "getrlimit nproc");
+    rlim_t wanted = (rlim_t)opt.max_processes;
+    if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max > wanted) limit.rlim_max = wanted;
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > limit.rlim_max) limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NPROC, &limit) < 0) payload_fail(SETUP_FAILED, errno, "setrlimit nproc");
+}
+
 static __attribute__((noreturn)) void run_payload(int error_fd) {
     payload_error_fd = error_fd;
     timing_mark("payload: forked");
@@ -668,6 +741,7 @@ static __attribute__((noreturn)) void run_payload(int error_fd) {
     timing_mark("payload: landlock");
     apply_seccomp();
     timing_mark("payload: seccomp");
+    limit_processes();
     execvp(opt.argv[0], opt.argv);
     payload_fail(EXEC_FAILED, errno, "exec %s", opt.argv[0]);
 }
@@ -821,6 +895,8 @@ static int run_sandbox(void) {
     if (opt.private_net) flags |= CLONE_NEWNET;
     collect_outside_sockets();
     timing_mark("outer: sockets");
+    enter_pids_cgroup();
+    timing_mark("outer: pids cgroup");
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid < 0) fail(errno, "create namespaces");
     if (pid == 0) {
@@ -843,6 +919,7 @@ static int run_sandbox(void) {
     ssize_t n = read(status_pipe[0], &payload_status, sizeof payload_status);
     release_placeholders();
     timing_mark("outer: placeholders freed");
+    leave_pids_cgroup();
     exit_like(n == (ssize_t)sizeof payload_status ? payload_status : status);
 }
 
@@ -965,6 +1042,7 @@ int main(int argc, char **argv) {
         else if (strcmp(arg, "--ctl-fd") == 0) opt.ctl_fd = parse_int(value, "descriptor");
         else if (strcmp(arg, "--keep-fd") == 0 && opt.n_keep_fds < MAX_FDS) opt.keep_fds[opt.n_keep_fds++] = parse_int(value, "descriptor");
         else if (strcmp(arg, "--cwd") == 0) opt.cwd = value;
+        else if (strcmp(arg, "--max-processes") == 0) opt.max_processes = parse_int(value, "process limit");
         else if (strcmp(arg, "--net") == 0) {
             if (strcmp(value, "none") == 0) opt.net = NET_NONE;
             else if (strcmp(value, "proxy") == 0) opt.net = NET_PROXY;

@@ -154,6 +154,7 @@ def build_plan(
 
     mode = policy.network.mode
     options = ["--net", mode.value, "--cwd", os.path.abspath(cwd)]
+    options += ["--max-processes", str(policy.max_processes)]
     if mode == NetworkMode.PROXY:
         options += ["--proxy-port", str(PROXY_PORT)]
     if ctl_fd is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import signal
 import socket
@@ -755,3 +756,82 @@ async def test_a_repository_created_outside_over_a_placeholder_is_protected_as_o
     assert "ok-index" in result.stdout and "WROTE" not in result.stdout, result.output
     await harness.service.aclose()
     assert (harness.workspace / ".git" / "HEAD").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Process limit
+
+
+def write_project_sandbox_config(workspace: Path, config: dict[str, object]) -> None:
+    folder = workspace / ".cursor"
+    folder.mkdir(exist_ok=True)
+    (folder / "sandbox.json").write_text(json.dumps(config))
+
+
+def processes_in_pid_namespace(namespace: str) -> int:
+    """How many of the host's processes live in the PID namespace `namespace` (pid:[inode])."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.readlink(f"/proc/{entry}/ns/pid") == namespace
+    return count
+
+
+async def wait_until_no_process_in(namespace: str) -> None:
+    deadline = time.monotonic() + 10
+    while await asyncio.to_thread(processes_in_pid_namespace, namespace):
+        assert time.monotonic() < deadline, f"processes of {namespace} outlived the sandbox"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_sandbox_cannot_start_more_processes_than_its_limit(
+    harness: SandboxHarness,
+) -> None:
+    write_project_sandbox_config(harness.workspace, {"maxProcesses": 40})
+    result = await harness.run(
+        f"""readlink /proc/self/ns/pid; {PY} - <<'EOF'
+import os, time
+children = []
+for _ in range(100):
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        print("refused", exc.errno)
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    children.append(pid)
+print("started", len(children))
+EOF"""
+    )
+    namespace, refused, started = result.stdout.split("\n")[:3]
+    assert refused == "refused 11", result.output  # EAGAIN: the limit, not memory
+    # The limit counts the sandbox's PID 1, its shell and python too.
+    assert 30 <= int(started.split()[1]) < 40, result.output
+    # The sleeping children ended with the command.
+    await wait_until_no_process_in(namespace)
+
+
+async def test_a_fork_bomb_is_contained_and_leaves_nothing(harness: SandboxHarness) -> None:
+    limit = 50
+    write_project_sandbox_config(harness.workspace, {"maxProcesses": limit})
+    process, _confinement = await harness.spawn(
+        # The bomb runs until `sleep`, started before it, ends the command; then PID 1 ends it.
+        "readlink /proc/self/ns/pid; sleep 4 & timeout 10 bash -c ':(){ :|:& };:' 2>/dev/null;"
+        " wait $!; echo over"
+    )
+    assert process.stdout is not None
+    namespace = (await process.stdout.readline()).decode().strip()
+    assert namespace.startswith("pid:[")
+    most = 0
+    while process.returncode is None:
+        most = max(most, await asyncio.to_thread(processes_in_pid_namespace, namespace))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 0.1)
+    rest = await process.stdout.read()
+    assert b"over" in rest
+    # The bomb filled the sandbox up to its limit and no further (host view of its processes).
+    assert limit - 10 <= most <= limit
+    await wait_until_no_process_in(namespace)
