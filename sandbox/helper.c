@@ -42,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
@@ -384,29 +385,87 @@ static void release_placeholders(void) {
  * /proc/net/unix of the daemon's network namespace, read before the sandbox has one of its own.
  * Abstract sockets are per network namespace and, from ABI 6, scoped by Landlock as well. */
 #define MAX_OUTSIDE_SOCKETS 1024
+#define MAX_RELATIVE_SOCKETS 64
 static char *outside_sockets[MAX_OUTSIDE_SOCKETS];
 static int n_outside_sockets;
+
+static void add_outside_socket(const char *path) {
+    for (int i = 0; i < n_outside_sockets; i++)
+        if (strcmp(outside_sockets[i], path) == 0) return;
+    if (n_outside_sockets < MAX_OUTSIDE_SOCKETS) outside_sockets[n_outside_sockets++] = strdup(path);
+}
+
+/* A socket bound by a relative path is listed by that path: it lies in the directory its server
+ * was in. Found through the processes holding it (/proc/PID/fd -> socket:[inode]) and their
+ * working directory; only when such sockets exist (a scan of /proc costs a few ms). */
+struct relative_socket {
+    unsigned long inode;
+    char name[256];
+};
+
+static void locate_relative_sockets(const struct relative_socket *sockets, int count) {
+    DIR *proc = opendir("/proc");
+    if (!proc) return;
+    struct dirent *process;
+    while ((process = readdir(proc)) != NULL) {
+        if (process->d_name[0] < '1' || process->d_name[0] > '9') continue;
+        char fd_dir[64];
+        snprintf(fd_dir, sizeof fd_dir, "/proc/%s/fd", process->d_name);
+        DIR *fds = opendir(fd_dir);
+        if (!fds) continue; /* another user's process, or gone */
+        struct dirent *fd;
+        while ((fd = readdir(fds)) != NULL) {
+            char link[96], target[64];
+            snprintf(link, sizeof link, "%s/%s", fd_dir, fd->d_name);
+            ssize_t n = readlink(link, target, sizeof target - 1);
+            if (n <= 8 || strncmp(target, "socket:[", 8) != 0) continue;
+            target[n] = '\0';
+            unsigned long inode = strtoul(target + 8, NULL, 10);
+            for (int i = 0; i < count; i++) {
+                if (sockets[i].inode != inode) continue;
+                char cwd_link[64], cwd[4096], path[4096 + 258];
+                snprintf(cwd_link, sizeof cwd_link, "/proc/%s/cwd", process->d_name);
+                ssize_t length = readlink(cwd_link, cwd, sizeof cwd - 1);
+                if (length <= 0) continue;
+                cwd[length] = '\0';
+                snprintf(path, sizeof path, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, sockets[i].name);
+                add_outside_socket(path);
+            }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+}
 
 static void collect_outside_sockets(void) {
     FILE *table = fopen("/proc/self/net/unix", "re");
     if (!table) return;
+    static struct relative_socket relative[MAX_RELATIVE_SOCKETS];
+    int n_relative = 0;
     char line[4352];
     if (!fgets(line, sizeof line, table)) line[0] = '\0'; /* header */
     while (n_outside_sockets < MAX_OUTSIDE_SOCKETS && fgets(line, sizeof line, table)) {
         /* Num RefCount Protocol Flags Type St Inode Path */
-        char *cursor = line;
+        char *cursor = line, *inode_field = NULL;
         for (int field = 0; field < 7 && *cursor; field++) {
             while (*cursor == ' ') cursor++;
+            if (field == 6) inode_field = cursor;
             while (*cursor && *cursor != ' ' && *cursor != '\n') cursor++;
         }
         while (*cursor == ' ') cursor++;
-        if (*cursor != '/') continue;
         cursor[strcspn(cursor, "\n")] = '\0';
-        int seen = 0;
-        for (int i = 0; i < n_outside_sockets && !seen; i++) seen = strcmp(outside_sockets[i], cursor) == 0;
-        if (!seen) outside_sockets[n_outside_sockets++] = strdup(cursor);
+        /* Abstract names start with '@'; unnamed sockets have none. */
+        if (*cursor == '\0' || *cursor == '@') continue;
+        if (*cursor == '/') {
+            add_outside_socket(cursor);
+        } else if (n_relative < MAX_RELATIVE_SOCKETS && inode_field && strlen(cursor) < sizeof relative[0].name) {
+            relative[n_relative].inode = strtoul(inode_field, NULL, 10);
+            snprintf(relative[n_relative].name, sizeof relative[0].name, "%s", cursor);
+            n_relative++;
+        }
     }
     fclose(table);
+    if (n_relative) locate_relative_sockets(relative, n_relative);
 }
 
 static void mask_outside_sockets(void) {

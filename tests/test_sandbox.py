@@ -835,3 +835,77 @@ async def test_a_fork_bomb_is_contained_and_leaves_nothing(harness: SandboxHarne
     # The bomb filled the sandbox up to its limit and no further (host view of its processes).
     assert limit - 10 <= most <= limit
     await wait_until_no_process_in(namespace)
+
+
+# A unix socket server outside the sandbox: bound by the path it is given, from the directory
+# it is given (a relative path is how many servers bind); says "ready", then whether anyone
+# connected before it was told to stop.
+SOCKET_SERVER = """
+import os, socket, sys
+os.chdir(sys.argv[1])
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[2])
+os.chmod(sys.argv[2], 0o777)
+server.listen()
+print("ready", flush=True)
+server.settimeout(0.2)
+while True:
+    try:
+        server.accept()
+        print("ACCEPTED", flush=True)
+    except TimeoutError:
+        if sys.stdin.readline() == "":  # told to stop: stdin closed
+            break
+"""
+
+
+@pytest.mark.parametrize(
+    ("where", "bound_as"),
+    [
+        ("outside", "relative"),
+        ("workspace", "absolute"),
+        ("workspace", "relative"),
+        ("workspace-subdir", "relative"),
+    ],
+)
+async def test_unix_sockets_bound_outside_before_the_sandbox_are_unreachable(
+    harness: SandboxHarness, identity: Identity, where: str, bound_as: str
+) -> None:
+    outside = owned_directory(identity, "sbx-sock-")
+    directory = {
+        "outside": outside,
+        "workspace": harness.workspace,
+        "workspace-subdir": harness.workspace / "run",
+    }[where]
+    if not directory.exists():
+        as_identity(identity, "mkdir", str(directory), cwd=harness.workspace)
+    name = f"server {os.getpid()}.sock"  # a space: /proc/net/unix lists it as is
+    path = directory / name
+    # The server runs as the daemon's user (the helper finds a relative socket through the
+    # processes holding it: it can see those of its own user).
+    server = await asyncio.create_subprocess_exec(
+        *identity.wrap(
+            [PY, "-c", SOCKET_SERVER, str(directory), name if bound_as == "relative" else str(path)]
+        ),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert server.stdout is not None
+        assert (await server.stdout.readline()).strip() == b"ready"
+        result = await harness.run(
+            f"""{PY} - <<'EOF'
+import socket
+try:
+    socket.socket(socket.AF_UNIX).connect({str(path)!r}); print("CONNECTED-OUTSIDE")
+except OSError as exc:
+    print("refused", exc.errno)
+EOF"""
+        )
+        assert "refused" in result.stdout, result.output
+    finally:
+        out, _ = await asyncio.wait_for(server.communicate(b""), 10)
+        remove_tree(outside)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    assert b"ACCEPTED" not in out
