@@ -502,6 +502,12 @@ HIDDEN_EXECUTION = {
     "xargs runs a command": ("", "echo MARKER | xargs touch"),
     "for loop sets PATH": ("", "for PATH in BIN; do ls; done"),
     "eval-like builtin, even allowlisted": ("", "echo ok; source SCRIPT"),
+    "single quotes inside a quoted ${...}": ("", "echo \"${unset_var:-'$(touch MARKER)'}\""),
+    "single quotes inside a here-document's ${...}": (
+        "",
+        "ls <<EOF\n${unset_var:-'$(touch MARKER)'}\nEOF",
+    ),
+    "input from /dev/tcp": ("", "ls < /dev/tcp/127.0.0.1/9"),
 }
 
 
@@ -538,6 +544,7 @@ async def test_commands_that_execute_hidden_code_need_approval(
         "ls <<'EOF'\n$(never) `run`\nEOF",
         "env ls -d /",
         "echo 'a[$(touch x)]'",
+        "echo ${unset_var:-'$HOME stays text'}",
     ],
 )
 async def test_plain_expansions_stay_allowlisted(

@@ -238,6 +238,7 @@ def _unseen(node: Node) -> str | None:
         "heredoc_content": _unseen_text,
         "heredoc_body": _unseen_text,
         "heredoc_redirect": _unseen_heredoc,
+        "file_redirect": _unseen_redirect,
     }
     check = checks.get(kind)
     if check is not None:
@@ -267,11 +268,21 @@ def _unseen_word(node: Node) -> str | None:
     return _unseen_text(node) if node.child_count == 0 else _unseen_children(node)
 
 
-def _unseen_text(node: Node) -> str | None:
+def _unseen_text(node: Node, text: str | None = None) -> str | None:
     """Literal text the parser saw no expansion in: bash still expands a `$` or a backtick in it
     (tree-sitter reads `${x:-`cmd`}` as a plain word)."""
-    if node.child_count == 0 and re.search(r"[`$]", re.sub(r"\\.", "", _node_text(node))):
+    if text is None and node.child_count:
+        return _unseen_children(node)
+    shown = _node_text(node) if text is None else text
+    if re.search(r"[`$]", re.sub(r"\\.", "", shown)):
         return f"`{_node_text(node)}` holds an expansion the guard cannot see"
+    return None
+
+
+def _unseen_redirect(node: Node) -> str | None:
+    target = node.children[-1] if node.children else None
+    if target is not None and (_word(target) or "").startswith(("/dev/tcp/", "/dev/udp/")):
+        return f"`{_node_text(node)}` opens a network connection"
     return _unseen_children(node)
 
 
@@ -308,10 +319,24 @@ def _unseen_expansion(node: Node) -> str | None:
     if operator not in _EXPANSION_OPERATORS:
         return f"`{text}` assigns, evaluates or transforms with `{_node_text(rest[0])}`"
     for operand in operands:
-        reason = _unseen(operand)
+        # Inside "...", quotes within ${...} are plain characters: `"${x:-'$(cmd)'}"` runs cmd.
+        if operand.type in ("raw_string", "ansi_c_string") and _double_quoted(node):
+            reason = _unseen_text(operand, _node_text(operand).lstrip("$"))
+        else:
+            reason = _unseen(operand)
         if reason is not None:
             return reason
     return None
+
+
+def _double_quoted(node: Node) -> bool:
+    """Whether `node` is inside "..." or a here-document's body (within the same command)."""
+    parent = node.parent
+    while parent is not None and parent.type not in ("command", "program", "command_substitution"):
+        if parent.type in ("string", "heredoc_body"):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _literal_subscript(subscript: Node) -> bool:
@@ -438,6 +463,8 @@ _NEVER_ALLOWLISTED = frozenset(
         "coproc", "function", "select", "caller", "history",
     }
 )  # fmt: skip
+# Builtins with an option that assigns to a variable named by the next word.
+_ASSIGNING_OPTIONS = {"printf": "-v", "wait": "-p"}
 # Programs that run the command given in their arguments: it must be allowlisted too. The values
 # are the options of each that take a separate value.
 _RUNNERS: dict[str, frozenset[str]] = {
@@ -499,8 +526,9 @@ def _hidden_evaluation(words: Sequence[str | None]) -> str | None:
     program, args = (words[0] if words else None), words[1:]
     if program in _NEVER_ALLOWLISTED:
         return f"`{program}` runs text as code or assigns variables: it always needs approval"
-    if program == "printf" and any(arg is None or arg.startswith("-v") for arg in args):
-        return "`printf -v` assigns a variable"
+    assigning = _ASSIGNING_OPTIONS.get(program or "")
+    if assigning is not None and any(arg is None or arg.startswith(assigning) for arg in args):
+        return f"`{program} {assigning}` assigns a variable"
     if program in ("test", "["):
         return _unseen_test_words(list(args), operators_are_static=False)
     return None
