@@ -729,6 +729,24 @@ static void reset_signals(void) {
 static char pids_cgroup[256];
 static char pids_parent[256];
 
+/* The cgroups of helpers that were killed (SIGKILL leaves no chance to remove one): removed once
+ * their helper is gone (rmdir only removes an empty cgroup). */
+static void remove_orphaned_pids_cgroups(void) {
+    DIR *parent = opendir(pids_parent);
+    if (!parent) return;
+    struct dirent *entry;
+    const char prefix[] = "exec-daemon-sandbox-";
+    while ((entry = readdir(parent)) != NULL) {
+        if (strncmp(entry->d_name, prefix, sizeof prefix - 1) != 0) continue;
+        pid_t owner = (pid_t)atoi(entry->d_name + sizeof prefix - 1);
+        if (owner <= 0 || kill(owner, 0) == 0 || errno != ESRCH) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", pids_parent, entry->d_name);
+        rmdir(path);
+    }
+    closedir(parent);
+}
+
 static void enter_pids_cgroup(void) {
     if (opt.max_processes <= 0 || geteuid() != 0) return;
     char own[256] = "/";
@@ -745,6 +763,7 @@ static void enter_pids_cgroup(void) {
         fclose(self);
     }
     snprintf(pids_parent, sizeof pids_parent, PIDS_ROOT "%s", strcmp(own, "/") == 0 ? "" : own);
+    remove_orphaned_pids_cgroups();
     snprintf(pids_cgroup, sizeof pids_cgroup, "%s/exec-daemon-sandbox-%d", pids_parent, (int)getpid());
     if (mkdir(pids_cgroup, 0700) < 0 && errno != EEXIST) {
         int err = errno;

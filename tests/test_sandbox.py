@@ -835,6 +835,8 @@ async def test_a_fork_bomb_is_contained_and_leaves_nothing(harness: SandboxHarne
     # The bomb filled the sandbox up to its limit and no further (host view of its processes).
     assert limit - 10 <= most <= limit
     await wait_until_no_process_in(namespace)
+    # A root helper's pids cgroup (root ignores RLIMIT_NPROC) is gone with it.
+    assert not exists(Path(f"/sys/fs/cgroup/pids/exec-daemon-sandbox-{process.pid}"))
 
 
 # A unix socket server outside the sandbox: bound by the path it is given, from the directory
