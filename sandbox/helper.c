@@ -724,7 +724,8 @@ static void reset_signals(void) {
 /* For root, RLIMIT_NPROC is no limit: the kernel exempts the global root user whatever its user
  * namespace. So a root helper puts itself, before creating the namespaces (everything after
  * inherits it), into a pids cgroup of its own with pids.max, and leaves and removes it at the end.
- * The cgroup v1 pids hierarchy is used (this machine's); without one, the sandbox is refused. */
+ * The cgroup v1 pids hierarchy is used (this machine's); where there is none, the daemon knows it
+ * from --probe and passes no --max-processes (the effective policy says the limit is not held). */
 #define PIDS_ROOT "/sys/fs/cgroup/pids"
 static char pids_cgroup[256];
 static char pids_parent[256];
@@ -747,8 +748,8 @@ static void remove_orphaned_pids_cgroups(void) {
     closedir(parent);
 }
 
-static void enter_pids_cgroup(void) {
-    if (opt.max_processes <= 0 || geteuid() != 0) return;
+/* The pids cgroup this process is in (where the sandbox's own goes). */
+static void find_pids_parent(void) {
     char own[256] = "/";
     FILE *self = fopen("/proc/self/cgroup", "re");
     if (self) {
@@ -763,6 +764,18 @@ static void enter_pids_cgroup(void) {
         fclose(self);
     }
     snprintf(pids_parent, sizeof pids_parent, PIDS_ROOT "%s", strcmp(own, "/") == 0 ? "" : own);
+}
+
+/* How the sandbox's process count is bounded here (reported by --probe). */
+static const char *process_limit_kind(void) {
+    if (geteuid() != 0) return "rlimit";
+    find_pids_parent();
+    return access(pids_parent, W_OK) == 0 ? "pids_cgroup" : "none";
+}
+
+static void enter_pids_cgroup(void) {
+    if (opt.max_processes <= 0 || geteuid() != 0) return;
+    find_pids_parent();
     remove_orphaned_pids_cgroups();
     snprintf(pids_cgroup, sizeof pids_cgroup, "%s/exec-daemon-sandbox-%d", pids_parent, (int)getpid());
     if (mkdir(pids_cgroup, 0700) < 0 && errno != EEXIST) {
@@ -1069,9 +1082,9 @@ static int probe(void) {
     int seccomp_ok = probe_seccomp(seccomp_error, sizeof seccomp_error);
     int namespaces_ok = (ns & (PROBE_MAPS | PROBE_MOUNT | PROBE_LOOPBACK)) == (PROBE_MAPS | PROBE_MOUNT | PROBE_LOOPBACK);
     printf("{\"landlock_abi\": %d, \"namespaces\": %s, \"namespaces_error\": \"%s\", \"proc_mount\": %s, "
-           "\"seccomp\": %s, \"seccomp_error\": \"%s\"}\n",
+           "\"seccomp\": %s, \"seccomp_error\": \"%s\", \"process_limit\": \"%s\"}\n",
            landlock_abi(), namespaces_ok ? "true" : "false", ns_error, (ns & PROBE_PROC) ? "true" : "false",
-           seccomp_ok ? "true" : "false", seccomp_error);
+           seccomp_ok ? "true" : "false", seccomp_error, process_limit_kind());
     return 0;
 }
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from sandbox.plan import build_plan
 from sandbox.policy import SandboxRejected
 from sandbox.probe import SIMULATE_MISSING_ENV, KernelSupport
 from tests.sandbox_harness import (
@@ -523,6 +524,18 @@ async def test_probe_reports_this_kernel(tmp_path: Path) -> None:
     assert support.landlock_abi >= 3 and support.namespaces and support.seccomp
     assert support.missing() == []
     assert support.status_line(True).startswith("sandbox: enabled; kernel: Landlock ABI")
+    # Root is not bound by RLIMIT_NPROC: this machine has a pids cgroup for it.
+    assert support.process_limit == ("pids_cgroup" if os.geteuid() == 0 else "rlimit")
+    assert f"process limit {support.process_limit.replace('_', ' ')}" in support.status_line(True)
+
+
+def test_without_a_way_to_limit_processes_the_policy_says_so(tmp_path: Path) -> None:
+    policy = sandbox_service(tmp_path).resolve(None)
+    held = build_plan(policy, tmp_path, tmp_path, env={})
+    assert held.options[held.options.index("--max-processes") + 1] == "1024"
+    unheld = build_plan(policy, tmp_path, tmp_path, env={}, limit_processes=False)
+    assert "--max-processes" not in unheld.options
+    assert any("maxProcesses (1024) is not enforced" in note for note in unheld.notes)
 
 
 async def test_a_setup_failure_in_the_helper_is_a_rejection(harness: SandboxHarness) -> None:
