@@ -209,6 +209,8 @@ _EXPANSION_OPERATORS = frozenset(
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _NAME_TESTS = frozenset({"-v", "-R"})
 _LITERAL_INTEGER = re.compile(r"[+-]?\d+")
+# What starts an expansion in text bash expands (a `$` before anything else is a plain `$`).
+_EXPANSION_START = re.compile(r"`|\$[\w{(@*#?!$'\"-]")
 # `{name}>file` assigns a descriptor to name; `{a[i]}>file` evaluates the subscript.
 _DESCRIPTOR_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(\[.*\])?\}")
 # Loop variables that bash gives a meaning (PATH, IFS, BASH_ENV, PS4, ...) are all upper case.
@@ -219,28 +221,12 @@ def _unseen(node: Node) -> str | None:
     """Why bash could run something hidden in this node, or None when it cannot."""
     kind = node.type
     if not node.is_named:
-        if kind in _VISIBLE_TOKENS or (kind == "$" and _parent_type(node) == "simple_expansion"):
+        if kind == "$" and _starts_translation(node):
+            return '`$"..."` is translated, then expanded: the guard cannot see the result'
+        if kind in _VISIBLE_TOKENS or kind == "$":
             return None
         return f"`{_node_text(node)}` is a form the guard does not judge"
-    checks: dict[str, Callable[[Node], str | None]] = {
-        "simple_expansion": _unseen_children,
-        "expansion": _unseen_expansion,
-        "arithmetic_expansion": _unseen_arithmetic,
-        "test_command": _unseen_test,
-        "variable_assignment": _unseen_assignment,
-        "compound_statement": _unseen_group,
-        "for_statement": _unseen_loop,
-        "word": _unseen_word,
-        "concatenation": _unseen_word,
-        "regex": _unseen_text,
-        "extglob_pattern": _unseen_text,
-        "string_content": _unseen_text,
-        "heredoc_content": _unseen_text,
-        "heredoc_body": _unseen_text,
-        "heredoc_redirect": _unseen_heredoc,
-        "file_redirect": _unseen_redirect,
-    }
-    check = checks.get(kind)
+    check = _CHECKS.get(kind)
     if check is not None:
         return check(node)
     if kind in _VISIBLE_NODES:
@@ -250,8 +236,10 @@ def _unseen(node: Node) -> str | None:
     return f"`{_node_text(node)}` ({kind.replace('_', ' ')}) is a form the guard does not judge"
 
 
-def _parent_type(node: Node) -> str:
-    return node.parent.type if node.parent is not None else ""
+def _starts_translation(dollar: Node) -> bool:
+    """`$"..."`: bash translates the string, then expands what the translation says."""
+    after = dollar.next_sibling
+    return after is not None and after.type == "string" and after.start_byte == dollar.end_byte
 
 
 def _unseen_children(node: Node) -> str | None:
@@ -274,7 +262,7 @@ def _unseen_text(node: Node, text: str | None = None) -> str | None:
     if text is None and node.child_count:
         return _unseen_children(node)
     shown = _node_text(node) if text is None else text
-    if re.search(r"[`$]", re.sub(r"\\.", "", shown)):
+    if _EXPANSION_START.search(re.sub(r"\\.", "", shown)):
         return f"`{_node_text(node)}` holds an expansion the guard cannot see"
     return None
 
@@ -451,6 +439,27 @@ def _starts_with(command: SimpleCommand, prefix: tuple[str, ...]) -> bool:
         and len(words) >= len(prefix)
         and all(word == expected for word, expected in zip(words, prefix, strict=False))
     )
+
+
+# How the nodes that need more than a look at their children are judged.
+_CHECKS: dict[str, Callable[[Node], str | None]] = {
+    "simple_expansion": _unseen_children,
+    "expansion": _unseen_expansion,
+    "arithmetic_expansion": _unseen_arithmetic,
+    "test_command": _unseen_test,
+    "variable_assignment": _unseen_assignment,
+    "compound_statement": _unseen_group,
+    "for_statement": _unseen_loop,
+    "word": _unseen_word,
+    "concatenation": _unseen_word,
+    "regex": _unseen_text,
+    "extglob_pattern": _unseen_text,
+    "string_content": _unseen_text,
+    "heredoc_content": _unseen_text,
+    "heredoc_body": _unseen_text,
+    "heredoc_redirect": _unseen_heredoc,
+    "file_redirect": _unseen_redirect,
+}
 
 
 # Builtins that run text as code, change how later words are looked up or read, or assign to a
