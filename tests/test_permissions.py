@@ -508,6 +508,7 @@ HIDDEN_EXECUTION = {
         "ls <<EOF\n${unset_var:-'$(touch MARKER)'}\nEOF",
     ),
     "input from /dev/tcp": ("", "ls < /dev/tcp/127.0.0.1/9"),
+    "a translated string": ("", 'echo $"$(touch MARKER)"'),
 }
 
 
@@ -545,6 +546,7 @@ async def test_commands_that_execute_hidden_code_need_approval(
         "env ls -d /",
         "echo 'a[$(touch x)]'",
         "echo ${unset_var:-'$HOME stays text'}",
+        "[[ $HOME =~ ^/.*$ ]] && echo 'costs 5$'",
     ],
 )
 async def test_plain_expansions_stay_allowlisted(
