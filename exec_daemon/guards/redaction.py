@@ -21,11 +21,12 @@ stream (shell stdout, shell stderr, a subagent's text, an edit's new content) ke
 longest tail that could still grow into a secret — only as long as it is a proper prefix of one
 — and sends it with the next delta or when the call ends. A shell's stdout and stderr are also
 read together, in the order they were written: a secret split between them (its start on
-stdout, the rest on stderr) is masked in both, in the deltas and in the result's fields.
+stdout, the rest on stderr) is masked in both, in the deltas and in the result's fields. So
+while one stream ends with what may begin a secret, the other stream's later text waits too.
 
 Cut outputs: where a long output was cut (the shell keeps its start and its end), the end of
 the kept start that could begin a secret and the start of the kept end that could finish one
-are masked too.
+are masked too (even one character: it cannot be told from the start of a secret).
 """
 
 from __future__ import annotations
