@@ -36,6 +36,10 @@ from agent.v1.exec_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 
 
+class StreamEndedError(ConnectionError):
+    """The daemon ended the stream (shutdown, lost connection) before the call answered."""
+
+
 @dataclass
 class CallOutcome:
     """Everything one tool call answered: its deltas, then a result or an ExecError."""
@@ -110,6 +114,8 @@ class ExecDaemonClient:
             headers=self.headers,
         ):
             outcome.add(message)
+        if not outcome.done:
+            raise StreamEndedError("the daemon ended the call's stream before it answered")
         return outcome
 
     def exec_stream(self) -> ExecStream:
@@ -122,11 +128,16 @@ class StreamCall:
     def __init__(self, call_id: int) -> None:
         self.id = call_id
         self.outcome = CallOutcome()
-        self._queue: asyncio.Queue[ExecServerMessage] = asyncio.Queue()
+        self._queue: asyncio.Queue[ExecServerMessage | StreamEndedError] = asyncio.Queue()
 
     def _deliver(self, message: ExecServerMessage) -> None:
         self.outcome.add(message)
         self._queue.put_nowait(message)
+
+    def _end(self, why: StreamEndedError) -> None:
+        """The stream is over: whoever iterates this unanswered call gets `why`."""
+        if not self.outcome.done:
+            self._queue.put_nowait(why)
 
     def __aiter__(self) -> AsyncIterator[ExecServerMessage]:
         return self._iterate()
@@ -134,6 +145,9 @@ class StreamCall:
     async def _iterate(self) -> AsyncIterator[ExecServerMessage]:
         while True:
             message = await self._queue.get()
+            if isinstance(message, StreamEndedError):
+                self._queue.put_nowait(message)  # every later iteration fails the same way
+                raise message
             yield message
             if message.WhichOneof("message") in ("tool_call_result", "error"):
                 return
@@ -187,6 +201,13 @@ class ExecStream:
         except Exception as exc:
             self.error = exc
         finally:
+            cause = f": {self.error}" if self.error is not None else ""
+            for call in self._calls.values():
+                call._end(
+                    StreamEndedError(
+                        f"the daemon ended the stream before call {call.id} answered{cause}"
+                    )
+                )
             self.ended.set()
 
     async def send(self, element: ExecStreamElement) -> None:
@@ -205,6 +226,9 @@ class ExecStream:
         # Answers are matched by id: a second call with a pending id shares its StreamCall.
         call = self._calls.get(call_id) or StreamCall(call_id)
         self._calls[call_id] = call
+        if self.ended.is_set():
+            call._end(StreamEndedError(f"the stream had ended before call {call_id} started"))
+            return call
         await self.send(
             ExecStreamElement(
                 exec_client_message=ExecClientMessage(

@@ -27,6 +27,10 @@
  *   --keep-fd N           an extra descriptor the command inherits
  *   --cwd PATH            working directory of the command (default: the current one)
  *   --no-proc             keep the host's /proc instead of mounting one for the new PID namespace
+ *   --max-processes N     RLIMIT_NPROC of the command: at most N processes and threads of the
+ *                         sandbox at once (PID 1 included). The kernel counts them per user
+ *                         namespace and uid (ucounts), so the daemon's other processes, running
+ *                         as the same uid outside, do not count, and a fork bomb stops at N
  *
  * Placeholders are marked with the xattr user.exec-daemon.placeholder and shared-locked (flock)
  * while a sandbox uses them; the last sandbox to leave removes them if they are still empty.
@@ -38,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
@@ -147,6 +152,7 @@ struct options {
     const char *cwd;
     int mount_proc;
     int private_net;
+    long max_processes; /* 0: no limit of our own */
     char **argv;
 };
 
@@ -186,6 +192,7 @@ static void format_error(char *buf, size_t size, int err, const char *fmt, va_li
 }
 
 static void release_placeholders(void);
+static void leave_pids_cgroup(void);
 static pid_t outer_pid;
 
 static __attribute__((noreturn, format(printf, 2, 3))) void fail(int err, const char *fmt, ...) {
@@ -194,7 +201,10 @@ static __attribute__((noreturn, format(printf, 2, 3))) void fail(int err, const 
     va_start(args, fmt);
     format_error(buf, sizeof buf, err, fmt, args);
     va_end(args);
-    if (getpid() == outer_pid) release_placeholders();
+    if (getpid() == outer_pid) {
+        release_placeholders();
+        leave_pids_cgroup();
+    }
     send_ctl(buf, -1);
     _exit(SETUP_FAILED);
 }
@@ -375,29 +385,87 @@ static void release_placeholders(void) {
  * /proc/net/unix of the daemon's network namespace, read before the sandbox has one of its own.
  * Abstract sockets are per network namespace and, from ABI 6, scoped by Landlock as well. */
 #define MAX_OUTSIDE_SOCKETS 1024
+#define MAX_RELATIVE_SOCKETS 64
 static char *outside_sockets[MAX_OUTSIDE_SOCKETS];
 static int n_outside_sockets;
+
+static void add_outside_socket(const char *path) {
+    for (int i = 0; i < n_outside_sockets; i++)
+        if (strcmp(outside_sockets[i], path) == 0) return;
+    if (n_outside_sockets < MAX_OUTSIDE_SOCKETS) outside_sockets[n_outside_sockets++] = strdup(path);
+}
+
+/* A socket bound by a relative path is listed by that path: it lies in the directory its server
+ * was in. Found through the processes holding it (/proc/PID/fd -> socket:[inode]) and their
+ * working directory; only when such sockets exist (a scan of /proc costs a few ms). */
+struct relative_socket {
+    unsigned long inode;
+    char name[256];
+};
+
+static void locate_relative_sockets(const struct relative_socket *sockets, int count) {
+    DIR *proc = opendir("/proc");
+    if (!proc) return;
+    struct dirent *process;
+    while ((process = readdir(proc)) != NULL) {
+        if (process->d_name[0] < '1' || process->d_name[0] > '9') continue;
+        char fd_dir[64];
+        snprintf(fd_dir, sizeof fd_dir, "/proc/%s/fd", process->d_name);
+        DIR *fds = opendir(fd_dir);
+        if (!fds) continue; /* another user's process, or gone */
+        struct dirent *fd;
+        while ((fd = readdir(fds)) != NULL) {
+            char link[96], target[64];
+            snprintf(link, sizeof link, "%s/%s", fd_dir, fd->d_name);
+            ssize_t n = readlink(link, target, sizeof target - 1);
+            if (n <= 8 || strncmp(target, "socket:[", 8) != 0) continue;
+            target[n] = '\0';
+            unsigned long inode = strtoul(target + 8, NULL, 10);
+            for (int i = 0; i < count; i++) {
+                if (sockets[i].inode != inode) continue;
+                char cwd_link[64], cwd[4096], path[4096 + 258];
+                snprintf(cwd_link, sizeof cwd_link, "/proc/%s/cwd", process->d_name);
+                ssize_t length = readlink(cwd_link, cwd, sizeof cwd - 1);
+                if (length <= 0) continue;
+                cwd[length] = '\0';
+                snprintf(path, sizeof path, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, sockets[i].name);
+                add_outside_socket(path);
+            }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+}
 
 static void collect_outside_sockets(void) {
     FILE *table = fopen("/proc/self/net/unix", "re");
     if (!table) return;
+    static struct relative_socket relative[MAX_RELATIVE_SOCKETS];
+    int n_relative = 0;
     char line[4352];
     if (!fgets(line, sizeof line, table)) line[0] = '\0'; /* header */
     while (n_outside_sockets < MAX_OUTSIDE_SOCKETS && fgets(line, sizeof line, table)) {
         /* Num RefCount Protocol Flags Type St Inode Path */
-        char *cursor = line;
+        char *cursor = line, *inode_field = NULL;
         for (int field = 0; field < 7 && *cursor; field++) {
             while (*cursor == ' ') cursor++;
+            if (field == 6) inode_field = cursor;
             while (*cursor && *cursor != ' ' && *cursor != '\n') cursor++;
         }
         while (*cursor == ' ') cursor++;
-        if (*cursor != '/') continue;
         cursor[strcspn(cursor, "\n")] = '\0';
-        int seen = 0;
-        for (int i = 0; i < n_outside_sockets && !seen; i++) seen = strcmp(outside_sockets[i], cursor) == 0;
-        if (!seen) outside_sockets[n_outside_sockets++] = strdup(cursor);
+        /* Abstract names start with '@'; unnamed sockets have none. */
+        if (*cursor == '\0' || *cursor == '@') continue;
+        if (*cursor == '/') {
+            add_outside_socket(cursor);
+        } else if (n_relative < MAX_RELATIVE_SOCKETS && inode_field && strlen(cursor) < sizeof relative[0].name) {
+            relative[n_relative].inode = strtoul(inode_field, NULL, 10);
+            snprintf(relative[n_relative].name, sizeof relative[0].name, "%s", cursor);
+            n_relative++;
+        }
     }
     fclose(table);
+    if (n_relative) locate_relative_sockets(relative, n_relative);
 }
 
 static void mask_outside_sockets(void) {
@@ -652,6 +720,102 @@ static void reset_signals(void) {
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/* ---- Process limit ------------------------------------------------------------------------ */
+/* For root, RLIMIT_NPROC is no limit: the kernel exempts the global root user whatever its user
+ * namespace. So a root helper puts itself, before creating the namespaces (everything after
+ * inherits it), into a pids cgroup of its own with pids.max, and leaves and removes it at the end.
+ * The cgroup v1 pids hierarchy is used (this machine's); where there is none, the daemon knows it
+ * from --probe and passes no --max-processes (the effective policy says the limit is not held). */
+#define PIDS_ROOT "/sys/fs/cgroup/pids"
+static char pids_cgroup[256];
+static char pids_parent[256];
+
+/* The cgroups of helpers that were killed (SIGKILL leaves no chance to remove one): removed once
+ * their helper is gone (rmdir only removes an empty cgroup). */
+static void remove_orphaned_pids_cgroups(void) {
+    DIR *parent = opendir(pids_parent);
+    if (!parent) return;
+    struct dirent *entry;
+    const char prefix[] = "exec-daemon-sandbox-";
+    while ((entry = readdir(parent)) != NULL) {
+        if (strncmp(entry->d_name, prefix, sizeof prefix - 1) != 0) continue;
+        pid_t owner = (pid_t)atoi(entry->d_name + sizeof prefix - 1);
+        if (owner <= 0 || kill(owner, 0) == 0 || errno != ESRCH) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", pids_parent, entry->d_name);
+        rmdir(path);
+    }
+    closedir(parent);
+}
+
+/* The pids cgroup this process is in (where the sandbox's own goes). */
+static void find_pids_parent(void) {
+    char own[256] = "/";
+    FILE *self = fopen("/proc/self/cgroup", "re");
+    if (self) {
+        char line[512];
+        while (fgets(line, sizeof line, self)) {
+            char *controllers = strchr(line, ':');
+            char *path = controllers ? strchr(controllers + 1, ':') : NULL;
+            if (!path || strncmp(controllers, ":pids:", 6) != 0) continue;
+            path[1 + strcspn(path + 1, "\n")] = '\0';
+            snprintf(own, sizeof own, "%s", path + 1);
+        }
+        fclose(self);
+    }
+    snprintf(pids_parent, sizeof pids_parent, PIDS_ROOT "%s", strcmp(own, "/") == 0 ? "" : own);
+}
+
+/* How the sandbox's process count is bounded here (reported by --probe). */
+static const char *process_limit_kind(void) {
+    if (geteuid() != 0) return "rlimit";
+    find_pids_parent();
+    return access(pids_parent, W_OK) == 0 ? "pids_cgroup" : "none";
+}
+
+static void enter_pids_cgroup(void) {
+    if (opt.max_processes <= 0 || geteuid() != 0) return;
+    find_pids_parent();
+    remove_orphaned_pids_cgroups();
+    snprintf(pids_cgroup, sizeof pids_cgroup, "%s/exec-daemon-sandbox-%d", pids_parent, (int)getpid());
+    if (mkdir(pids_cgroup, 0700) < 0 && errno != EEXIST) {
+        int err = errno;
+        pids_cgroup[0] = '\0';
+        fail(err, "cannot limit the sandbox's processes (root ignores RLIMIT_NPROC; no pids cgroup at " PIDS_ROOT ")");
+    }
+    char path[320], number[32];
+    snprintf(number, sizeof number, "%ld", opt.max_processes + 1); /* + this process */
+    snprintf(path, sizeof path, "%s/pids.max", pids_cgroup);
+    if (write_file(path, number) < 0) fail(errno, "write %s", path);
+    snprintf(number, sizeof number, "%d", (int)getpid());
+    snprintf(path, sizeof path, "%s/cgroup.procs", pids_cgroup);
+    if (write_file(path, number) < 0) fail(errno, "enter the pids cgroup %s", pids_cgroup);
+}
+
+static void leave_pids_cgroup(void) {
+    if (!pids_cgroup[0]) return;
+    char path[320], number[32];
+    snprintf(number, sizeof number, "%d", (int)getpid());
+    snprintf(path, sizeof path, "%s/cgroup.procs", pids_parent);
+    write_file(path, number);
+    rmdir(pids_cgroup);
+    pids_cgroup[0] = '\0';
+}
+
+/* RLIMIT_NPROC counts the tasks of the caller's uid in its user namespace (and checks each
+ * ancestor namespace's count against that one's limit): in the sandbox's own user namespace it
+ * counts the sandbox's processes only. Without CAP_SYS_RESOURCE/CAP_SYS_ADMIN in the initial
+ * namespace (dropped above) nothing exempts the command from it, root inside included. */
+static void limit_processes(void) {
+    if (opt.max_processes <= 0) return;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NPROC, &limit) < 0) payload_fail(SETUP_FAILED, errno, "getrlimit nproc");
+    rlim_t wanted = (rlim_t)opt.max_processes;
+    if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max > wanted) limit.rlim_max = wanted;
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > limit.rlim_max) limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NPROC, &limit) < 0) payload_fail(SETUP_FAILED, errno, "setrlimit nproc");
+}
+
 static __attribute__((noreturn)) void run_payload(int error_fd) {
     payload_error_fd = error_fd;
     timing_mark("payload: forked");
@@ -668,6 +832,7 @@ static __attribute__((noreturn)) void run_payload(int error_fd) {
     timing_mark("payload: landlock");
     apply_seccomp();
     timing_mark("payload: seccomp");
+    limit_processes();
     execvp(opt.argv[0], opt.argv);
     payload_fail(EXEC_FAILED, errno, "exec %s", opt.argv[0]);
 }
@@ -821,6 +986,8 @@ static int run_sandbox(void) {
     if (opt.private_net) flags |= CLONE_NEWNET;
     collect_outside_sockets();
     timing_mark("outer: sockets");
+    enter_pids_cgroup();
+    timing_mark("outer: pids cgroup");
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid < 0) fail(errno, "create namespaces");
     if (pid == 0) {
@@ -843,6 +1010,7 @@ static int run_sandbox(void) {
     ssize_t n = read(status_pipe[0], &payload_status, sizeof payload_status);
     release_placeholders();
     timing_mark("outer: placeholders freed");
+    leave_pids_cgroup();
     exit_like(n == (ssize_t)sizeof payload_status ? payload_status : status);
 }
 
@@ -914,9 +1082,9 @@ static int probe(void) {
     int seccomp_ok = probe_seccomp(seccomp_error, sizeof seccomp_error);
     int namespaces_ok = (ns & (PROBE_MAPS | PROBE_MOUNT | PROBE_LOOPBACK)) == (PROBE_MAPS | PROBE_MOUNT | PROBE_LOOPBACK);
     printf("{\"landlock_abi\": %d, \"namespaces\": %s, \"namespaces_error\": \"%s\", \"proc_mount\": %s, "
-           "\"seccomp\": %s, \"seccomp_error\": \"%s\"}\n",
+           "\"seccomp\": %s, \"seccomp_error\": \"%s\", \"process_limit\": \"%s\"}\n",
            landlock_abi(), namespaces_ok ? "true" : "false", ns_error, (ns & PROBE_PROC) ? "true" : "false",
-           seccomp_ok ? "true" : "false", seccomp_error);
+           seccomp_ok ? "true" : "false", seccomp_error, process_limit_kind());
     return 0;
 }
 
@@ -965,6 +1133,7 @@ int main(int argc, char **argv) {
         else if (strcmp(arg, "--ctl-fd") == 0) opt.ctl_fd = parse_int(value, "descriptor");
         else if (strcmp(arg, "--keep-fd") == 0 && opt.n_keep_fds < MAX_FDS) opt.keep_fds[opt.n_keep_fds++] = parse_int(value, "descriptor");
         else if (strcmp(arg, "--cwd") == 0) opt.cwd = value;
+        else if (strcmp(arg, "--max-processes") == 0) opt.max_processes = parse_int(value, "process limit");
         else if (strcmp(arg, "--net") == 0) {
             if (strcmp(value, "none") == 0) opt.net = NET_NONE;
             else if (strcmp(value, "proxy") == 0) opt.net = NET_PROXY;

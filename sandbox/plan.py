@@ -110,6 +110,7 @@ def build_plan(
     ctl_fd: int | None = None,
     keep_fds: Sequence[int] = (),
     mount_proc: bool = True,
+    limit_processes: bool = True,
     targets: tuple[ProtectedTarget, ...] | None = None,
     private: Sequence[str] = (),
     own: Sequence[str] = (),
@@ -154,6 +155,13 @@ def build_plan(
 
     mode = policy.network.mode
     options = ["--net", mode.value, "--cwd", os.path.abspath(cwd)]
+    if limit_processes:
+        options += ["--max-processes", str(policy.max_processes)]
+    else:
+        plan.notes.append(
+            f"maxProcesses ({policy.max_processes}) is not enforced here: the daemon runs as root,"
+            " which RLIMIT_NPROC does not bind, and no pids cgroup can be created"
+        )
     if mode == NetworkMode.PROXY:
         options += ["--proxy-port", str(PROXY_PORT)]
     if ctl_fd is not None:

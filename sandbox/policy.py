@@ -22,6 +22,9 @@ How they merge (nothing a file says can weaken what the call or the daemon enfor
   Allow-by-default with no deny entry is the host network; with deny entries, or deny-by-default
   with allow entries, traffic goes through the daemon's proxy; otherwise there is no network.
 - `disableTmpWrite` / `disable_tmp_write` and `block_git_writes`: any source setting them wins.
+- `maxProcesses`: how many processes and threads the sandbox may run at once (a fork bomb stops
+  there), DEFAULT_MAX_PROCESSES unless the user's file says otherwise; the project's file can
+  only lower it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ from typing import Any
 import json5
 
 from agent.v1.shell_pb2 import SandboxPolicy
+
+# Generous for builds (make -j, a JVM's threads count too), small enough for the host to stay up.
+DEFAULT_MAX_PROCESSES = 1024
+MAX_PROCESSES_LIMIT = 65535
 
 USER_CONFIG = Path("~/.cursor/sandbox.json")
 PROJECT_CONFIG = Path(".cursor/sandbox.json")
@@ -160,6 +167,7 @@ class EffectivePolicy:
     readonly_paths: tuple[str, ...] = ()
     block_git_writes: bool = False
     disable_tmp_write: bool = False
+    max_processes: int = DEFAULT_MAX_PROCESSES
     # Entries that were ignored and why (returned to the caller with the effective policy).
     notes: tuple[str, ...] = ()
 
@@ -197,6 +205,7 @@ class SandboxConfig:
     network_default: str | None = None
     network_allow: tuple[str, ...] = ()
     network_deny: tuple[str, ...] = ()
+    max_processes: int | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -237,8 +246,20 @@ def parse_config(text: str, source: str) -> SandboxConfig:
         network_default=default,
         network_allow=_strings(network, "allow", source + ": networkPolicy"),
         network_deny=_strings(network, "deny", source + ": networkPolicy"),
+        max_processes=_max_processes(data, source),
         notes=tuple(notes),
     )
+
+
+def _max_processes(data: Mapping[str, Any], source: str) -> int | None:
+    value = data.get("maxProcesses")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SandboxRejected(f"{source}: maxProcesses must be a whole number")
+    if not 2 <= value <= MAX_PROCESSES_LIMIT:
+        raise SandboxRejected(f"{source}: maxProcesses must be between 2 and {MAX_PROCESSES_LIMIT}")
+    return value
 
 
 def _strings(data: Mapping[str, Any], key: str, source: str) -> tuple[str, ...]:
@@ -333,8 +354,18 @@ def resolve_policy(
         readonly_paths=readonly,
         block_git_writes=request.block_git_writes,
         disable_tmp_write=request.disable_tmp_write or any(c.disable_tmp_write for c in configs),
+        max_processes=_effective_max_processes(user, project),
         notes=tuple(notes),
     )
+
+
+def _effective_max_processes(user: SandboxConfig | None, project: SandboxConfig | None) -> int:
+    limit = DEFAULT_MAX_PROCESSES
+    if user is not None and user.max_processes is not None:
+        limit = user.max_processes
+    if project is not None and project.max_processes is not None:
+        limit = min(limit, project.max_processes)
+    return limit
 
 
 def _network_policy(

@@ -32,6 +32,9 @@ class KernelSupport:
     seccomp: bool = False
     seccomp_error: str = ""
     proc_mount: bool = False
+    # How the sandbox's process count is held: "rlimit" (RLIMIT_NPROC: a daemon not running as
+    # root), "pids_cgroup" (root, which RLIMIT_NPROC exempts) or "none" (root without one).
+    process_limit: str = "rlimit"
     helper_error: str = ""
 
     def missing(self) -> list[str]:
@@ -59,7 +62,8 @@ class KernelSupport:
             f"Landlock ABI {self.landlock_abi or 'none'} (needs >= {MIN_LANDLOCK_ABI}), "
             f"namespaces {'yes' if self.namespaces else 'no'}, "
             f"seccomp {'yes' if self.seccomp else 'no'}, "
-            f"private /proc {'yes' if self.proc_mount else 'no'}"
+            f"private /proc {'yes' if self.proc_mount else 'no'}, "
+            f"process limit {self.process_limit.replace('_', ' ')}"
         )
         missing = self.missing()
         if not enabled:
@@ -125,6 +129,7 @@ def _support_from(data: dict[str, object]) -> KernelSupport:
         seccomp=bool(data.get("seccomp")),
         seccomp_error=str(data.get("seccomp_error", "")),
         proc_mount=bool(data.get("proc_mount")),
+        process_limit=str(data.get("process_limit", "none")),
     )
     simulated = os.environ.get(SIMULATE_MISSING_ENV, "")
     return simulate_missing(support, simulated) if simulated else support

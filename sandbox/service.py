@@ -165,6 +165,7 @@ class SandboxService:
                 ctl_fd=child.fileno(),
                 keep_fds=keep_fds,
                 mount_proc=support.proc_mount,
+                limit_processes=support.process_limit != "none",
                 private=list(self._private),
                 own=own,
             )

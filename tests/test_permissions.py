@@ -592,3 +592,128 @@ async def test_auto_review_runs_other_commands_confined_on_the_real_sandbox(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(probe)
+
+
+# --- the allowlist accepts only what it can fully see ---------------------------------------------
+
+EXPANSION_ALLOWLIST = ["echo", "ls", "printf", "env", "xargs", "source"]
+
+
+@pytest.fixture(scope="module")
+def echo_ls_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("expansions")
+    workspace = root / "workspace"
+    write_config(
+        workspace / ".cursor" / "permissions.json", {"terminalAllowlist": EXPANSION_ALLOWLIST}
+    )
+    with running_daemon(
+        workspace, root / "state", "--run-mode", "allowlist", env={"HOME": str(root / "home")}
+    ) as running:
+        yield running
+
+
+async def assert_needs_approval_and_runs_nothing(
+    client: ExecDaemonClient, command: str, marker: Path
+) -> None:
+    refused = rejection(await client.run(shell(command)))
+    assert refused.needs_approval, command
+    assert not exists(marker), f"{command!r} ran the marker command"
+
+
+async def test_an_evaluating_expansion_is_not_allowlisted(
+    echo_ls_daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    marker = tmp_path / "X"
+    async with echo_ls_daemon.client() as client:
+        command = f"echo ${{w:='`touch {marker}`'}} ${{w@P}}"
+        await assert_needs_approval_and_runs_nothing(client, command, marker)
+        # The guard's verdict is what stops it: approved, the same line runs the marker.
+        await client.run(shell(command), run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+        assert exists(marker)
+
+
+async def test_a_session_variable_is_not_evaluated_by_a_later_allowlisted_call(
+    echo_ls_daemon: RunningDaemon, tmp_path: Path
+) -> None:
+    marker = tmp_path / "F"
+    async with echo_ls_daemon.client() as client:
+        planted = f"echo ${{x:=$'\\x24(touch {marker})'}}"
+        await assert_needs_approval_and_runs_nothing(client, planted, marker)
+        # Even once a person approved the harmless-looking first call, the second stays refused.
+        approved = await client.run(shell(planted), run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+        assert result_of(approved).success.stdout.strip() == f"$(touch {marker})"
+        await assert_needs_approval_and_runs_nothing(client, "echo ${x@P}", marker)
+
+
+# Each: (what an earlier, approved call leaves in the session, then the allowlisted-looking line).
+# MARKER is the file the hidden command would create; `planted` holds `a[$(touch MARKER)]`,
+# which bash runs wherever it evaluates the variable as arithmetic or as a name.
+HIDDEN_EXECUTION = {
+    "indirection": ("", "echo ${!planted}"),
+    "arithmetic expansion": ("", "echo $((planted))"),
+    "arithmetic subscript": ("a=(1 2)", "echo ${a[planted]}"),
+    "arithmetic substring offset": ("", "echo ${HOME:planted}"),
+    "[[ -eq ]] evaluates its operands": ("", "[[ $planted -eq 1 ]] || echo no"),
+    "[ -eq ] evaluates its operands": ("", '[ "$planted" -eq 1 ] || echo no'),
+    "(( )) arithmetic": ("", "(( planted )) || echo no"),
+    "printf -v assigns to a name": ("", 'printf -v "$planted" %s x'),
+    "descriptor variable": ("a=(1 2)", "echo {a[planted]}>/dev/null"),
+    "backticks the parser reads as a word": ("", "echo ${unset_var:-`touch MARKER`}"),
+    "unquoted here-document": ("", "ls <<EOF\n`touch MARKER`\nEOF"),
+    "here-string with a prompt expansion": ("", 'ls <<< "${prompt@P}"'),
+    "env runs a command": ("", "env sh -c 'touch MARKER'"),
+    "xargs runs a command": ("", "echo MARKER | xargs touch"),
+    "for loop sets PATH": ("", "for PATH in BIN; do ls; done"),
+    "eval-like builtin, even allowlisted": ("", "echo ok; source SCRIPT"),
+    "single quotes inside a quoted ${...}": ("", "echo \"${unset_var:-'$(touch MARKER)'}\""),
+    "single quotes inside a here-document's ${...}": (
+        "",
+        "ls <<EOF\n${unset_var:-'$(touch MARKER)'}\nEOF",
+    ),
+    "input from /dev/tcp": ("", "ls < /dev/tcp/127.0.0.1/9"),
+    "a translated string": ("", 'echo $"$(touch MARKER)"'),
+}
+
+
+@pytest.mark.parametrize("name", list(HIDDEN_EXECUTION))
+async def test_commands_that_execute_hidden_code_need_approval(
+    echo_ls_daemon: RunningDaemon, tmp_path: Path, name: str
+) -> None:
+    marker, bin_folder, script = tmp_path / "MARKER", tmp_path / "bin", tmp_path / "script.sh"
+    bin_folder.mkdir()
+    # A planted `ls` (for the PATH case) and script (for source) create the marker when run.
+    for program in (bin_folder / "ls", script):
+        program.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        program.chmod(0o755)
+    setup, command = HIDDEN_EXECUTION[name]
+    command = (
+        command.replace("MARKER", str(marker))
+        .replace("BIN", str(bin_folder))
+        .replace("SCRIPT", str(script))
+    )
+    plant = f"planted='a[$(touch {marker})]'; prompt='$(touch {marker})'; {setup}"
+    async with echo_ls_daemon.client() as client:
+        await client.run(shell(plant), run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+        assert not exists(marker)
+        await assert_needs_approval_and_runs_nothing(client, command, marker)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo ${HOME:-none} ${HOME#/} ${HOME//o/0} ${#HOME} ${HOME:1:3}",
+        "echo $((1 + 2 * 3)) \"$@\" $'tab\\there' {1..3}",
+        "for name in a b; do echo $name; done",
+        "[[ -n $HOME && 3 -gt 1 ]] && echo yes",
+        "ls <<'EOF'\n$(never) `run`\nEOF",
+        "env ls -d /",
+        "echo 'a[$(touch x)]'",
+        "echo ${unset_var:-'$HOME stays text'}",
+        "[[ $HOME =~ ^/.*$ ]] && echo 'costs 5$'",
+    ],
+)
+async def test_plain_expansions_stay_allowlisted(
+    echo_ls_daemon: RunningDaemon, command: str
+) -> None:
+    async with echo_ls_daemon.client() as client:
+        assert let_through(await client.run(shell(command))), command

@@ -13,7 +13,12 @@ from google.protobuf import struct_pb2
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from agent.v1.control_pb2 import UpdateEnvironmentVariablesRequest
+from agent.v1.control_pb2 import (
+    GetDiffRequest,
+    ReadBinaryFileRequest,
+    ReadTextFileRequest,
+    UpdateEnvironmentVariablesRequest,
+)
 from agent.v1.mcp_pb2 import McpArgs
 from agent.v1.web_pb2 import FetchArgs, FetchSuccess
 from exec_daemon.client import CallOutcome, ExecDaemonClient
@@ -39,6 +44,8 @@ from tests.guards_support import (
     shell_output,
     write_config,
 )
+from tests.workspace_support import write_call
+from tools import files
 
 SECRET_A = "sk-live-4f9c2e7a1b3d5f60"
 SECRET_B = "ghp_Zq8XkLm2Np4Rt6Vw"
@@ -332,3 +339,127 @@ async def test_background_shell_output_file_is_redacted_when_read_back(
     outcome = await client.run(call("read_tool_call", path=output_file))
     assert f"bg {REDACTED}" in result_of(outcome).success.ranges[0].contents
     assert_clean(outcome)
+
+
+# --- secrets at the seams: the output's cut, between stdout and stderr, between edit deltas -----
+
+HEAD_BYTES = 256 * 1024  # what the shell keeps of a long output's start, and of its end
+
+
+def secret_pieces(secret: str, least: int = 4) -> list[str]:
+    """Every piece of `secret` at least `least` characters long that touches one of its ends."""
+    return [secret[:n] for n in range(least, len(secret))] + [
+        secret[-n:] for n in range(least, len(secret))
+    ]
+
+
+def assert_no_piece(text: str, secret: str) -> None:
+    for piece in secret_pieces(secret):
+        assert piece not in text, f"{piece!r} of a secret got through"
+
+
+async def test_a_secret_straddling_the_output_cut_is_not_sent_in_part(
+    client: ExecDaemonClient,
+) -> None:
+    # SECRET_A starts 16 characters before the end of the kept head; SECRET_B's last 10
+    # characters begin the kept tail.
+    script = (
+        "import os, sys\n"
+        f"sys.stdout.write('x' * ({HEAD_BYTES} - 16) + os.environ['SECRET_A'] + 'm' * 100000)\n"
+        f"sys.stdout.write(os.environ['SECRET_B'] + 'y' * ({HEAD_BYTES} - 10))\n"
+    )
+    outcome = await client.run(shell(f'{PYTHON} -c "{script}"'))
+    result = result_of(outcome).success
+    for text in (result.stdout, result.interleaved_output):
+        head, marker, tail = text.partition("cut here")
+        assert marker, "the output was expected to be cut"
+        head = head.rsplit("\n", 1)[0]
+        assert head.endswith("x" + REDACTED)
+        assert tail.split("\n", 1)[1].startswith(REDACTED + "y")
+        assert_no_piece(text, SECRET_A)
+        assert_no_piece(text, SECRET_B)
+    assert_clean(outcome)
+
+
+SPLIT_BETWEEN_STREAMS = {
+    "stdout then stderr": 'printf "%s" "${SECRET_A:0:10}"; sleep 0.2; printf "%s\\n" "${SECRET_A:10}" >&2',
+    "stderr then stdout": 'printf "%s" "${SECRET_A:0:7}" >&2; sleep 0.2; printf "%s\\n" "${SECRET_A:7}"',
+    "three pieces": (
+        'printf "%s" "${SECRET_A:0:6}"; sleep 0.2; printf "%s" "${SECRET_A:6:8}" >&2; sleep 0.2;'
+        ' printf "%s\\n" "${SECRET_A:14}"'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_BETWEEN_STREAMS))
+async def test_a_secret_split_between_stdout_and_stderr_is_masked_in_both(
+    client: ExecDaemonClient, name: str
+) -> None:
+    async with client.exec_stream() as stream:
+        running = await stream.start(shell(f"echo start; {SPLIT_BETWEEN_STREAMS[name]}; echo end"))
+        outcome = await running.wait()
+    result = result_of(outcome).success
+    streamed = shell_output(outcome.deltas) + "\n" + shell_output(outcome.deltas, "stderr")
+    for text in (streamed, result.stdout, result.stderr, result.interleaved_output):
+        assert_no_piece(text, SECRET_A)
+    assert REDACTED in result.stdout and REDACTED in result.stderr
+    assert result.stdout.startswith("start\n") and result.stdout.endswith("end\n")
+    assert_clean(outcome)
+
+
+async def test_a_secret_across_two_edit_deltas_is_masked_and_offsets_stay_true(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    path = space / "big.txt"
+    content = "a" * (files.EDIT_DELTA_CHUNK - 5) + SECRET_A + "b" * files.EDIT_DELTA_THRESHOLD
+    async with client.exec_stream() as stream:
+        outcome = await (await stream.start(write_call(path, content))).wait()
+    assert outcome.result is not None
+    deltas = [delta.edit_tool_call_delta for delta in outcome.deltas]
+    assert len(deltas) >= 2
+    streamed = "".join(delta.content for delta in deltas)
+    assert streamed == content.replace(SECRET_A, REDACTED)
+    assert_no_piece(streamed, SECRET_A)
+    # Each delta's offset is where its text starts in the file on disk.
+    raw = path.read_bytes()
+    ends = [delta.offset for delta in deltas[1:]] + [len(raw)]
+    for delta, end in zip(deltas, ends, strict=True):
+        assert raw[delta.offset : end].decode().replace(SECRET_A, REDACTED) == delta.content
+    # (The answer echoes the call's own arguments, which came from the client.)
+    assert SECRET_A not in str(result_of(outcome))
+
+
+@pytest.fixture(scope="module")
+def repo_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("redaction-repo")
+    workspace = root / "workspace"
+    workspace.mkdir()
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(
+            ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+            cwd=workspace,
+            check=True,
+        )
+    env = {**SECRET_ENV, "HOME": str(root / "home")}
+    with running_daemon(
+        workspace, root / "state", "--secret-redaction-enabled", env=env
+    ) as running:
+        yield running
+
+
+async def test_get_diff_and_read_text_file_are_redacted(repo_daemon: RunningDaemon) -> None:
+    (repo_daemon.workspace / "config.env").write_text(f"TOKEN={SECRET_A}\nOTHER={SECRET_B}\n")
+    async with repo_daemon.client() as client:
+        diff = (await client.control.get_diff(GetDiffRequest(), headers=client.headers)).diff
+        text = await client.control.read_text_file(
+            ReadTextFileRequest(path="config.env"), headers=client.headers
+        )
+        binary = await client.control.read_binary_file(
+            ReadBinaryFileRequest(path="config.env"), headers=client.headers
+        )
+    assert f"+TOKEN={REDACTED}\n+OTHER={REDACTED}\n" in diff
+    assert text.content == f"TOKEN={REDACTED}\nOTHER={REDACTED}\n"
+    # Binary reads are the orchestrator's byte-exact file transfer: they stay raw (README).
+    assert binary.data == (repo_daemon.workspace / "config.env").read_bytes()
+    for secret in ALL_SECRETS:
+        assert secret not in diff and secret not in text.content

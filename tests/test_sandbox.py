@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ import pytest
 from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.kernel.processes import UNCONFINED, SpawnSpec
 from exec_daemon.kernel.sandboxing import SandboxDemand
+from sandbox.plan import build_plan
 from sandbox.policy import SandboxRejected
 from sandbox.probe import SIMULATE_MISSING_ENV, KernelSupport
 from tests.sandbox_harness import (
@@ -523,6 +525,18 @@ async def test_probe_reports_this_kernel(tmp_path: Path) -> None:
     assert support.landlock_abi >= 3 and support.namespaces and support.seccomp
     assert support.missing() == []
     assert support.status_line(True).startswith("sandbox: enabled; kernel: Landlock ABI")
+    # Root is not bound by RLIMIT_NPROC: this machine has a pids cgroup for it.
+    assert support.process_limit == ("pids_cgroup" if os.geteuid() == 0 else "rlimit")
+    assert f"process limit {support.process_limit.replace('_', ' ')}" in support.status_line(True)
+
+
+def test_without_a_way_to_limit_processes_the_policy_says_so(tmp_path: Path) -> None:
+    policy = sandbox_service(tmp_path).resolve(None)
+    held = build_plan(policy, tmp_path, tmp_path, env={})
+    assert held.options[held.options.index("--max-processes") + 1] == "1024"
+    unheld = build_plan(policy, tmp_path, tmp_path, env={}, limit_processes=False)
+    assert "--max-processes" not in unheld.options
+    assert any("maxProcesses (1024) is not enforced" in note for note in unheld.notes)
 
 
 async def test_a_setup_failure_in_the_helper_is_a_rejection(harness: SandboxHarness) -> None:
@@ -776,3 +790,158 @@ async def test_a_repository_created_outside_over_a_placeholder_is_protected_as_o
     assert "ok-index" in result.stdout and "WROTE" not in result.stdout, result.output
     await harness.service.aclose()
     assert (harness.workspace / ".git" / "HEAD").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Process limit
+
+
+def write_project_sandbox_config(workspace: Path, config: dict[str, object]) -> None:
+    folder = workspace / ".cursor"
+    folder.mkdir(exist_ok=True)
+    (folder / "sandbox.json").write_text(json.dumps(config))
+
+
+def processes_in_pid_namespace(namespace: str) -> int:
+    """How many of the host's processes live in the PID namespace `namespace` (pid:[inode])."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.readlink(f"/proc/{entry}/ns/pid") == namespace
+    return count
+
+
+async def wait_until_no_process_in(namespace: str) -> None:
+    deadline = time.monotonic() + 10
+    while await asyncio.to_thread(processes_in_pid_namespace, namespace):
+        assert time.monotonic() < deadline, f"processes of {namespace} outlived the sandbox"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_sandbox_cannot_start_more_processes_than_its_limit(
+    harness: SandboxHarness,
+) -> None:
+    write_project_sandbox_config(harness.workspace, {"maxProcesses": 40})
+    result = await harness.run(
+        f"""readlink /proc/self/ns/pid; {PY} - <<'EOF'
+import os, time
+children = []
+for _ in range(100):
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        print("refused", exc.errno)
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    children.append(pid)
+print("started", len(children))
+EOF"""
+    )
+    namespace, refused, started = result.stdout.split("\n")[:3]
+    assert refused == "refused 11", result.output  # EAGAIN: the limit, not memory
+    # The limit counts the sandbox's PID 1, its shell and python too.
+    assert 30 <= int(started.split()[1]) < 40, result.output
+    # The sleeping children ended with the command.
+    await wait_until_no_process_in(namespace)
+
+
+async def test_a_fork_bomb_is_contained_and_leaves_nothing(harness: SandboxHarness) -> None:
+    limit = 50
+    write_project_sandbox_config(harness.workspace, {"maxProcesses": limit})
+    process, _confinement = await harness.spawn(
+        # The bomb runs until `sleep`, started before it, ends the command; then PID 1 ends it.
+        "readlink /proc/self/ns/pid; sleep 4 & timeout 10 bash -c ':(){ :|:& };:' 2>/dev/null;"
+        " wait $!; echo over"
+    )
+    assert process.stdout is not None
+    namespace = (await process.stdout.readline()).decode().strip()
+    assert namespace.startswith("pid:[")
+    most = 0
+    while process.returncode is None:
+        most = max(most, await asyncio.to_thread(processes_in_pid_namespace, namespace))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 0.1)
+    rest = await process.stdout.read()
+    assert b"over" in rest
+    # The bomb filled the sandbox up to its limit and no further (host view of its processes).
+    assert limit - 10 <= most <= limit
+    await wait_until_no_process_in(namespace)
+    # A root helper's pids cgroup (root ignores RLIMIT_NPROC) is gone with it.
+    assert not exists(Path(f"/sys/fs/cgroup/pids/exec-daemon-sandbox-{process.pid}"))
+
+
+# A unix socket server outside the sandbox: bound by the path it is given, from the directory
+# it is given (a relative path is how many servers bind); says "ready", then whether anyone
+# connected before it was told to stop.
+SOCKET_SERVER = """
+import os, socket, sys
+os.chdir(sys.argv[1])
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[2])
+os.chmod(sys.argv[2], 0o777)
+server.listen()
+print("ready", flush=True)
+server.settimeout(0.2)
+while True:
+    try:
+        server.accept()
+        print("ACCEPTED", flush=True)
+    except TimeoutError:
+        if sys.stdin.readline() == "":  # told to stop: stdin closed
+            break
+"""
+
+
+@pytest.mark.parametrize(
+    ("where", "bound_as"),
+    [
+        ("outside", "relative"),
+        ("workspace", "absolute"),
+        ("workspace", "relative"),
+        ("workspace-subdir", "relative"),
+    ],
+)
+async def test_unix_sockets_bound_outside_before_the_sandbox_are_unreachable(
+    harness: SandboxHarness, identity: Identity, where: str, bound_as: str
+) -> None:
+    outside = owned_directory(identity, "sbx-sock-")
+    directory = {
+        "outside": outside,
+        "workspace": harness.workspace,
+        "workspace-subdir": harness.workspace / "run",
+    }[where]
+    if not directory.exists():
+        as_identity(identity, "mkdir", str(directory), cwd=harness.workspace)
+    name = f"server {os.getpid()}.sock"  # a space: /proc/net/unix lists it as is
+    path = directory / name
+    # The server runs as the daemon's user (the helper finds a relative socket through the
+    # processes holding it: it can see those of its own user).
+    server = await asyncio.create_subprocess_exec(
+        *identity.wrap(
+            [PY, "-c", SOCKET_SERVER, str(directory), name if bound_as == "relative" else str(path)]
+        ),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert server.stdout is not None
+        assert (await server.stdout.readline()).strip() == b"ready"
+        result = await harness.run(
+            f"""{PY} - <<'EOF'
+import socket
+try:
+    socket.socket(socket.AF_UNIX).connect({str(path)!r}); print("CONNECTED-OUTSIDE")
+except OSError as exc:
+    print("refused", exc.errno)
+EOF"""
+        )
+        assert "refused" in result.stdout, result.output
+    finally:
+        out, _ = await asyncio.wait_for(server.communicate(b""), 10)
+        remove_tree(outside)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    assert b"ACCEPTED" not in out

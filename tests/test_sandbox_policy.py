@@ -9,6 +9,7 @@ import pytest
 
 from agent.v1.shell_pb2 import SandboxPolicy
 from sandbox.policy import (
+    DEFAULT_MAX_PROCESSES,
     ConfigFiles,
     HostPattern,
     NetworkMode,
@@ -220,3 +221,15 @@ def test_protected_targets_follow_the_file_tools_rules() -> None:
         )
         assert not refused or covered, sample
         assert refused == covered or sample.startswith((".cursor/", ".claude/")), sample
+
+
+def test_max_processes_the_user_sets_it_the_project_can_only_lower_it() -> None:
+    assert resolve().max_processes == DEFAULT_MAX_PROCESSES
+    assert resolve(user=config("user", maxProcesses=4000)).max_processes == 4000
+    raised = resolve(project=config(maxProcesses=4000))
+    assert raised.max_processes == DEFAULT_MAX_PROCESSES
+    lowered = resolve(user=config("user", maxProcesses=4000), project=config(maxProcesses=64))
+    assert lowered.max_processes == 64
+    for bad in ("many", 1, 10**6, True):
+        with pytest.raises(SandboxRejected, match="maxProcesses"):
+            config(maxProcesses=bad)

@@ -52,6 +52,8 @@ class SimpleCommand:
 @dataclass(frozen=True)
 class CommandLine:
     commands: tuple[SimpleCommand, ...]
+    # Why bash could run something the guard cannot see in the line (None: it sees it all).
+    unseen: str | None
     # An output redirection to a file (not /dev/null).
     writes_files: bool
     # export/declare/readonly/local, bare NAME=value, function definitions: they change the
@@ -68,6 +70,7 @@ def parse(command: str) -> CommandLine:
     walker.visit(root)
     return CommandLine(
         commands=tuple(walker.commands),
+        unseen=_unseen(root),
         writes_files=walker.writes_files,
         changes_shell_state=walker.changes_state,
         parse_failed=root.has_error,
@@ -169,6 +172,252 @@ def _word(node: Node) -> str | None:
     return None
 
 
+# --- what the guard can fully see ----------------------------------------------------------------
+#
+# Bash runs code hidden in plain-looking words: `${x@P}` expands `$(...)` inside x's value, an
+# arithmetic context evaluates a variable's value as an expression (`a[$(cmd)]` runs cmd), `${x:=v}`
+# assigns for a later call, `$"..."` is re-expanded after translation. So a line is judged only
+# when every node in it is of a form known not to execute anything; anything else is "unseen".
+
+# Named nodes that are plain structure or literal text.
+_VISIBLE_NODES = frozenset(
+    {
+        "program", "list", "pipeline", "command", "command_name", "word", "number",
+        "raw_string", "string", "string_content", "concatenation", "comment",
+        "redirected_statement", "file_redirect", "file_descriptor", "heredoc_redirect",
+        "heredoc_start", "heredoc_body", "heredoc_content", "heredoc_end", "herestring_redirect",
+        "subshell", "negated_command", "if_statement", "elif_clause", "else_clause",
+        "while_statement", "do_group", "case_statement", "case_item", "extglob_pattern",
+        "ansi_c_string", "brace_expression", "regex", "variable_name", "special_variable_name",
+    }
+)  # fmt: skip
+# Tokens of plain structure (`$`, `$(`, `((`, `coproc`, `function`, ... are not among them).
+_VISIBLE_TOKENS = frozenset(
+    {
+        ";", "&", "&&", "||", "|", "|&", "(", ")", "{", "}", "!", "if", "then", "fi", "elif",
+        "else", "while", "until", "do", "done", "case", "in", "esac", ";;", ";&", ";;&", '"',
+        ">", "<", ">>", "&>", "&>>", ">&", "<&", ">|", "<>", ">&-", "<&-", "<<", "<<-",
+        "<<<", "=", "+=", "..", ",", "for", "\n",
+    }
+)  # fmt: skip
+# Operators of ${name OP word} that only look at the value: no assignment (= :=), no
+# evaluation (@P, !indirection), no arithmetic (the :offset:length of a substring is checked apart).
+_EXPANSION_OPERATORS = frozenset(
+    {":-", "-", ":+", "+", "#", "##", "%", "%%", "/", "//", "/#", "/%", "^", "^^", ",", ",,"}
+)
+# Test operators whose operands bash evaluates as arithmetic expressions, or as variable names.
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_NAME_TESTS = frozenset({"-v", "-R"})
+_LITERAL_INTEGER = re.compile(r"[+-]?\d+")
+# What starts an expansion in text bash expands (a `$` before anything else is a plain `$`).
+_EXPANSION_START = re.compile(r"`|\$[\w{(@*#?!$'\"-]")
+# `{name}>file` assigns a descriptor to name; `{a[i]}>file` evaluates the subscript.
+_DESCRIPTOR_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(\[.*\])?\}")
+# Loop variables that bash gives a meaning (PATH, IFS, BASH_ENV, PS4, ...) are all upper case.
+_PLAIN_VARIABLE = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _unseen(node: Node) -> str | None:
+    """Why bash could run something hidden in this node, or None when it cannot."""
+    kind = node.type
+    if not node.is_named:
+        if kind == "$" and _starts_translation(node):
+            return '`$"..."` is translated, then expanded: the guard cannot see the result'
+        if kind in _VISIBLE_TOKENS or kind == "$":
+            return None
+        return f"`{_node_text(node)}` is a form the guard does not judge"
+    check = _CHECKS.get(kind)
+    if check is not None:
+        return check(node)
+    if kind in _VISIBLE_NODES:
+        return _unseen_children(node)
+    if kind in ("command_substitution", "process_substitution"):
+        return f"`{_node_text(node)}` runs a command"
+    return f"`{_node_text(node)}` ({kind.replace('_', ' ')}) is a form the guard does not judge"
+
+
+def _starts_translation(dollar: Node) -> bool:
+    """`$"..."`: bash translates the string, then expands what the translation says."""
+    after = dollar.next_sibling
+    return after is not None and after.type == "string" and after.start_byte == dollar.end_byte
+
+
+def _unseen_children(node: Node) -> str | None:
+    for child in node.children:
+        reason = _unseen(child)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _unseen_word(node: Node) -> str | None:
+    if _DESCRIPTOR_VARIABLE.fullmatch(_node_text(node)):
+        return f"`{_node_text(node)}` names a variable bash assigns a descriptor to"
+    return _unseen_text(node) if node.child_count == 0 else _unseen_children(node)
+
+
+def _unseen_text(node: Node, text: str | None = None) -> str | None:
+    """Literal text the parser saw no expansion in: bash still expands a `$` or a backtick in it
+    (tree-sitter reads `${x:-`cmd`}` as a plain word)."""
+    if text is None and node.child_count:
+        return _unseen_children(node)
+    shown = _node_text(node) if text is None else text
+    if _EXPANSION_START.search(re.sub(r"\\.", "", shown)):
+        return f"`{_node_text(node)}` holds an expansion the guard cannot see"
+    return None
+
+
+def _unseen_redirect(node: Node) -> str | None:
+    target = node.children[-1] if node.children else None
+    if target is not None and (_word(target) or "").startswith(("/dev/tcp/", "/dev/udp/")):
+        return f"`{_node_text(node)}` opens a network connection"
+    return _unseen_children(node)
+
+
+def _unseen_heredoc(node: Node) -> str | None:
+    start = next((child for child in node.children if child.type == "heredoc_start"), None)
+    if start is not None and re.search(r"['\"\\]", _node_text(start)):
+        return None  # <<'EOF': the body is literal text
+    return _unseen_children(node)
+
+
+def _unseen_expansion(node: Node) -> str | None:
+    text = _node_text(node)
+    children = node.children[1:]  # after `${`
+    if children and children[0].type == "#":  # ${#name}: the length
+        children = children[1:]
+    if not children or children[0].type not in (
+        "variable_name",
+        "special_variable_name",
+        "subscript",
+    ):
+        return f"`{text}` is an indirect or evaluated expansion"
+    name, rest = children[0], [child for child in children[1:] if child.type != "}"]
+    if name.type == "subscript" and not _literal_subscript(name):
+        return f"`{text}`: bash evaluates the array subscript as arithmetic"
+    if not rest:
+        return None
+    operator = rest[0].type
+    operands = [child for child in rest[1:] if child.is_named]
+    if operator == ":" and all(
+        operand.type == "number" and _LITERAL_INTEGER.fullmatch(_node_text(operand))
+        for operand in operands
+    ):
+        return None  # ${x:1:2}, ${@:2}: literal offsets
+    if operator not in _EXPANSION_OPERATORS:
+        return f"`{text}` assigns, evaluates or transforms with `{_node_text(rest[0])}`"
+    for operand in operands:
+        # Inside "...", quotes within ${...} are plain characters: `"${x:-'$(cmd)'}"` runs cmd.
+        if operand.type in ("raw_string", "ansi_c_string") and _double_quoted(node):
+            reason = _unseen_text(operand, _node_text(operand).lstrip("$"))
+        else:
+            reason = _unseen(operand)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _double_quoted(node: Node) -> bool:
+    """Whether `node` is inside "..." or a here-document's body (within the same command)."""
+    parent = node.parent
+    while parent is not None and parent.type not in ("command", "program", "command_substitution"):
+        if parent.type in ("string", "heredoc_body"):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _literal_subscript(subscript: Node) -> bool:
+    index = subscript.children[2] if len(subscript.children) > 2 else None
+    return index is not None and re.fullmatch(r"[+-]?\d+|@|\*", _node_text(index)) is not None
+
+
+def _unseen_arithmetic(node: Node) -> str | None:
+    inner = _node_text(node)
+    # Only numbers and operators: a name would be evaluated, and its value recursively with it.
+    if re.fullmatch(r"\$(\(\(|\[)[0-9\s+\-*/%()<>=!&|^~?:,]*(\)\)|\])", inner):
+        return None
+    return f"`{inner}`: bash evaluates the names in arithmetic, and their values as code"
+
+
+def _unseen_test(node: Node) -> str | None:
+    """[[ ... ]] and [ ... ]: the operands like any other word, then the operators between them."""
+    operands: list[Node] = []
+    words = _test_words(node, operands)
+    for operand in operands:
+        reason = _unseen(operand)
+        if reason is not None:
+            return reason
+    # In [ ] (not [[ ]]) a word known only at run time may turn out to be an operator.
+    return _unseen_test_words(words, operators_are_static=node.children[0].type == "[[")
+
+
+def _test_words(node: Node, operands: list[Node]) -> list[str | None]:
+    """The words of a test expression in order: operators as text, operands by their value."""
+    words: list[str | None] = []
+    for child in node.children:
+        if child.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+            words.extend(_test_words(child, operands))
+        elif child.type == "test_operator" or not child.is_named:
+            if child.type not in ("[[", "]]", "[", "]"):
+                words.append(_node_text(child))
+        else:
+            operands.append(child)
+            words.append(_word(child))
+    return words
+
+
+# Operators next to which a word known only at run time stays an operand.
+_TEST_UNARY = frozenset(
+    "-a -b -c -d -e -f -g -h -k -p -r -s -t -u -w -x -G -L -N -O -S -n -z".split()
+)
+_TEST_BINARY = frozenset({"=", "==", "!=", "<", ">", "=~", "-nt", "-ot", "-ef"})
+
+
+def _unseen_test_words(words: Sequence[str | None], operators_are_static: bool) -> str | None:
+    """Why `test`/[ ]/[[ ]] with these words could evaluate a name or arithmetic."""
+    for index, word in enumerate(words):
+        before = words[index - 1] if index > 0 else None
+        after = words[index + 1] if index + 1 < len(words) else None
+        if word is None:
+            if operators_are_static or before in _TEST_UNARY | _TEST_BINARY:
+                continue
+            if after in _TEST_BINARY:
+                continue
+            return "a test word known only at run time could be an operator that evaluates it"
+        if word in _NAME_TESTS:
+            return f"the test `{word}` evaluates a variable name"
+        if word in _ARITHMETIC_TESTS and not all(
+            operand is not None and _LITERAL_INTEGER.fullmatch(operand)
+            for operand in (before, after)
+        ):
+            return f"the test `{word}` evaluates its operands as arithmetic"
+    return None
+
+
+def _unseen_assignment(node: Node) -> str | None:
+    target = node.children[0] if node.children else None
+    if target is None or target.type != "variable_name":
+        return f"`{_node_text(node)}`: bash evaluates the array subscript as arithmetic"
+    return _unseen_children(node)
+
+
+def _unseen_group(node: Node) -> str | None:
+    if node.children and node.children[0].type == "((":
+        return f"`{_node_text(node)}` is arithmetic: bash evaluates the names in it as code"
+    return _unseen_children(node)
+
+
+def _unseen_loop(node: Node) -> str | None:
+    variable = next((child for child in node.children if child.type == "variable_name"), None)
+    keyword = node.children[0].type if node.children else ""
+    if keyword != "for" or variable is None:
+        return f"`{_node_text(node)}` is a loop form the guard does not judge"
+    if not _PLAIN_VARIABLE.fullmatch(_node_text(variable)):
+        return f"the loop sets `{_node_text(variable)}`, which may be one bash gives a meaning"
+    return _unseen_children(node)
+
+
 # --- terminalAllowlist --------------------------------------------------------------------------
 
 
@@ -192,18 +441,145 @@ def _starts_with(command: SimpleCommand, prefix: tuple[str, ...]) -> bool:
     )
 
 
+# How the nodes that need more than a look at their children are judged.
+_CHECKS: dict[str, Callable[[Node], str | None]] = {
+    "simple_expansion": _unseen_children,
+    "expansion": _unseen_expansion,
+    "arithmetic_expansion": _unseen_arithmetic,
+    "test_command": _unseen_test,
+    "variable_assignment": _unseen_assignment,
+    "compound_statement": _unseen_group,
+    "for_statement": _unseen_loop,
+    "word": _unseen_word,
+    "concatenation": _unseen_word,
+    "regex": _unseen_text,
+    "extglob_pattern": _unseen_text,
+    "string_content": _unseen_text,
+    "heredoc_content": _unseen_text,
+    "heredoc_body": _unseen_text,
+    "heredoc_redirect": _unseen_heredoc,
+    "file_redirect": _unseen_redirect,
+}
+
+
+# Builtins that run text as code, change how later words are looked up or read, or assign to a
+# name given as text (a subscript in that name is evaluated): never allowlisted, whatever the list.
+_NEVER_ALLOWLISTED = frozenset(
+    {
+        "eval", "source", ".", "exec", "trap", "enable", "alias", "unalias", "hash", "fc",
+        "bind", "complete", "compgen", "compopt", "set", "shopt", "declare", "typeset", "local",
+        "export", "readonly", "let", "read", "mapfile", "readarray", "getopts", "unset",
+        "coproc", "function", "select", "caller", "history",
+    }
+)  # fmt: skip
+# Builtins with an option that assigns to a variable named by the next word.
+_ASSIGNING_OPTIONS = {"printf": "-v", "wait": "-p"}
+# Programs that run the command given in their arguments: it must be allowlisted too. The values
+# are the options of each that take a separate value.
+_RUNNERS: dict[str, frozenset[str]] = {
+    "command": frozenset(),
+    "builtin": frozenset(),
+    "nohup": frozenset(),
+    "time": frozenset({"-f", "--format", "-o", "--output"}),
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "xargs": frozenset({"-n", "-I", "-i", "-d", "-P", "-L", "-l", "-s", "-E", "-e", "-a", "--arg-file"}),
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "setsid": frozenset(),
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
+    "doas": frozenset({"-u", "-C"}),
+    "flock": frozenset({"-w", "--timeout", "-E", "--conflict-exit-code", "-c", "--command"}),
+    "watch": frozenset({"-n", "--interval", "-d"}),
+    "taskset": frozenset(),
+    "chrt": frozenset(),
+}  # fmt: skip
+
+
 def unallowlisted(command: str, allowlist: Sequence[str]) -> str | None:
     """None when every command of the line is allowlisted, else what is not (for the reason)."""
     line = parse(command)
     if line.parse_failed:
         return "the command could not be parsed"
+    if line.unseen is not None:
+        return line.unseen
     if line.writes_files:
         return "the command redirects output to a file"
     prefixes = [words for words in map(allowlist_entry_words, allowlist) if words]
     for simple in line.commands:
-        if not any(_starts_with(simple, prefix) for prefix in prefixes):
-            return f"`{simple.text()}` is not in terminalAllowlist"
+        reason = _command_unallowlisted(simple, prefixes)
+        if reason is not None:
+            return reason
     return None
+
+
+def _command_unallowlisted(
+    simple: SimpleCommand, prefixes: Sequence[tuple[str, ...]]
+) -> str | None:
+    if not any(_starts_with(simple, prefix) for prefix in prefixes):
+        return f"`{simple.text()}` is not in terminalAllowlist"
+    reason = _hidden_evaluation(simple.words)
+    if reason is not None:
+        return reason
+    inner = _run_by(simple.words)
+    if inner is None:
+        return None
+    if not inner:
+        return f"`{simple.text()}` runs a command the guard cannot see"
+    return _command_unallowlisted(SimpleCommand(inner), prefixes)
+
+
+def _hidden_evaluation(words: Sequence[str | None]) -> str | None:
+    """Builtins that evaluate an argument as code, a variable name or arithmetic."""
+    program, args = (words[0] if words else None), words[1:]
+    if program in _NEVER_ALLOWLISTED:
+        return f"`{program}` runs text as code or assigns variables: it always needs approval"
+    assigning = _ASSIGNING_OPTIONS.get(program or "")
+    if assigning is not None and any(arg is None or arg.startswith(assigning) for arg in args):
+        return f"`{program} {assigning}` assigns a variable"
+    if program in ("test", "["):
+        return _unseen_test_words(list(args), operators_are_static=False)
+    return None
+
+
+# Runners with one positional argument before the command: duration, lock file, priority, mask.
+_RUNNERS_WITH_OPERAND = frozenset({"timeout", "flock", "chrt", "taskset"})
+
+
+def _run_by(words: Sequence[str | None]) -> tuple[str | None, ...] | None:
+    """The command a runner (env, xargs, timeout, ...) runs: None when the words are no runner
+    or it runs nothing, () when the guard cannot tell what it runs."""
+    program = words[0] if words else None
+    takes_value = _RUNNERS.get(program or "")
+    if takes_value is None:
+        return None
+    args, index = list(words[1:]), 0
+    operand_pending = program in _RUNNERS_WITH_OPERAND
+    while index < len(args):
+        arg = args[index]
+        if arg is None or _opaque_runner_option(program or "", arg):
+            return ()
+        if program == "command" and arg in ("-v", "-V"):
+            return None  # only says where the command is
+        if arg == "--":
+            index += 1
+        elif arg.startswith("-"):
+            index += 2 if arg in takes_value else 1
+            continue
+        elif operand_pending:
+            operand_pending, index = False, index + 1
+            continue
+        break
+    inner = tuple(args[index:])
+    return inner or None
+
+
+def _opaque_runner_option(program: str, arg: str) -> bool:
+    """Runner options that make the command something else than the words that follow."""
+    if program == "env":
+        return ("=" in arg and not arg.startswith("-")) or arg.startswith(("-S", "--split"))
+    return program == "flock" and arg in ("-c", "--command")
 
 
 # --- read-only commands -------------------------------------------------------------------------
@@ -378,6 +754,8 @@ def not_read_only(command: str) -> str | None:
     line = parse(command)
     if line.parse_failed:
         return "the command could not be parsed"
+    if line.unseen is not None:
+        return line.unseen
     if line.writes_files:
         return "the command redirects output to a file"
     if line.changes_shell_state:

@@ -12,16 +12,29 @@ messages (this middleware sits outside permissions and hooks), the answer's hook
 rewritten args, and ExecError messages. Files on disk keep their bytes: redaction happens when
 content leaves the daemon.
 
+ControlService: GetDiff and ReadTextFile are redacted too (their text reaches people and
+models). ReadBinaryFile is not: it is the orchestrator's byte-exact file transfer (offsets,
+total_size and eof count the file's bytes), and a chunk cannot see a secret crossing its edge.
+
 Streams: a secret may be split across two deltas (a program printing one byte per flush). Each
-stream (shell stdout, shell stderr, a subagent's text) keeps back the longest tail that could
-still grow into a secret — only as long as it is a proper prefix of one — and sends it with the
-next delta or when the call ends.
+stream (shell stdout, shell stderr, a subagent's text, an edit's new content) keeps back the
+longest tail that could still grow into a secret — only as long as it is a proper prefix of one
+— and sends it with the next delta or when the call ends. A shell's stdout and stderr are also
+read together, in the order they were written: a secret split between them (its start on
+stdout, the rest on stderr) is masked in both, in the deltas and in the result's fields. So
+while one stream ends with what may begin a secret, the other stream's later text waits too.
+
+Cut outputs: where a long output was cut (the shell keeps its start and its end), the end of
+the kept start that could begin a secret and the start of the kept end that could finish one
+are masked too (even one character: it cannot be told from the start of a secret).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -30,6 +43,7 @@ import ahocorasick_rs
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from agent.v1.files_pb2 import EditToolCallDelta
 from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import Invocation, Middleware, Next
@@ -43,6 +57,10 @@ SECRET_NAMES_VARIABLE = "CLOUD_AGENT_INJECTED_SECRET_NAMES"
 MIN_SECRET_LENGTH = 4
 # Texts longer than this are redacted slice by slice (the automaton is fastest on slices).
 _SLICE = 256 * 1024
+# Where the shell cut an output too long to keep whole (tools/shell/output.py, KeptBytes.text):
+# a secret may straddle the cut, its start ending the kept head, its end starting the tail.
+_CUT_MARKER = re.compile(r"\n\[exec-daemon: \d+ bytes of [a-z]+ cut here[^\n]*\]\n")
+_CUT_MARKER_START = "[exec-daemon: "
 
 
 class SecretMatcher:
@@ -76,6 +94,12 @@ class SecretMatcher:
         """`text` with every secret replaced; the same object when there was none."""
         if self._text is None or not text:
             return text
+        if _CUT_MARKER_START in text:
+            masked = self._redact_plain(self._mask_cut_edges(text))
+            return text if masked == text else masked
+        return self._redact_plain(text)
+
+    def _redact_plain(self, text: str) -> str:
         if len(text) > _SLICE:
             stream = StreamRedactor()
             parts = [stream.feed(self, text[i : i + _SLICE]) for i in range(0, len(text), _SLICE)]
@@ -83,6 +107,34 @@ class SecretMatcher:
             joined = "".join(parts)
             return text if joined == text else joined
         return self._splice(text, self._matches(text))
+
+    def _mask_cut_edges(self, text: str) -> str:
+        """Masks what may be a piece of a secret on either side of an output's cut markers."""
+        parts: list[str] = []
+        position = 0
+        for cut in _CUT_MARKER.finditer(text):
+            head = text[position : cut.start()]
+            window = max(0, len(head) - self.longest)
+            start = window + self.held_tail_start(head[window:])
+            parts.append(head[:start] + (REDACTED if start < len(head) else ""))
+            parts.append(cut.group())
+            position = cut.end()
+            piece = self._leading_secret_end(text[position : position + self.longest])
+            if piece:
+                parts.append(REDACTED)
+                position += piece
+        if not parts:
+            return text
+        parts.append(text[position:])
+        return "".join(parts)
+
+    def _leading_secret_end(self, text: str) -> int:
+        """The length of the longest start of `text` that is a proper end of a secret."""
+        for length in range(min(len(text), self.longest - 1), 0, -1):
+            start = text[:length]
+            if any(len(secret) > length and secret.endswith(start) for secret in self.secrets):
+                return length
+        return 0
 
     def _matches(self, text: str) -> list[tuple[int, int, int]]:
         """(secret index, start, end) in characters, leftmost-longest, not overlapping."""
@@ -176,6 +228,182 @@ class StreamRedactor:
         pending, self._tail = self._tail, ""
         return matcher.redact(pending)
 
+    def held_bytes(self) -> int:
+        return len(_utf8(self._tail))
+
+
+class InterleavedRedactor:
+    """The streams of one output in the order they were written (a shell's stdout and stderr).
+
+    A secret is masked wherever a reader could put it together: whole in one stream although
+    the other stream's text came in between, or split between the streams (the first part on
+    stdout, the rest on stderr: the interleaved output shows it whole). Each stream keeps back
+    its own possible secret start, and so does the interleaved text.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[str, str]] = []
+        # Raw characters of each stream sent so far.
+        self.consumed: dict[str, int] = {}
+        # (stream, offset in that stream's raw text, text): pieces of secrets split between
+        # streams, for the call's result (its per-stream fields show each piece alone).
+        self.split_pieces: list[tuple[str, int, str]] = []
+        # Streams whose text sent last (in this release) ended inside a masked secret.
+        self._ends_masked: set[str] = set()
+
+    def feed(self, matcher: SecretMatcher, stream: str, text: str) -> list[tuple[str, str]]:
+        """What can be sent now, as (stream, redacted text) in order."""
+        if text:
+            self._pending.append((stream, text))
+        return self._release(matcher, final=False)
+
+    def flush(self, matcher: SecretMatcher) -> list[tuple[str, str]]:
+        return self._release(matcher, final=True)
+
+    def _release(self, matcher: SecretMatcher, final: bool) -> list[tuple[str, str]]:
+        pieces, starts = self._pending, []
+        position = 0
+        for _stream, text in pieces:
+            starts.append(position)
+            position += len(text)
+        combined = "".join(text for _stream, text in pieces)
+        hold = len(combined)
+        masks: list[tuple[int, int, bool]] = []  # global start, end, split between streams
+        if matcher:
+            for local_text, segments in self._views(pieces, starts):
+                cut = matcher.held_tail_start(local_text)
+                if not final and cut < len(local_text):
+                    hold = min(hold, _to_global(segments, cut))
+                for _index, start, end in matcher._matches(local_text):
+                    if segments:
+                        masks.extend((a, b, False) for a, b in _spans(segments, start, end))
+                    else:
+                        masks.append((start, end, _streams_between(pieces, starts, start, end) > 1))
+        end = hold
+        kept = [mask for mask in masks if mask[0] < hold or final]
+        for _start, stop, _split in kept:
+            end = max(end, stop)
+        if final:
+            end = len(combined)
+        return self._emit(pieces, starts, combined, end, kept)
+
+    def _views(
+        self, pieces: list[tuple[str, str]], starts: list[int]
+    ) -> list[tuple[str, list[tuple[int, int, int]]]]:
+        """The interleaved text (no segments: positions are global), then each stream's own
+        text with its (local start, global start, length) segments."""
+        views: list[tuple[str, list[tuple[int, int, int]]]] = [
+            ("".join(text for _stream, text in pieces), [])
+        ]
+        names = list(dict.fromkeys(stream for stream, _text in pieces))
+        if len(names) < 2:
+            return views
+        for name in names:
+            segments, parts, local = [], [], 0
+            for (stream, text), start in zip(pieces, starts, strict=True):
+                if stream == name:
+                    segments.append((local, start, len(text)))
+                    parts.append(text)
+                    local += len(text)
+            views.append(("".join(parts), segments))
+        return views
+
+    def _emit(
+        self,
+        pieces: list[tuple[str, str]],
+        starts: list[int],
+        combined: str,
+        end: int,
+        masks: list[tuple[int, int, bool]],
+    ) -> list[tuple[str, str]]:
+        self._ends_masked = set()
+        out: list[tuple[str, str]] = []
+        rest: list[tuple[str, str]] = []
+        for (stream, text), start in zip(pieces, starts, strict=True):
+            stop = start + len(text)
+            sent_to = min(stop, max(start, end))
+            if sent_to > start:
+                piece = self._redact_piece(stream, combined, start, sent_to, masks)
+                if out and out[-1][0] == stream:
+                    out[-1] = (stream, out[-1][1] + piece)
+                elif piece:
+                    out.append((stream, piece))
+                self.consumed[stream] = self.consumed.get(stream, 0) + sent_to - start
+            if sent_to < stop:
+                rest.append((stream, combined[sent_to:stop]))
+        self._pending = rest
+        return out
+
+    def _redact_piece(
+        self, stream: str, combined: str, start: int, stop: int, masks: list[tuple[int, int, bool]]
+    ) -> str:
+        inside = _merged(
+            (max(a, start), min(b, stop), split) for a, b, split in masks if a < stop and b > start
+        )
+        if not inside:
+            self._ends_masked.discard(stream)
+            return combined[start:stop]
+        parts: list[str] = []
+        position = start
+        for a, b, split in inside:
+            parts.append(combined[position:a])
+            # A secret written in several pieces of this stream shows as one marker.
+            if a > start or stream not in self._ends_masked:
+                parts.append(REDACTED)
+            if split:
+                offset = self.consumed.get(stream, 0) + a - start
+                self.split_pieces.append((stream, offset, combined[a:b]))
+            position = b
+        parts.append(combined[position:stop])
+        if position == stop:
+            self._ends_masked.add(stream)
+        else:
+            self._ends_masked.discard(stream)
+        return "".join(parts)
+
+
+def _merged(masks: Iterable[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
+    """Overlapping masks as one (secrets side by side stay two)."""
+    merged: list[tuple[int, int, bool]] = []
+    for a, b, split in sorted(masks):
+        if merged and a < merged[-1][1]:
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], b), last[2] or split)
+        else:
+            merged.append((a, b, split))
+    return merged
+
+
+def _streams_between(pieces: list[tuple[str, str]], starts: list[int], start: int, end: int) -> int:
+    """How many streams wrote the interleaved text's [start, end)."""
+    names = {
+        stream
+        for (stream, text), first in zip(pieces, starts, strict=True)
+        if first < end and first + len(text) > start
+    }
+    return len(names)
+
+
+def _to_global(segments: list[tuple[int, int, int]], local: int) -> int:
+    """A stream's own position as a position in the interleaved text (no segments: itself)."""
+    if not segments:
+        return local
+    index = bisect.bisect_right([segment[0] for segment in segments], local) - 1
+    if index < 0:
+        return segments[0][1]
+    local_start, global_start, length = segments[index]
+    return global_start + min(local - local_start, length)
+
+
+def _spans(segments: list[tuple[int, int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The interleaved spans of a stream's own [start, end) (empty for the interleaved view)."""
+    spans = []
+    for local_start, global_start, length in segments:
+        a, b = max(start, local_start), min(end, local_start + length)
+        if a < b:
+            spans.append((global_start + a - local_start, global_start + b - local_start))
+    return spans
+
 
 class SecretStore:
     """The daemon's known secrets; follows the environment (UpdateEnvironmentVariables)."""
@@ -194,6 +422,17 @@ class SecretStore:
             self._known |= new
             self.matcher = SecretMatcher(self._known)
             log.info("redacting %d injected secret(s)", len(self._known))
+
+
+async def redact_outgoing_text(daemon: Daemon, text: str) -> str:
+    """`text` as ControlService may send it: redacted when --secret-redaction-enabled (off the
+    event loop when it is long: a diff may be tens of megabytes)."""
+    if not daemon.config.secret_redaction_enabled:
+        return text
+    matcher = daemon.service(SecretStore).matcher
+    if len(text) <= _SLICE:
+        return matcher.redact(text)
+    return await asyncio.to_thread(matcher.redact, text)
 
 
 # Encoded images: a secret's bytes occurring inside compressed pixels are no text anyone reads,
@@ -258,55 +497,106 @@ class _CallStreams:
 
     def __init__(self, store: SecretStore) -> None:
         self._store = store
-        self._streams: dict[tuple[str, str], StreamRedactor] = {}
+        self._shell = InterleavedRedactor()
+        self._tasks: dict[str, StreamRedactor] = {}
+        # Per edited path: its held-back tail and where in the file the next raw text begins.
+        self._edits: dict[str, tuple[StreamRedactor, int]] = {}
 
-    def redact_delta(self, delta: ToolCallDelta) -> ToolCallDelta | None:
-        """The delta to send (None when everything in it is held back for now)."""
+    def redact_delta(self, delta: ToolCallDelta) -> list[ToolCallDelta]:
+        """The deltas to send now (none while everything in it is held back)."""
         matcher = self._store.matcher
         kind = delta.WhichOneof("delta")
         if kind == "shell_tool_call_delta":
             stream = delta.shell_tool_call_delta.WhichOneof("delta")
-            if stream is None:
-                return delta
-            original = getattr(delta.shell_tool_call_delta, stream)
-            text = self._stream(kind, stream).feed(matcher, original)
-            if text is original:
-                return delta
-            return ToolCallDelta(shell_tool_call_delta={stream: text}) if text else None
+            if stream not in ("stdout", "stderr"):
+                return [delta]
+            text = getattr(delta.shell_tool_call_delta, stream)
+            return _shell_deltas(self._shell.feed(matcher, stream, text))
         if kind == "task_tool_call_delta":
             task = delta.task_tool_call_delta
-            text = self._stream(kind, task.agent_id).feed(matcher, task.text)
-            if not text:
-                return None
-            return ToolCallDelta(
-                task_tool_call_delta={"agent_id": matcher.redact(task.agent_id), "text": text}
-            )
+            text = self._tasks.setdefault(task.agent_id, StreamRedactor()).feed(matcher, task.text)
+            return [_task_delta(matcher, task.agent_id, text)] if text else []
+        if kind == "edit_tool_call_delta" and matcher:
+            return self._edit_delta(matcher, delta.edit_tool_call_delta)
         if matcher:
-            # Other deltas (edit content carries its own offsets) are redacted one by one.
             redact_message(delta, matcher)
-        return delta
+        return [delta]
 
-    def _stream(self, kind: str, name: str) -> StreamRedactor:
-        return self._streams.setdefault((kind, name), StreamRedactor())
+    def _edit_delta(self, matcher: SecretMatcher, edit: EditToolCallDelta) -> list[ToolCallDelta]:
+        """Edit content carries the file offset it starts at: text held back from one delta goes
+        out at the start of the next, at its own (earlier) offset."""
+        stream, _next = self._edits.get(edit.path, (StreamRedactor(), edit.offset))
+        held_bytes = stream.held_bytes()
+        text = stream.feed(matcher, edit.content)
+        self._edits[edit.path] = (stream, edit.offset + len(_utf8(edit.content)))
+        if not text:
+            return []
+        return [_edit(matcher, edit.path, text, edit.offset - held_bytes)]
 
     def remainders(self) -> list[ToolCallDelta]:
         matcher = self._store.matcher
-        deltas: list[ToolCallDelta] = []
-        for (kind, name), stream in self._streams.items():
-            text = stream.flush(matcher)
-            if not text:
-                continue
-            if kind == "shell_tool_call_delta":
-                deltas.append(
-                    ToolCallDelta(shell_tool_call_delta=ShellToolCallDelta(**{name: text}))
-                )
-            else:
-                deltas.append(
-                    ToolCallDelta(
-                        task_tool_call_delta={"agent_id": matcher.redact(name), "text": text}
-                    )
-                )
+        deltas = _shell_deltas(self._shell.flush(matcher))
+        for agent_id, task_stream in self._tasks.items():
+            text = task_stream.flush(matcher)
+            if text:
+                deltas.append(_task_delta(matcher, agent_id, text))
+        for path, (edit_stream, next_offset) in self._edits.items():
+            held_bytes = edit_stream.held_bytes()
+            text = edit_stream.flush(matcher)
+            if text:
+                deltas.append(_edit(matcher, path, text, next_offset - held_bytes))
         return deltas
+
+    def redact_split_secrets(self, result: Message) -> None:
+        """Masks, in the result's stdout and stderr, the pieces of secrets split between them."""
+        if self._shell.split_pieces:
+            _mask_split_pieces(result, self._shell.split_pieces, self._shell.consumed)
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _shell_deltas(parts: list[tuple[str, str]]) -> list[ToolCallDelta]:
+    return [
+        ToolCallDelta(shell_tool_call_delta=ShellToolCallDelta(**{stream: text}))
+        for stream, text in parts
+        if text
+    ]
+
+
+def _task_delta(matcher: SecretMatcher, agent_id: str, text: str) -> ToolCallDelta:
+    return ToolCallDelta(task_tool_call_delta={"agent_id": matcher.redact(agent_id), "text": text})
+
+
+def _edit(matcher: SecretMatcher, path: str, text: str, offset: int) -> ToolCallDelta:
+    return ToolCallDelta(
+        edit_tool_call_delta=EditToolCallDelta(
+            path=matcher.redact(path), content=text, offset=max(0, offset)
+        )
+    )
+
+
+def _mask_split_pieces(
+    message: Message, pieces: list[tuple[str, int, str]], totals: dict[str, int]
+) -> None:
+    """In every `stdout`/`stderr` field of `message`: each piece at its offset in that stream,
+    counted from the start (a kept head) or, for a cut output, from the end (the kept tail)."""
+    for field, value in message.ListFields():
+        if field.type == FieldDescriptor.TYPE_MESSAGE and not field.is_repeated:
+            _mask_split_pieces(value, pieces, totals)
+        elif field.name in ("stdout", "stderr") and isinstance(value, str):
+            text = value
+            total = totals.get(field.name, 0)
+            for stream, offset, piece in sorted(pieces, key=lambda p: -p[1]):
+                if stream != field.name:
+                    continue
+                for at in (offset, len(text) - (total - offset)):
+                    if 0 <= at and text[at : at + len(piece)] == piece:
+                        text = text[:at] + REDACTED + text[at + len(piece) :]
+                        break
+            if text is not value:
+                setattr(message, field.name, text)
 
 
 def redaction_middleware(daemon: Daemon) -> Middleware:
@@ -317,8 +607,7 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
         emit = inv.ctx.emit
 
         async def redacting_emit(delta: ToolCallDelta) -> None:
-            cleaned = streams.redact_delta(delta)
-            if cleaned is not None:
+            for cleaned in streams.redact_delta(delta):
                 await emit(cleaned)
 
         async def send_remainders() -> None:
@@ -337,6 +626,7 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
         await send_remainders()
         matcher = store.matcher
         if matcher:
+            streams.redact_split_secrets(result)
             redact_message(result, matcher)
             redact_message(ctx.report.feedback, matcher)
             if ctx.report.args_run is not None:

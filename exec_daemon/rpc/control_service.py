@@ -48,6 +48,7 @@ from agent.v1.control_pb2 import (
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
+from exec_daemon.guards.redaction import redact_outgoing_text
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.rpc import artifacts, changes, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
@@ -138,7 +139,7 @@ class ControlService(ControlServiceBase):
             content = await files.read_text_file(self._daemon.workspace, request.path, limit)
         except CodedError as failure:
             raise _connect_error(failure) from None
-        return ReadTextFileResponse(content=content)
+        return ReadTextFileResponse(content=await redact_outgoing_text(self._daemon, content))
 
     async def write_text_file(
         self,
@@ -191,7 +192,7 @@ class ControlService(ControlServiceBase):
             diff = await changes.workspace_diff(self._daemon, request.ref, limit)
         except CodedError as failure:
             raise _connect_error(failure) from None
-        return GetDiffResponse(diff=diff)
+        return GetDiffResponse(diff=await redact_outgoing_text(self._daemon, diff))
 
     async def get_workspace_changes_hash(
         self,
