@@ -71,7 +71,7 @@ async def test_spawn_gives_a_new_session_without_terminal_and_the_given_env(tmp_
 
 @dataclass(frozen=True)
 class PrefixConfinement:
-    """A stand-in for the sandbox: wraps the argv, as issue #6's confinement will."""
+    """A stand-in for the sandbox: wraps the argv, as the sandbox's confinement does."""
 
     key: str = "test"
 

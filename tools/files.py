@@ -44,7 +44,7 @@ from agent.v1.files_pb2 import (
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import Effect, HookEvents, Hooks, RunModeRule, Subject, ToolSpec
 from tools import notebooks, reports
 from tools.diffs import replace_text, unified_diff
@@ -54,8 +54,6 @@ from tools.workspace import (
     display_path,
     protected_reason,
     resolve_path,
-    write_failure,
-    write_target,
 )
 
 log = logging.getLogger(__name__)
@@ -780,13 +778,6 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> DeleteResult:
     return await asyncio.to_thread(_delete_sync, path)
 
 
-# ---------------------------------------------------------------------------------------------
-# ControlService file RPCs (ListDirectory, Read/WriteTextFile, Read/WriteBinaryFile).
-# These serve the orchestrator, not the agent: no .cursorignore, no protected paths.
-
-# Room left in a response for everything but the payload.
-
-
 DELETE = ToolSpec(
     "delete_tool_call",
     delete,
@@ -795,138 +786,3 @@ DELETE = ToolSpec(
     hooks=Hooks("Delete"),
     subject=lambda args: Subject(paths_written=(args.path,)),
 )
-MESSAGE_OVERHEAD = 64 * 1024
-_RPC_CODES = {
-    ErrorCode.NO_SPACE: ErrorCode.RESOURCE_EXHAUSTED,
-    ErrorCode.PERMISSION_DENIED: ErrorCode.PERMISSION_DENIED,
-    ErrorCode.READ_ONLY: ErrorCode.FAILED_PRECONDITION,
-    ErrorCode.IS_DIRECTORY: ErrorCode.FAILED_PRECONDITION,
-    ErrorCode.NOT_A_DIRECTORY: ErrorCode.FAILED_PRECONDITION,
-    ErrorCode.INVALID_ARGUMENT: ErrorCode.INVALID_ARGUMENT,
-    ErrorCode.TOO_LARGE: ErrorCode.RESOURCE_EXHAUSTED,
-}
-
-
-@dataclass
-class DirectoryEntryInfo:
-    name: str
-    is_directory: bool
-    is_symlink: bool
-    size: int
-    modified_ms: int
-    mode: int
-
-
-def _rpc_failure(exc: OSError, path: Path, action: str) -> CodedError:
-    if isinstance(exc, FileNotFoundError):
-        return CodedError(ErrorCode.NOT_FOUND, f"{path} does not exist")
-    if isinstance(exc, PermissionError):
-        return CodedError(ErrorCode.PERMISSION_DENIED, f"no permission to {action} {path}")
-    if isinstance(exc, IsADirectoryError):
-        return CodedError(ErrorCode.FAILED_PRECONDITION, f"{path} is a directory")
-    if isinstance(exc, NotADirectoryError):
-        return CodedError(ErrorCode.FAILED_PRECONDITION, f"{path} is not a directory")
-    log.info("%s %s failed", action, path, exc_info=True)
-    return CodedError(ErrorCode.INTERNAL, f"could not {action} {path}")
-
-
-def _from_write_failure(failure: CodedError) -> CodedError:
-    return CodedError(_RPC_CODES.get(failure.code, ErrorCode.INTERNAL), failure.message)
-
-
-def _list_directory_sync(path: Path) -> list[DirectoryEntryInfo]:
-    try:
-        with os.scandir(path) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
-    except OSError as exc:
-        raise _rpc_failure(exc, path, "list") from None
-    listed = []
-    for entry in entries:
-        try:
-            info = entry.stat(follow_symlinks=False)
-            is_dir = entry.is_dir(follow_symlinks=True)
-        except OSError:
-            continue
-        listed.append(
-            DirectoryEntryInfo(
-                name=entry.name,
-                is_directory=is_dir,
-                is_symlink=stat.S_ISLNK(info.st_mode),
-                size=info.st_size if stat.S_ISREG(info.st_mode) else 0,
-                modified_ms=int(info.st_mtime * 1000),
-                mode=stat.S_IMODE(info.st_mode),
-            )
-        )
-    return listed
-
-
-async def list_directory(workspace: str, path: str) -> list[DirectoryEntryInfo]:
-    return await asyncio.to_thread(_list_directory_sync, resolve_path(workspace, path))
-
-
-def _read_bounded(path: Path, offset: int, length: int) -> tuple[bytes, int]:
-    try:
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            if offset > size:
-                raise CodedError(
-                    ErrorCode.OUT_OF_RANGE, f"offset {offset} is past the end ({size} bytes)"
-                )
-            file.seek(offset)
-            return file.read(length), size
-    except OSError as exc:
-        raise _rpc_failure(exc, path, "read") from None
-
-
-def _read_text_sync(path: Path, max_bytes: int) -> str:
-    data, size = _read_bounded(path, 0, max_bytes + 1)
-    if len(data) > max_bytes:
-        raise CodedError(
-            ErrorCode.RESOURCE_EXHAUSTED,
-            f"{path} is {size} bytes, more than one message holds; use ReadBinaryFile windows",
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CodedError(
-            ErrorCode.INVALID_ARGUMENT, f"{path} is not UTF-8 text; use ReadBinaryFile"
-        ) from None
-
-
-async def read_text_file(workspace: str, path: str, max_message_bytes: int) -> str:
-    limit = max(max_message_bytes - MESSAGE_OVERHEAD, 1)
-    return await asyncio.to_thread(_read_text_sync, resolve_path(workspace, path), limit)
-
-
-async def read_binary_file(
-    workspace: str, path: str, offset: int, length: int, max_message_bytes: int
-) -> tuple[bytes, int]:
-    """A window of the file (bounded by the message size) and the file's size."""
-    limit = max(max_message_bytes - MESSAGE_OVERHEAD, 1)
-    length = min(length, limit) if length else limit
-    return await asyncio.to_thread(_read_bounded, resolve_path(workspace, path), offset, length)
-
-
-async def write_file(workspace: str, path: str, data: bytes) -> int:
-    """Replaces (or creates) the file atomically; returns the bytes written."""
-    try:
-        written, _ = await asyncio.to_thread(atomic_write, resolve_path(workspace, path), data)
-    except CodedError as failure:
-        raise _from_write_failure(failure) from None
-    return written
-
-
-def _append_sync(path: Path, data: bytes) -> int:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(write_target(path), "ab") as file:
-            file.write(data)
-            file.flush()
-            return os.fstat(file.fileno()).st_size
-    except OSError as exc:
-        raise _from_write_failure(write_failure(exc, path)) from None
-
-
-async def append_file(workspace: str, path: str, data: bytes) -> int:
-    """Appends a chunk (a large upload in pieces); returns the file's new size."""
-    return await asyncio.to_thread(_append_sync, resolve_path(workspace, path), data)

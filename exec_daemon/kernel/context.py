@@ -50,7 +50,7 @@ class CallContext:
     emit: Emit = _discard
     # Free-form values the RPC layer hands to middleware (e.g. the request's trace headers).
     extras: Mapping[str, Any] = field(default_factory=dict)
-    # A shell call's sandbox decision, when the permissions guard took it (kernel/sandboxing.py).
+    # A shell call's sandbox decision, when the permissions guard took it (exec_daemon/kernel/sandboxing.py).
     sandbox: SandboxDecision | None = None
     # agent.v1.RunMode asked for by this call; 0 = the daemon's --run-mode.
     run_mode: int = 0

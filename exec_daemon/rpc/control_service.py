@@ -50,10 +50,10 @@ from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamEl
 from exec_daemon import __version__
 from exec_daemon.guards.redaction import redact_outgoing_text
 from exec_daemon.kernel.errors import CodedError
-from exec_daemon.rpc import artifacts, changes, github_token, remote_server
+from exec_daemon.rpc import artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
-from tools import files, mcp
+from tools import mcp
 
 
 def _connect_error(failure: CodedError) -> ConnectError:
@@ -104,7 +104,7 @@ class ControlService(ControlServiceBase):
         """The OAuth data kept (in memory) for each MCP server (tools/mcp_oauth.py)."""
         return GetMcpRefreshTokensResponse(tokens=mcp.refresh_tokens(self._daemon))
 
-    # --- Workspace files (logic in tools/files.py and changes.py) ---
+    # --- Workspace files (logic in files.py and changes.py) ---
 
     async def list_directory(
         self,

@@ -44,7 +44,7 @@ from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Ter
 
 log = logging.getLogger(__name__)
 # websockets logs every refused handshake (every static file is one) at INFO: too chatty.
-websockets_log = logging.getLogger("exec_daemon.pty_server.websockets")
+websockets_log = logging.getLogger(f"{__name__}.websockets")
 websockets_log.setLevel(logging.WARNING)
 
 CLOSE_NORMAL = 1000
