@@ -15,14 +15,14 @@ Outside a git repository the hash covers every file ripgrep lists (gitignore rul
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
+from exec_daemon.kernel import git
 from exec_daemon.state import Daemon
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -39,57 +39,47 @@ class RpcFailure(Exception):
         self.message = message
 
 
-@dataclass
-class GitRun:
-    returncode: int
-    stdout: bytes
-    stderr: str
-
-
-def _git_env(daemon: Daemon, **extra: str) -> dict[str, str]:
-    env = daemon.env.snapshot()
-    env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra})
-    return env
+async def workspace_repository(daemon: Daemon) -> git.GitRepository | None:
+    """The workspace's repository as the daemon's git uses it (exec_daemon/kernel/git.py);
+    None outside one. A layout pointing where the agent can write is a FAILED_PRECONDITION."""
+    try:
+        return await asyncio.to_thread(git.locate_repository, daemon.workspace)
+    except git.GitRefused as refused:
+        raise RpcFailure("failed_precondition", str(refused)) from None
 
 
 async def run_git(
-    daemon: Daemon, *args: str, env: dict[str, str] | None = None, max_output: int | None = None
-) -> GitRun:
-    """Runs git in the workspace. Output beyond `max_output` bytes is a RESOURCE_EXHAUSTED."""
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=daemon.workspace,
-        env=env or _git_env(daemon),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    stderr_task = asyncio.create_task(process.stderr.read())
+    daemon: Daemon,
+    *args: str,
+    config: Sequence[tuple[str, str]] = (),
+    index_file: str | None = None,
+    max_output: int | None = git.MAX_OUTPUT_BYTES,
+) -> git.GitRun:
+    """Runs git, hardened, in the workspace's repository; outside one, a failed run (as git's
+    own "not a git repository"). Output beyond `max_output` bytes is a RESOURCE_EXHAUSTED."""
+    repository = await workspace_repository(daemon)
+    if repository is None:
+        return git.GitRun(128, b"", "fatal: the workspace is not a git repository")
+    env = {"GIT_INDEX_FILE": index_file} if index_file else None
     try:
-        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := await process.stdout.read(1 << 20):
-                size += len(chunk)
-                if max_output is not None and size > max_output:
-                    raise RpcFailure(
-                        "resource_exhausted",
-                        f"the output is larger than {max_output} bytes (the message size limit)",
-                    )
-                chunks.append(chunk)
-            stderr = await stderr_task
-            returncode = await process.wait()
-    except TimeoutError:
+        return await git.run_git(
+            repository,
+            *args,
+            cwd=daemon.workspace,
+            config=config,
+            env=env,
+            seconds=GIT_TIMEOUT_SECONDS,
+            max_output=max_output,
+        )
+    except git.GitRefused as refused:
+        raise RpcFailure("failed_precondition", str(refused)) from None
+    except git.GitOutputTooLarge:
+        raise RpcFailure(
+            "resource_exhausted",
+            f"the output is larger than {max_output} bytes (the message size limit)",
+        ) from None
+    except git.GitTimeout:
         raise RpcFailure("deadline_exceeded", f"git {args[0]} took too long") from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-        stderr_task.cancel()
-    return GitRun(returncode, b"".join(chunks), stderr.decode("utf-8", "replace").strip())
 
 
 async def _git_dir_index(daemon: Daemon) -> Path | None:
@@ -122,21 +112,21 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
         temp_index = Path(scratch) / "index"
         if index.exists():
             await asyncio.to_thread(shutil.copyfile, index, temp_index)
-        env = _git_env(daemon, GIT_INDEX_FILE=str(temp_index))
-        added = await run_git(daemon, "add", "--intent-to-add", "--all", "--", ".", env=env)
+        added = await run_git(
+            daemon, "add", "--intent-to-add", "--all", "--", ".", index_file=str(temp_index)
+        )
         if added.returncode != 0:
             raise RpcFailure("internal", f"git add --intent-to-add failed: {added.stderr[:500]}")
         run = await run_git(
             daemon,
             "diff",
             "--no-color",
-            "--no-ext-diff",
             "--src-prefix=a/",
             "--dst-prefix=b/",
             base,
             "--",
             ".",
-            env=env,
+            index_file=str(temp_index),
             max_output=max_bytes,
         )
     if run.returncode != 0:
