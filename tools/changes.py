@@ -111,7 +111,9 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
     with tempfile.TemporaryDirectory(prefix="exec-daemon-diff-") as scratch:
         temp_index = Path(scratch) / "index"
         if index.exists():
-            await asyncio.to_thread(shutil.copyfile, index, temp_index)
+            # copy2 keeps the index's mtime: git trusts the stat data of entries older than
+            # the index file, so a fresh mtime would hide a same-size edit made just before.
+            await asyncio.to_thread(shutil.copy2, index, temp_index)
         added = await run_git(
             daemon, "add", "--intent-to-add", "--all", "--", ".", index_file=str(temp_index)
         )

@@ -43,6 +43,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -214,9 +215,12 @@ def config_variables(entries: Sequence[tuple[str, str]]) -> dict[str, str]:
 # Filter overrides per repository, keyed by the identity of its config files.
 _overrides_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = {}
 _OVERRIDES_CACHE_SIZE = 32
+_RACY_NANOSECONDS = 2_000_000_000
 
 
-def _config_identity(repository: GitRepository) -> tuple[object, ...]:
+def _config_identity(repository: GitRepository) -> tuple[object, ...] | None:
+    """What identifies the config files' contents; None while one changed too recently for its
+    timestamps to tell a second change (like git's racy index entries)."""
     identity: list[object] = [repository.common_dir, repository.git_dir]
     for path in (
         os.path.join(repository.common_dir, "config"),
@@ -227,7 +231,11 @@ def _config_identity(repository: GitRepository) -> tuple[object, ...]:
         except OSError:
             identity.append(None)
             continue
-        identity.append((info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns))
+        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < _RACY_NANOSECONDS:
+            return None
+        identity.append(
+            (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        )
     return tuple(identity)
 
 
@@ -254,7 +262,7 @@ async def _driver_overrides(repository: GitRepository) -> tuple[tuple[str, str],
     """Command-scope entries that empty every filter driver the repository's config defines,
     after checking it includes no other file."""
     identity = await asyncio.to_thread(_config_identity, repository)
-    cached = _overrides_cache.get(identity)
+    cached = _overrides_cache.get(identity) if identity is not None else None
     if cached is not None:
         return cached
     env = _base_environment(repository) | config_variables(HARDENING)
@@ -265,9 +273,10 @@ async def _driver_overrides(repository: GitRepository) -> tuple[tuple[str, str],
             f"git cannot read the configuration of {repository.common_dir}: {run.stderr[:300]}"
         )
     overrides = tuple(_overrides_from_listing(run.stdout, repository))
-    if len(_overrides_cache) >= _OVERRIDES_CACHE_SIZE:
-        _overrides_cache.clear()
-    _overrides_cache[identity] = overrides
+    if identity is not None:
+        if len(_overrides_cache) >= _OVERRIDES_CACHE_SIZE:
+            _overrides_cache.clear()
+        _overrides_cache[identity] = overrides
     return overrides
 
 
