@@ -25,7 +25,7 @@ from agent.v1.control_pb2 import (
     GetWorkspaceChangesHashRequest,
     UpdateEnvironmentVariablesRequest,
 )
-from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
+from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel import git as kernel_git
@@ -435,3 +435,81 @@ async def test_a_cancelled_run_leaves_no_process(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await wait_gone(int(pid_file.read_text()))
+
+
+# --- issue 10 item 1 end to end: a sandboxed agent against the daemon's git -------------------
+
+
+@pytest.fixture
+def sandboxed(workspace: Path, tmp_path: Path) -> Iterator[RunningDaemon]:
+    with running_daemon(workspace, tmp_path / "state", "--sandbox-enabled") as running:
+        yield running
+
+
+async def sandboxed_shell(client: ExecDaemonClient, command: str) -> str:
+    policy = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+    call = ToolCall(
+        shell_tool_call=ShellToolCall(
+            args=ShellArgs(command=command, requested_sandbox_policy=policy)
+        )
+    )
+    outcome = await client.run(call, agent_id="agent-1")
+    assert outcome.result is not None, outcome.error
+    result = outcome.result.shell_tool_call.result
+    assert result.sandbox_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
+    case = result.WhichOneof("result")
+    assert case in ("success", "failure"), result
+    part = getattr(result, case)
+    return str(part.stdout) + str(part.stderr)
+
+
+async def test_a_sandboxed_shell_cannot_turn_commondir_into_a_root_command(
+    sandboxed: RunningDaemon, workspace: Path, tmp_path: Path, marker: Path
+) -> None:
+    evil = tmp_path / "evil"
+    config = f"[core]\\n\\tfsmonitor = {config_value(trap(marker))}\\n"
+    script = f"""
+        cp -r .git {evil} && printf '%b' {shlex.quote(config)} >> {evil}/config
+        echo {evil} > .git/commondir && echo PLANTED
+        """
+    async with sandboxed.client() as client:
+        assert "PLANTED" in await sandboxed_shell(client, script)
+        await assert_untrapped(client, workspace, marker)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ".git/info/attributes",
+        ".git/config.worktree",
+        ".git/worktrees/x/commondir",
+        ".git/modules/lib/config",
+        ".git/hooks/post-index-change",
+        ".git/remotes/origin",
+    ],
+)
+async def test_a_sandboxed_shell_cannot_write_git_indirections(
+    sandboxed: RunningDaemon, workspace: Path, target: str
+) -> None:
+    script = (
+        f"mkdir -p $(dirname {target}) 2>/dev/null; echo x > {target} 2>/dev/null && echo WROTE;"
+        " echo y > tracked.txt && git add tracked.txt && echo GIT-WORKS"
+    )
+    async with sandboxed.client() as client:
+        text = await sandboxed_shell(client, script)
+    assert "WROTE" not in text and "GIT-WORKS" in text, text
+    written = workspace / target
+    # A missing protected file may stand as an empty placeholder while sandboxes run.
+    assert not written.is_file() or written.read_text() == ""
+
+
+async def test_an_existing_commondir_cannot_be_rewritten(
+    sandboxed: RunningDaemon, workspace: Path, tmp_path: Path
+) -> None:
+    # A main repository's harmless `commondir` naming itself: protected once it exists.
+    (workspace / ".git" / "commondir").write_text(".\n")
+    async with sandboxed.client() as client:
+        text = await sandboxed_shell(client, f"echo {tmp_path} > .git/commondir && echo WROTE")
+        assert "WROTE" not in text
+        assert_right_diff(await get_diff(client))
+    assert (workspace / ".git" / "commondir").read_text() == ".\n"
