@@ -30,6 +30,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel import git as kernel_git
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.workspace_support import case, result_of, write_call
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -513,3 +514,29 @@ async def test_an_existing_commondir_cannot_be_rewritten(
         assert "WROTE" not in text
         assert_right_diff(await get_diff(client))
     assert (workspace / ".git" / "commondir").read_text() == ".\n"
+
+
+# --- the file tools use the same rules ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target",
+    [".git/commondir", ".git/info/attributes", ".git/worktrees/w/commondir", "sub/.git", ".git"],
+)
+async def test_the_edit_tool_cannot_write_git_indirections(
+    client: ExecDaemonClient, workspace: Path, target: str
+) -> None:
+    path = workspace / target
+    result = await result_of(client, write_call(path, "gitdir: /tmp\n"))
+    assert case(result) == "permission_denied", result
+    assert "protected path" in result.permission_denied.reason
+    assert_right_diff(await get_diff(client))
+
+
+async def test_the_edit_tool_may_still_write_git_data(
+    client: ExecDaemonClient, workspace: Path
+) -> None:
+    path = workspace / ".git" / "refs" / "heads" / "copy"
+    head = git(workspace, "rev-parse", "HEAD")
+    assert case(await result_of(client, write_call(path, head))) == "success"
+    assert git(workspace, "rev-parse", "copy") == head
