@@ -13,7 +13,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,21 +89,10 @@ def marker(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
+    """The seeded repository the conftest's `daemon` and `client` fixtures serve."""
     workspace = tmp_path / "workspace"
     seed(workspace)
     return workspace
-
-
-@pytest.fixture
-def daemon(workspace: Path, tmp_path: Path) -> Iterator[RunningDaemon]:
-    with running_daemon(workspace, tmp_path / "state") as running:
-        yield running
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
 
 
 async def get_diff(client: ExecDaemonClient) -> str:
@@ -209,6 +198,20 @@ async def test_a_symlinked_dot_git_is_refused(
     shutil.rmtree(workspace / ".git")
     (workspace / ".git").symlink_to(elsewhere)
     await assert_refused(client, marker, "symbolic link")
+
+
+async def test_a_workspace_below_the_repository_top_past_an_empty_dot_git(
+    tmp_path: Path, marker: Path
+) -> None:
+    top = tmp_path / "top"
+    seed(top)
+    workspace = top / "sub"
+    (workspace / ".git").mkdir(parents=True)  # as the sandbox's placeholder for a missing .git
+    (workspace / "x.txt").write_text("x\n")
+    with running_daemon(workspace, tmp_path / "state") as running:
+        async with running.client() as client:
+            diff = await get_diff(client)
+    assert "diff --git a/sub/x.txt b/sub/x.txt" in diff and "tracked.txt" not in diff
 
 
 async def test_core_worktree_cannot_move_the_work_tree(

@@ -102,8 +102,7 @@ class GitOutputTooLarge(Exception):
 @dataclass(frozen=True)
 class GitRepository:
     """A repository the daemon checked: its work tree (the workspace or a folder above), git dir
-    and common dir
-    (where config, objects and refs live; the git dir itself unless a linked worktree)."""
+    and common dir (config, objects, refs: the git dir itself unless a linked worktree)."""
 
     work_tree: str
     git_dir: str
@@ -147,12 +146,15 @@ def _trusted_directory(path: str, workspace: str, named_by: str) -> str:
 
 
 def _find_dot_git(workspace: str) -> str | None:
-    """The nearest `.git` at or above the workspace, on its file system (as git finds it)."""
+    """The nearest `.git` at or above the workspace, on its file system, as git finds it: a
+    directory without HEAD (e.g. the sandbox's empty placeholder) does not count."""
     folder = workspace
     device = os.stat(folder).st_dev
     while True:
         candidate = os.path.join(folder, ".git")
-        if os.path.lexists(candidate):
+        if os.path.lexists(candidate) and (
+            not os.path.isdir(candidate) or os.path.lexists(os.path.join(candidate, "HEAD"))
+        ):
             return candidate
         parent = os.path.dirname(folder)
         if parent == folder or os.stat(parent).st_dev != device:
