@@ -30,13 +30,13 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 FAKE_GH = r"""#!/usr/bin/env python3
 # Stands in for the GitHub CLI: records each call, answers like gh does.
-import json, os, sys
+import json, os, subprocess, sys
 args = sys.argv[1:]
 with open(LOG_PATH, "a") as log:
-    git = {name: value for name, value in os.environ.items() if name.startswith(("GIT_", "LD_"))}
-    log.write(json.dumps({"args": args, "token": os.environ.get("GH_TOKEN", ""), "env": git}) + "\n")
+    env = {name: value for name, value in os.environ.items() if name.startswith(("GIT_", "LD_"))}
+    token = os.environ.get("GH_TOKEN", "")
+    log.write(json.dumps({"args": args, "token": token, "env": env}) + "\n")
 if os.path.isdir(".git"):  # gh asks git about the repository, as the real one does
-    import subprocess
     subprocess.run(["git", "status", "--porcelain"], check=True, stdout=subprocess.DEVNULL)
 url = "https://github.com/octo/repo/pull/42"
 if args[:2] == ["auth", "token"]:

@@ -153,12 +153,11 @@ async def _gh_environment(daemon: Daemon) -> dict[str, str]:
     env.update({"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/")})
     env.update({"GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1"})
     repository = await workspace_repository(daemon)
-    if repository is not None:
-        credentials = [(CREDENTIAL_KEY, ""), (CREDENTIAL_KEY, CREDENTIAL_HELPER)]
-        try:
-            env.update(await git.git_environment(repository, credentials))
-        except git.GitRefused as refused:
-            raise RpcFailure("failed_precondition", str(refused)) from None
+    credentials = [(CREDENTIAL_KEY, ""), (CREDENTIAL_KEY, CREDENTIAL_HELPER)]
+    try:
+        env.update(await git.git_environment(repository, credentials))
+    except git.GitRefused as refused:
+        raise RpcFailure("failed_precondition", str(refused)) from None
     return env
 
 

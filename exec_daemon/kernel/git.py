@@ -6,9 +6,9 @@ config.worktree). The daemon runs git as root outside any sandbox, so nothing gi
 execute or read may come from a place the agent can write:
 
 - Which repository: the nearest `.git` at or above the workspace, found by the daemon (on the
-  workspace's file system, as git would) and then given to git explicitly. A `.git` directory is used with
-  `GIT_COMMON_DIR` pinned to itself, so a planted `.git/commondir` is ignored (a main
-  repository has none). A `.git` file (`gitdir:`, linked worktrees and submodule checkouts) is
+  workspace's file system, as git would) and then given to git explicitly. A `.git` directory
+  is used with `GIT_COMMON_DIR` pinned to itself, so a planted `.git/commondir` is ignored (a
+  main repository has none). A `.git` file (`gitdir:`, linked worktrees and submodule checkouts) is
   followed, and so is its target's `commondir`, only to directories outside the workspace; else
   `GitRefused`. A symbolic link `.git` is refused. `GIT_DIR`, `GIT_COMMON_DIR`,
   `GIT_WORK_TREE` and `GIT_CEILING_DIRECTORIES` are set explicitly, so no other `.git` is found.
@@ -30,6 +30,12 @@ execute or read may come from a place the agent can write:
 - Environment: a fixed allowlist built from the daemon's own environment, never the agent's
   (`UpdateEnvironmentVariables` or an `export` could otherwise set `GIT_DIR`,
   `GIT_CONFIG_PARAMETERS`, `GIT_EXTERNAL_DIFF`, `GIT_SSH_COMMAND`, ...).
+
+Not reached by the daemon's commands, so not overridden: keys only network transports read
+(core.gitProxy, remote.<name>.uploadpack/receivepack, core.alternateRefsCommand; gh pushes over
+https), merge drivers, `!` aliases (git never lets an alias shadow the builtins the daemon
+runs), and keys git reads only from system or global config (uploadpack.packObjectsHook,
+trace2.*), which are not read at all.
 
 `run_git` builds the command line and environment, and `_execute` runs it (killed with its
 process group on timeout or cancellation, output bounded): swapping `_execute` for the general
@@ -185,15 +191,21 @@ def locate_repository(workspace: str) -> GitRepository | None:
     return GitRepository(work_tree, git_dir, common_dir)
 
 
-def _base_environment(repository: GitRepository) -> dict[str, str]:
-    return {
+def _base_environment(repository: GitRepository | None) -> dict[str, str]:
+    if repository is None:
+        # No repository: git answers "not a git repository" instead of finding one.
+        where = {"GIT_DIR": os.devnull}
+    else:
+        where = {
+            "GIT_DIR": repository.git_dir,
+            "GIT_COMMON_DIR": repository.common_dir,
+            "GIT_WORK_TREE": repository.work_tree,
+            "GIT_CEILING_DIRECTORIES": os.path.dirname(repository.work_tree),
+        }
+    return where | {
         # The daemon's own PATH (the operator's), not the agent's.
         "PATH": os.environ.get("PATH", DEFAULT_PATH),
         "LC_ALL": "C",
-        "GIT_DIR": repository.git_dir,
-        "GIT_COMMON_DIR": repository.common_dir,
-        "GIT_WORK_TREE": repository.work_tree,
-        "GIT_CEILING_DIRECTORIES": os.path.dirname(repository.work_tree),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_SYSTEM": os.devnull,
         "GIT_CONFIG_GLOBAL": os.devnull,
@@ -283,15 +295,16 @@ async def _driver_overrides(repository: GitRepository) -> tuple[tuple[str, str],
 
 
 async def git_environment(
-    repository: GitRepository,
+    repository: GitRepository | None,
     extra_config: Sequence[tuple[str, str]] = (),
     extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The whole environment for a git (or a program that runs git, like gh) in `repository`.
+    """The whole environment for a git (or a program that runs git, like gh) in `repository`
+    (None: there is none, and git must not find one).
 
     `extra_config` comes after the hardening, so it can add settings (gh's credential helper
     for github.com) or override one of ours; `extra_env` is added as is (GIT_INDEX_FILE)."""
-    overrides = await _driver_overrides(repository)
+    overrides = await _driver_overrides(repository) if repository is not None else ()
     entries = [*HARDENING, *overrides, *extra_config]
     return _base_environment(repository) | config_variables(entries) | dict(extra_env or {})
 
