@@ -524,7 +524,15 @@ async def test_an_existing_commondir_cannot_be_rewritten(
 
 @pytest.mark.parametrize(
     "target",
-    [".git/commondir", ".git/info/attributes", ".git/worktrees/w/commondir", "sub/.git", ".git"],
+    [
+        ".git/commondir",
+        ".git/info/attributes",
+        ".git/worktrees/w/commondir",
+        "sub/.git",
+        ".git",
+        ".cursor/worktrees/w/.git",
+        ".cursor/worktrees/w/.git/config",
+    ],
 )
 async def test_the_edit_tool_cannot_write_git_indirections(
     client: ExecDaemonClient, workspace: Path, target: str

@@ -32,6 +32,24 @@ class ProtectedRule:
 
 
 PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
+    ProtectedRule("/.vscode", "editor settings and tasks can run code in the user's editor"),
+    ProtectedRule("/.cursorignore", ".cursorignore decides which files the agent may see"),
+    ProtectedRule(
+        "/.cursor/**/*.json",
+        "Cursor configuration (MCP servers, hooks, permissions, environment) can run code",
+    ),
+    ProtectedRule(
+        "/.claude/**/*.json",
+        "Claude configuration (settings, hooks, MCP servers) can run code",
+    ),
+    # Rules, commands, skills and agents are the user's prompts, not configuration; worktrees
+    # are checkouts the agent works in.
+    ProtectedRule("!/.cursor/rules/**", ""),
+    ProtectedRule("!/.cursor/commands/**", ""),
+    ProtectedRule("!/.cursor/worktrees/**", ""),
+    ProtectedRule("!/.cursor/skills/**", ""),
+    ProtectedRule("!/.cursor/agents/**", ""),
+    # Last, so they also hold inside the writable `.cursor/worktrees/` checkouts.
     # A `.git` file (`gitdir: X`) makes git use X's config and hooks; inside a `.git` directory
     # the agent's own git writes objects, refs, logs, index and HEAD, but nothing that tells
     # git where to read config or what to run (the rules after this pair).
@@ -57,23 +75,6 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule("**/.git/modules", "submodules' git directories hold their config and hooks"),
     ProtectedRule("**/.git/remotes", "legacy remote definitions decide where git pushes"),
     ProtectedRule("**/.git/branches", "legacy remote definitions decide where git fetches"),
-    ProtectedRule("/.vscode", "editor settings and tasks can run code in the user's editor"),
-    ProtectedRule("/.cursorignore", ".cursorignore decides which files the agent may see"),
-    ProtectedRule(
-        "/.cursor/**/*.json",
-        "Cursor configuration (MCP servers, hooks, permissions, environment) can run code",
-    ),
-    ProtectedRule(
-        "/.claude/**/*.json",
-        "Claude configuration (settings, hooks, MCP servers) can run code",
-    ),
-    # Rules, commands, skills and agents are the user's prompts, not configuration; worktrees
-    # are checkouts the agent works in.
-    ProtectedRule("!/.cursor/rules/**", ""),
-    ProtectedRule("!/.cursor/commands/**", ""),
-    ProtectedRule("!/.cursor/worktrees/**", ""),
-    ProtectedRule("!/.cursor/skills/**", ""),
-    ProtectedRule("!/.cursor/agents/**", ""),
 )
 
 _PROTECTED_SPEC = pathspec.GitIgnoreSpec.from_lines(rule.pattern for rule in PROTECTED_PATH_RULES)
