@@ -200,9 +200,7 @@ async def test_a_symlinked_dot_git_is_refused(
     await assert_refused(client, marker, "symbolic link")
 
 
-async def test_a_workspace_below_the_repository_top_past_an_empty_dot_git(
-    tmp_path: Path, marker: Path
-) -> None:
+async def test_a_workspace_below_the_repository_top_past_an_empty_dot_git(tmp_path: Path) -> None:
     top = tmp_path / "top"
     seed(top)
     workspace = top / "sub"
