@@ -202,11 +202,20 @@ def _protect_workspace(
     git = os.path.join(root, ".git")
     git_dirs = _git_dirs(git, policy, mounts)
     for target in targets:
+        if target.relative == ".git":
+            continue  # `.git` itself: _git_dirs above
         if target.relative.startswith(".git/"):
             inside = target.relative.removeprefix(".git/")
             for git_dir in git_dirs:
                 path = os.path.join(git_dir, inside)
-                if writable(path):
+                if not writable(path) or any(_under(other, path) for other in git_dirs):
+                    # The workspace's own linked-worktree directory (in the common dir's
+                    # `worktrees/`) must stay writable; its own targets are protected one by one.
+                    continue
+                if target.kind == "existing":
+                    if os.path.lexists(path):
+                        mounts.read_only[path] = "--ro"
+                else:
                     mounts.read_only[path] = "--ro-file" if target.kind == "file" else "--ro-dir"
             continue
         path = os.path.join(root, target.relative)

@@ -19,7 +19,11 @@ from exec_daemon.kernel.protected import PROTECTED_PATH_RULES, ProtectedRule
 
 # Literal targets that are files (a missing one gets an empty file as placeholder); every other
 # literal target is a directory.
-_FILE_TARGETS = frozenset({".git/config", ".cursorignore"})
+_FILE_TARGETS = frozenset({".git/config", ".git/config.worktree", ".cursorignore"})
+# Files protected only while they exist: any placeholder would change what git does (git dies
+# on an empty or unreadable `commondir`), so a missing one cannot be kept from being created.
+# The daemon's own git ignores a `commondir` in a `.git` directory (exec_daemon/kernel/git.py).
+_EXISTING_ONLY_TARGETS = frozenset({".git/commondir"})
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -27,7 +31,7 @@ _GLOB_CHARS = frozenset("*?[")
 class ProtectedTarget:
     # POSIX path relative to the workspace root.
     relative: str
-    kind: Literal["file", "dir"]
+    kind: Literal["file", "dir", "existing"]
     # Subdirectories (relative to the workspace root) that stay writable.
     writable: tuple[str, ...] = ()
 
@@ -62,7 +66,11 @@ def protected_targets(
         if not relative:
             continue
         is_literal = relative == body
-        kind: Literal["file", "dir"] = "file" if is_literal and relative in _FILE_TARGETS else "dir"
+        kind: Literal["file", "dir", "existing"] = "dir"
+        if is_literal and relative in _FILE_TARGETS:
+            kind = "file"
+        elif is_literal and relative in _EXISTING_ONLY_TARGETS:
+            kind = "existing"
         writable = tuple(
             _literal_prefix(exception)
             for exception in negated

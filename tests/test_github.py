@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,10 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
 from agent.v1.agent_pb2 import PrAction, PrManagementArgs
-from agent.v1.control_pb2 import RefreshGithubAccessTokenRequest
+from agent.v1.control_pb2 import (
+    RefreshGithubAccessTokenRequest,
+    UpdateEnvironmentVariablesRequest,
+)
 from agent.v1.shell_pb2 import ShellArgs
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
@@ -26,10 +30,14 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 FAKE_GH = r"""#!/usr/bin/env python3
 # Stands in for the GitHub CLI: records each call, answers like gh does.
-import json, os, sys
+import json, os, subprocess, sys
 args = sys.argv[1:]
-with open(os.environ["FAKE_GH_LOG"], "a") as log:
-    log.write(json.dumps({"args": args, "token": os.environ.get("GH_TOKEN", "")}) + "\n")
+with open(LOG_PATH, "a") as log:
+    env = {name: value for name, value in os.environ.items() if name.startswith(("GIT_", "LD_"))}
+    token = os.environ.get("GH_TOKEN", "")
+    log.write(json.dumps({"args": args, "token": token, "env": env}) + "\n")
+if os.path.isdir(".git"):  # gh asks git about the repository, as the real one does
+    subprocess.run(["git", "status", "--porcelain"], check=True, stdout=subprocess.DEVNULL)
 url = "https://github.com/octo/repo/pull/42"
 if args[:2] == ["auth", "token"]:
     sys.exit(1)
@@ -119,9 +127,10 @@ def fake_gh(tmp_path: Path) -> tuple[Path, Path]:
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
     gh = bin_dir / "gh"
-    gh.write_text(FAKE_GH)
+    log = tmp_path / "gh-calls.jsonl"
+    gh.write_text(FAKE_GH.replace("LOG_PATH", repr(str(log))))
     gh.chmod(gh.stat().st_mode | stat.S_IEXEC)
-    return bin_dir, tmp_path / "gh-calls.jsonl"
+    return bin_dir, log
 
 
 def gh_calls(log: Path) -> list[dict[str, Any]]:
@@ -143,7 +152,7 @@ async def test_without_a_token_pr_management_is_unavailable(
     workspace: Path, tmp_path: Path, fake_gh: tuple[Path, Path]
 ) -> None:
     bin_dir, log = fake_gh
-    env = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "FAKE_GH_LOG": str(log), "GH_TOKEN": ""}
+    env = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "GH_TOKEN": ""}
     env["GITHUB_TOKEN"] = ""
     with running_daemon(workspace, tmp_path / "state", env=env) as running:
         async with running.client() as client:
@@ -157,7 +166,7 @@ async def test_pr_actions_run_gh_with_the_token(
     workspace: Path, tmp_path: Path, fake_gh: tuple[Path, Path]
 ) -> None:
     bin_dir, log = fake_gh
-    env = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "FAKE_GH_LOG": str(log)}
+    env = {"PATH": f"{bin_dir}:{SYSTEM_PATH}"}
     with running_daemon(workspace, tmp_path / "state", env=env) as running:
         async with running.client() as client:
             await refresh(client, TOKEN)
@@ -194,3 +203,37 @@ async def test_pr_actions_run_gh_with_the_token(
     assert calls[1]["args"][:3] == ["pr", "view", "42"]
     assert calls[2]["args"] == ["pr", "comment", "42", "--body", "Done"]
     assert all(call["token"] == TOKEN for call in calls)
+
+
+async def test_gh_and_its_git_ignore_what_the_agent_planted(
+    workspace: Path, tmp_path: Path, fake_gh: tuple[Path, Path]
+) -> None:
+    bin_dir, log = fake_gh
+    marker = tmp_path / "PWNED"
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    with (workspace / ".git" / "config").open("a") as config:
+        config.write(f'[core]\n\tfsmonitor = "touch {marker}; false #"\n')
+    planted = tmp_path / "planted-bin"
+    planted.mkdir()
+    for name in ("gh", "git"):
+        (planted / name).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (planted / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{SYSTEM_PATH}"}
+    with running_daemon(workspace, tmp_path / "state", env=env) as running:
+        async with running.client() as client:
+            await refresh(client, TOKEN)
+            agent_env = {
+                "PATH": f"{planted}:{bin_dir}:{SYSTEM_PATH}",
+                "GIT_CONFIG_PARAMETERS": f"'core.fsmonitor=touch {marker} #'",
+                "LD_PRELOAD": "/nonexistent.so",
+            }
+            await client.control.update_environment_variables(
+                UpdateEnvironmentVariablesRequest(env=agent_env), headers=client.headers
+            )
+            viewed = await pr(client, action=PrAction.PR_ACTION_VIEW, pr_number=42)
+    assert viewed.success.pr_number == 42, viewed
+    assert not marker.exists()
+    (call,) = gh_calls(log)
+    assert call["token"] == TOKEN
+    assert "GIT_CONFIG_PARAMETERS" not in call["env"] and "LD_PRELOAD" not in call["env"]
+    assert call["env"]["GIT_DIR"] == str(workspace / ".git")

@@ -20,16 +20,29 @@ from agent.v1.agent_pb2 import (
     PrManagementSuccess,
 )
 from agent.v1.common_pb2 import ToolError
+from exec_daemon.kernel import git
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.git_run import workspace_repository
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
+from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
 
+CREDENTIAL_KEY = "credential.https://github.com.helper"
+# git runs this with sh; it answers `get` with the token from the environment git has.
+CREDENTIAL_HELPER = '!f() { test "$1" = get || return 0; echo username=x-access-token; echo "password=$GH_TOKEN"; }; f'
 TOKEN_VARIABLES = ("GH_TOKEN", "GITHUB_TOKEN")
 GH_TIMEOUT_SECONDS = 120.0
 MAX_OUTPUT_CHARS = 64 * 1024
 PR_VIEW_FIELDS = "number,url,state,title,isDraft,headRefName,baseRefName"
+# What gh takes from the agent's environment: the token, which GitHub, proxies.
+GH_VARIABLES = (
+    *TOKEN_VARIABLES,
+    "GH_HOST", "GH_REPO", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
+    "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+)  # fmt: skip
 
 
 @dataclass
@@ -59,10 +72,24 @@ async def _run_gh(ctx: CallContext, gh: str, env: dict[str, str], *args: str) ->
     return GhRun(done.returncode, done.stdout.text(), done.stderr.text())
 
 
+async def _gh_environment(daemon: Daemon) -> dict[str, str]:
+    """gh's environment: its token and host settings from the agent's environment, the rest
+    from the daemon's own; the git gh runs is hardened like the daemon's (exec_daemon/kernel/
+    git.py) and gets the github.com credential helper. Not the agent's PATH (a planted `gh`
+    or `git` would run as the daemon) nor its other variables (GIT_*, LD_PRELOAD, ...)."""
+    agent_env = daemon.env.snapshot()
+    env = {name: agent_env[name] for name in GH_VARIABLES if name in agent_env}
+    env.update({"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/")})
+    env.update({"GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1"})
+    repository = await workspace_repository(daemon)
+    credentials = [(CREDENTIAL_KEY, ""), (CREDENTIAL_KEY, CREDENTIAL_HELPER)]
+    env.update(await git.git_environment(repository, credentials))
+    return env
+
+
 async def _gh_ready(ctx: CallContext) -> tuple[str, dict[str, str]]:
     """gh's path and environment, or GhUnavailable naming what is missing."""
-    env = ctx.daemon.env.snapshot()
-    env.update({"GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1"})
+    env = await _gh_environment(ctx.daemon)
     gh = _gh_path(env)
     if gh is None:
         raise GhUnavailable("the GitHub CLI (gh) is not installed in the VM")
@@ -133,7 +160,7 @@ async def pr_management(args: PrManagementArgs, ctx: CallContext) -> PrManagemen
         gh, env = await _gh_ready(ctx)
     except GhUnavailable as exc:
         return _error("unavailable", str(exc))
-    except HelperFailed as exc:
+    except CodedError as exc:
         return _error(exc.code, exc.message)
     try:
         run = await _run_gh(ctx, gh, env, *command)

@@ -311,9 +311,8 @@ async def _workspace_changes(
     base = head.stdout.decode().strip() if head.returncode == 0 else EMPTY_TREE
     diff = await run_git(
         daemon,
-        "-c", "core.quotePath=false",
-        "diff", base, "--no-color", "--no-ext-diff", "--no-renames", "--unified=0",
-        "--", *pathspecs,
+        "diff", base, "--no-color", "--no-renames", "--unified=0", "--", *pathspecs,
+        config=[("core.quotePath", "false")],
         max_output=MAX_DIFF_BYTES,
     )  # fmt: skip
     if diff.returncode != 0:

@@ -1,67 +1,44 @@
-"""How the daemon runs git for itself (diffs, change hashes, reports, lints): in the workspace,
-never prompting, never taking locks, with bounded output and time."""
+"""How the daemon runs git for itself in the workspace (diffs, change hashes, reports, lints):
+hardened (exec_daemon/kernel/git.py), never prompting, with bounded output and time."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel import git
 from exec_daemon.kernel.state import Daemon
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 GIT_TIMEOUT_SECONDS = 60.0
 
 
-@dataclass
-class GitRun:
-    returncode: int
-    stdout: bytes
-    stderr: str
-
-
-def git_env(daemon: Daemon, **extra: str) -> dict[str, str]:
-    env = daemon.env.snapshot()
-    env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra})
-    return env
+async def workspace_repository(daemon: Daemon) -> git.GitRepository | None:
+    """The workspace's repository as the daemon's git uses it; None outside one. A layout
+    pointing where the agent can write is a FAILED_PRECONDITION `CodedError`."""
+    return await asyncio.to_thread(git.locate_repository, daemon.workspace)
 
 
 async def run_git(
-    daemon: Daemon, *args: str, env: dict[str, str] | None = None, max_output: int | None = None
-) -> GitRun:
-    """Runs git in the workspace. Output beyond `max_output` bytes is a RESOURCE_EXHAUSTED."""
-    process = await asyncio.create_subprocess_exec(
-        "git",
+    daemon: Daemon,
+    *args: str,
+    config: Sequence[tuple[str, str]] = (),
+    index_file: str | None = None,
+    max_output: int | None = git.MAX_OUTPUT_BYTES,
+) -> git.GitRun:
+    """Runs git, hardened, in the workspace's repository; outside one, a failed run (as git's
+    own "not a git repository"). Raises CodedError: FAILED_PRECONDITION, DEADLINE_EXCEEDED,
+    RESOURCE_EXHAUSTED (output beyond `max_output` bytes)."""
+    repository = await workspace_repository(daemon)
+    if repository is None:
+        return git.GitRun(128, b"", "fatal: the workspace is not a git repository")
+    env = {"GIT_INDEX_FILE": index_file} if index_file else None
+    return await git.run_git(
+        repository,
         *args,
         cwd=daemon.workspace,
-        env=env or git_env(daemon),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        config=config,
+        env=env,
+        seconds=GIT_TIMEOUT_SECONDS,
+        max_output=max_output,
     )
-    assert process.stdout is not None and process.stderr is not None
-    stderr_task = asyncio.create_task(process.stderr.read())
-    try:
-        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := await process.stdout.read(1 << 20):
-                size += len(chunk)
-                if max_output is not None and size > max_output:
-                    raise CodedError(
-                        ErrorCode.RESOURCE_EXHAUSTED,
-                        f"the output is larger than {max_output} bytes (the message size limit)",
-                    )
-                chunks.append(chunk)
-            stderr = await stderr_task
-            returncode = await process.wait()
-    except TimeoutError:
-        raise CodedError(ErrorCode.DEADLINE_EXCEEDED, f"git {args[0]} took too long") from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-        stderr_task.cancel()
-    return GitRun(returncode, b"".join(chunks), stderr.decode("utf-8", "replace").strip())

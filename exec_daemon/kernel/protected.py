@@ -24,11 +24,6 @@ class ProtectedRule:
 
 
 PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
-    ProtectedRule(
-        "**/.git/config",
-        "git configuration can make git run arbitrary commands (core.fsmonitor, aliases, hooksPath)",
-    ),
-    ProtectedRule("**/.git/hooks", "git hooks run code on the user's next git command"),
     ProtectedRule("/.vscode", "editor settings and tasks can run code in the user's editor"),
     ProtectedRule("/.cursorignore", ".cursorignore decides which files the agent may see"),
     ProtectedRule(
@@ -46,6 +41,32 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule("!/.cursor/worktrees/**", ""),
     ProtectedRule("!/.cursor/skills/**", ""),
     ProtectedRule("!/.cursor/agents/**", ""),
+    # Last, so they also hold inside the writable `.cursor/worktrees/` checkouts.
+    # A `.git` file (`gitdir: X`) makes git use X's config and hooks; inside a `.git` directory
+    # the agent's own git writes objects, refs, logs, index and HEAD, but nothing that tells
+    # git where to read config or what to run (the rules after this pair).
+    ProtectedRule("**/.git", "a .git file redirects git to another repository and its config"),
+    ProtectedRule("!**/.git/*", ""),
+    ProtectedRule(
+        "**/.git/config",
+        "git configuration can make git run arbitrary commands (core.fsmonitor, aliases, hooksPath)",
+    ),
+    ProtectedRule("**/.git/config.worktree", "per-worktree git configuration, like .git/config"),
+    ProtectedRule("**/.git/hooks", "git hooks run code on the user's next git command"),
+    ProtectedRule(
+        "**/.git/commondir", "commondir makes git read config and hooks from another directory"
+    ),
+    ProtectedRule(
+        "**/.git/info",
+        "info/attributes names filter and diff programs for files; info/exclude hides files",
+    ),
+    ProtectedRule(
+        "**/.git/worktrees",
+        "linked worktrees' gitdir, commondir and config.worktree redirect their git",
+    ),
+    ProtectedRule("**/.git/modules", "submodules' git directories hold their config and hooks"),
+    ProtectedRule("**/.git/remotes", "legacy remote definitions decide where git pushes"),
+    ProtectedRule("**/.git/branches", "legacy remote definitions decide where git fetches"),
 )
 
 _PROTECTED_SPEC = pathspec.GitIgnoreSpec.from_lines(rule.pattern for rule in PROTECTED_PATH_RULES)

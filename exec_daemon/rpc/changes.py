@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.git_run import EMPTY_TREE, git_env, run_git
+from exec_daemon.kernel.git_run import EMPTY_TREE, run_git
 from exec_daemon.kernel.state import Daemon
 
 CONTENT_HASH_BYTES = 1024 * 1024
@@ -59,9 +59,12 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
     with tempfile.TemporaryDirectory(prefix="exec-daemon-diff-") as scratch:
         temp_index = Path(scratch) / "index"
         if index.exists():
-            await asyncio.to_thread(shutil.copyfile, index, temp_index)
-        env = git_env(daemon, GIT_INDEX_FILE=str(temp_index))
-        added = await run_git(daemon, "add", "--intent-to-add", "--all", "--", ".", env=env)
+            # copy2 keeps the index's mtime: git trusts the stat data of entries older than
+            # the index file, so a fresh mtime would hide a same-size edit made just before.
+            await asyncio.to_thread(shutil.copy2, index, temp_index)
+        added = await run_git(
+            daemon, "add", "--intent-to-add", "--all", "--", ".", index_file=str(temp_index)
+        )
         if added.returncode != 0:
             raise CodedError(
                 ErrorCode.INTERNAL, f"git add --intent-to-add failed: {added.stderr[:500]}"
@@ -70,13 +73,12 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
             daemon,
             "diff",
             "--no-color",
-            "--no-ext-diff",
             "--src-prefix=a/",
             "--dst-prefix=b/",
             base,
             "--",
             ".",
-            env=env,
+            index_file=str(temp_index),
             max_output=max_bytes,
         )
     if run.returncode != 0:

@@ -15,14 +15,11 @@ from __future__ import annotations
 import logging
 
 from exec_daemon.kernel.state import Daemon
-from tools.github import TOKEN_VARIABLES
+from tools.github import CREDENTIAL_HELPER, CREDENTIAL_KEY, TOKEN_VARIABLES
 
 log = logging.getLogger(__name__)
 
 SECRET_NAMES_VARIABLE = "CLOUD_AGENT_INJECTED_SECRET_NAMES"
-CREDENTIAL_KEY = "credential.https://github.com.helper"
-# git runs this with sh; it answers `get` with the token from the environment git has.
-CREDENTIAL_HELPER = '!f() { test "$1" = get || return 0; echo username=x-access-token; echo "password=$GH_TOKEN"; }; f'
 
 
 class TokenRejected(Exception):
