@@ -34,9 +34,10 @@ class WatchedJson:
 
     def value(self) -> Any:
         # Most of these files do not exist: access() says so without raising an exception,
-        # which halves the cost of the common case (every tool call asks).
-        if not os.access(self._name, os.F_OK):
-            self._stamp, self._value = None, None
+        # which halves the cost of the common case (every tool call asks). A file that was
+        # there last time is most likely still there: one stat() says both.
+        if self._stamp is None and not os.access(self._name, os.F_OK):
+            self._value = None
             return None
         try:
             stat = os.stat(self._name)
