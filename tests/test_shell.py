@@ -741,9 +741,8 @@ async def test_shutdown_ends_every_shell(tmp_path: Path) -> None:
                 shell(client, f"sleep 100 & echo $! >> {pids}; sleep 100")
             )
             await wait_for_file(pids, lines=2)
-            started = time.monotonic()
+            # stop() fails if the daemon is not gone within SHUTDOWN_SECONDS.
             assert daemon.stop(signal.SIGTERM) == 0
-            assert time.monotonic() - started < 5
             running.cancel()
     assert await all_dead([background.pid, *(int(pid) for pid in pids.read_text().split())])
 
