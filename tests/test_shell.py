@@ -544,15 +544,15 @@ async def test_file_output_threshold(client: ExecDaemonClient, agent: str) -> No
 
 
 async def test_background_returns_at_once_and_keeps_its_exit_code(
-    client: ExecDaemonClient, agent: str, shell_daemon: RunningDaemon
+    client: ExecDaemonClient, agent: str, shell_daemon: RunningDaemon, tmp_path: Path
 ) -> None:
     """FM 3: addressable by id, output in a file while nobody listens, exit code kept."""
-    started = time.monotonic()
+    go = tmp_path / "go"
+    # The command cannot end before the test lets it: the call must answer before that.
+    command = f"echo hi; until [ -e {go} ]; do sleep 0.02; done; echo bye >&2; exit 3"
     async with shell_daemon.client() as other:
-        result = await shell(
-            other, "echo hi; sleep 0.4; echo bye >&2; exit 3", agent, is_background=True
-        )
-    assert time.monotonic() - started < 1.0
+        result = await shell(other, command, agent, is_background=True)
+    go.touch()
     assert result.is_background and result.shell_id and result.pid
     assert result.terminals_folder == str(shell_daemon.state_dir / "terminals")
     output_file = Path(result.output_file)
