@@ -9,8 +9,8 @@ terminado (+ tornado) is installed into a throwaway venv under /tmp, not the pro
 
 Prints one JSON object. Goals: throughput >= 2x terminado's, echo p50 <= terminado's. Each run
 must deliver all of seq's output (a terminal adds a \r per line) and each keystroke its echo
-within 10 s, or the run ends with an error. `--quick` (the test suite): `seq 1 200000`, one
-run, 30 keystrokes.
+within 10 s, or the run ends with an error. `--quick` (the test suite): `seq 1 50000`, one
+run, 20 keystrokes.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from tests.daemon_process import free_port, running_daemon  # noqa: E402
 
 TERMINADO_VENV = Path(tempfile.gettempdir()) / "exec-daemon-bench-terminado"
 SEQ_LAST = 2_000_000
-QUICK_SEQ_LAST = 200_000
+QUICK_SEQ_LAST = 50_000
 ANSWER_SECONDS = 10.0
 TERMINADO_SERVER = textwrap.dedent(
     """
@@ -317,7 +317,7 @@ def main() -> None:
     args = parser.parse_args()
     seq_last = SEQ_LAST
     if args.quick:
-        args.runs, args.keystrokes, seq_last = 1, 30, QUICK_SEQ_LAST
+        args.runs, args.keystrokes, seq_last = 1, 20, QUICK_SEQ_LAST
     print(json.dumps(run(args.runs, args.keystrokes, seq_last), indent=2))
 
 

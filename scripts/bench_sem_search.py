@@ -8,7 +8,7 @@ then ranks), a search after one file changed (one file embedded again), and the 
 memory.
 
 Every search must succeed with results, or the run ends with an error. `--quick` (the test
-suite): the workspace is three small files of scripts/, 3 rounds.
+suite): the workspace is two small files of scripts/, 3 rounds.
 
     .venv/bin/python scripts/bench_sem_search.py [--rounds N] [--quick]
 """
@@ -36,7 +36,7 @@ from scripts.benchmarking import add_quick_flag, expect, tool_success  # noqa: E
 from tests.daemon_process import running_daemon  # noqa: E402
 
 # The quick mode's workspace: a few small files (embedding on numpy costs ~0.2 s a chunk).
-QUICK_FILES = ["benchmarking.py", "bench_sem_search.py", "bench_tracing.py"]
+QUICK_FILES = ["benchmarking.py", "bench_tracing.py"]
 QUERIES = [
     "where is the bearer token compared",
     "kill the whole process group on timeout",
