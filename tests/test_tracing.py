@@ -82,10 +82,7 @@ class Received:
         return matching[0]
 
     def wait_for(self, count: int) -> None:
-        deadline = time.monotonic() + ARRIVAL_SECONDS
-        while len(self.spans()) < count:
-            assert time.monotonic() < deadline, f"only {len(self.spans())} of {count} spans came"
-            time.sleep(0.05)
+        wait_until(lambda: len(self.spans()) >= count, ARRIVAL_SECONDS, f"{count} spans")
 
 
 def attributes(pairs: Any) -> dict[str, Any]:
