@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 
+from agent.v1.shell_pb2 import ShellFailure, ShellResult, ShellSuccess, ShellToolCall
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import CallOutcome
+from scripts.benchmarking import WrongAnswer, shell_output
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 QUICK_SECONDS = 120
 
@@ -48,6 +53,24 @@ def figure(report: dict[str, Any], path: tuple[str, ...]) -> Any:
         assert isinstance(value, dict) and key in value, f"no {'.'.join(path)} in {report}"
         value = value[key]
     return value
+
+
+def shell_answer(result: ShellResult) -> CallOutcome:
+    return CallOutcome(result=ToolCall(shell_tool_call=ShellToolCall(result=result)))
+
+
+def test_a_wrong_answer_fails_the_benchmark_instead_of_counting() -> None:
+    right = shell_answer(ShellResult(success=ShellSuccess(stdout="x\n")))
+    assert shell_output(right, stdout="x\n").stdout == "x\n"
+    wrong = [
+        shell_answer(ShellResult(failure=ShellFailure(exit_code=127))),
+        shell_answer(ShellResult(success=ShellSuccess(exit_code=1, stdout="x\n"))),
+        shell_answer(ShellResult(success=ShellSuccess(stdout="x"))),  # cut short
+        CallOutcome(),  # no answer at all
+    ]
+    for outcome in wrong:
+        with pytest.raises(WrongAnswer):
+            shell_output(outcome, stdout="x\n")
 
 
 def test_every_benchmark_is_run_here() -> None:
