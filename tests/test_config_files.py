@@ -11,7 +11,10 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from exec_daemon.config import DaemonConfig
+from exec_daemon.guards import config_files
 from exec_daemon.guards.commands import unallowlisted
 from exec_daemon.guards.permissions import PermissionFiles
 from exec_daemon.state import Daemon
@@ -71,3 +74,23 @@ def test_a_symlink_swapped_to_another_target_is_seen(tmp_path: Path) -> None:
     link.symlink_to(wide)
     os.replace(link, path)
     assert verdict(files, "rm -rf /tmp/x") is None
+
+
+def test_content_changed_behind_a_restored_mtime_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`touch -d` can give a rewritten file its old mtime back (same size, same inode)."""
+    # Long after the change, when a recent ctime no longer forces a read: the stamp alone.
+    monkeypatch.setattr(config_files, "_SETTLE_NS", 0)
+    files, path = permission_files(tmp_path)
+    path.write_text(allowlist("echo"))
+    before = path.stat()
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns - 10**9))  # an older file
+    old = path.stat()
+    assert verdict(files, "echo ok") is None
+    with path.open("r+") as rewrite:  # in place: same inode, same size
+        rewrite.write(allowlist("sudo"))
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert (path.stat().st_mtime_ns, path.stat().st_size) == (old.st_mtime_ns, old.st_size)
+    assert verdict(files, "echo ok") is not None
+    assert verdict(files, "sudo ls") is None
