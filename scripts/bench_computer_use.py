@@ -10,13 +10,18 @@
 3. end to end through the real daemon (subprocess, ControlService.Exec, screenshot delay 0): a
    click, a key, a screenshot.
 
-    .venv/bin/python scripts/bench_computer_use.py [--rounds N]
+Every answer is checked (frames of the screen's size, webp images, xdotool exiting 0, each
+daemon call a success with a 1280x800 webp for screenshots and the pointer where the click
+put it); a wrong one ends the run with an error. `--quick` (the test suite): 3 rounds.
+
+    .venv/bin/python scripts/bench_computer_use.py [--rounds N] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import os
 import statistics
@@ -32,19 +37,20 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests.* when run as a script
 
-from agent.v1.computer_pb2 import (  # noqa: E402
+from agent.v1.computer_pb2 import (
     ClickAction,
     ComputerUseAction,
     Coordinate,
     KeyAction,
     ScreenshotAction,
 )
-from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
-from exec_daemon.kernel.state import Daemon  # noqa: E402
-from tests.daemon_process import running_daemon  # noqa: E402
-from tests.x11_support import computer_use, x11_app  # noqa: E402
-from tools.computer_use import encode_screenshot  # noqa: E402
-from tools.x11 import X11Session, XConnection  # noqa: E402
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
+from scripts.benchmarking import add_quick_flag, expect
+from tests.daemon_process import running_daemon
+from tests.x11_support import computer_use, x11_app
+from tools.computer_use import API_HEIGHT, API_WIDTH, encode_screenshot
+from tools.x11 import X11Session, XConnection
 
 TEXT_SCREEN = """
 import tkinter as tk
@@ -63,7 +69,7 @@ def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
         "median_ms": round(statistics.median(ordered) * 1000, 3),
-        "p90_ms": round(ordered[int(len(ordered) * 0.9) - 1] * 1000, 3),
+        "p90_ms": round(ordered[max(0, int(len(ordered) * 0.9) - 1)] * 1000, 3),
         "n": len(ordered),
     }
 
@@ -75,6 +81,19 @@ async def timed(action: Callable[[], Awaitable[Any]], rounds: int) -> list[float
         await action()
         samples.append(time.perf_counter() - started)
     return samples
+
+
+def expect_webp(data: bytes) -> None:
+    expect(data[:4] == b"RIFF" and data[8:12] == b"WEBP", f"not a webp image: {data[:16]!r}")
+    width, height = webp_size(data)
+    expect((width, height) == (API_WIDTH, API_HEIGHT), f"a {width}x{height} screenshot")
+
+
+def webp_size(data: bytes) -> tuple[int, int]:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return image.size
 
 
 @contextmanager
@@ -93,7 +112,9 @@ def text_screen(display: str) -> Iterator[None]:
         process.wait()
 
 
-async def screenshot_pipeline(session: X11Session, rounds: int) -> dict[str, Any]:
+async def screenshot_pipeline(
+    session: X11Session, rounds: int, screen: tuple[int, int]
+) -> dict[str, Any]:
     grabs, encodes, totals, sizes = [], [], [], []
     for _ in range(rounds):
         started = time.perf_counter()
@@ -101,6 +122,8 @@ async def screenshot_pipeline(session: X11Session, rounds: int) -> dict[str, Any
         grabbed = time.perf_counter()
         data = await asyncio.to_thread(encode_screenshot, frame)
         done = time.perf_counter()
+        expect((frame.width, frame.height) == screen, f"a {frame.width}x{frame.height} frame")
+        expect_webp(data)
         grabs.append(grabbed - started)
         encodes.append(done - grabbed)
         totals.append(done - started)
@@ -129,6 +152,7 @@ async def clicks(session: X11Session, display: str, rounds: int) -> dict[str, An
         )
         await process.wait()
         cli.append(time.perf_counter() - started)
+        expect(process.returncode == 0, f"xdotool exited with {process.returncode}")
     result = {"xtest_in_process": summary(xtest), "xdotool_cli": summary(cli)}
     result["xdotool_over_xtest"] = round(
         result["xdotool_cli"]["median_ms"] / max(result["xtest_in_process"]["median_ms"], 1e-6), 1
@@ -143,12 +167,14 @@ async def in_process(rounds: int, scratch: Path) -> dict[str, Any]:
     try:
         display = (await session.display()).name
         results: dict[str, Any] = {"display": display}
-        await session.call(lambda connection: connection.grab())  # connect, warm up
-        results["screenshot_blank"] = await screenshot_pipeline(session, rounds)
+        first = await session.call(lambda connection: connection.grab())  # connect, warm up
+        screen = (first.width, first.height)
+        expect(screen == (1920, 1200), f"the display is {screen}, not 1920x1200")
+        results["screenshot_blank"] = await screenshot_pipeline(session, rounds, screen)
         with x11_app(display, scratch):
-            results["screenshot_app"] = await screenshot_pipeline(session, rounds)
+            results["screenshot_app"] = await screenshot_pipeline(session, rounds, screen)
         with text_screen(display):
-            results["screenshot_text"] = await screenshot_pipeline(session, rounds)
+            results["screenshot_text"] = await screenshot_pipeline(session, rounds, screen)
         results["click"] = await clicks(session, display, rounds)
         return results
     finally:
@@ -164,18 +190,36 @@ async def end_to_end(rounds: int, scratch: Path) -> dict[str, Any]:
             click = ComputerUseAction(click=ClickAction(coordinate=Coordinate(x=400, y=300)))
             key = ComputerUseAction(key=KeyAction(key="shift"))
             shot = ComputerUseAction(screenshot=ScreenshotAction())
-            await computer_use(client, shot)  # warm up
+            await checked(client, shot)  # warm up
             return {
-                "click": summary(await timed(lambda: computer_use(client, click), rounds * 2)),
-                "key_xdotool": summary(await timed(lambda: computer_use(client, key), rounds)),
-                "screenshot": summary(await timed(lambda: computer_use(client, shot), rounds)),
+                "click": summary(await timed(lambda: checked(client, click), rounds * 2)),
+                "key_xdotool": summary(await timed(lambda: checked(client, key), rounds)),
+                "screenshot": summary(await timed(lambda: checked(client, shot), rounds)),
             }
+
+
+async def checked(client: Any, action: ComputerUseAction) -> None:
+    """One action through the daemon; it must succeed and do what it was asked."""
+    result = await computer_use(client, action)
+    expect(result.WhichOneof("result") == "success", f"computer_use failed: {result}")
+    success = result.success
+    expect(success.action_count == 1, f"{success.action_count} actions done, not 1")
+    kind = action.WhichOneof("action")
+    if kind == "screenshot":
+        expect_webp(success.screenshot)
+    if kind == "click":
+        where = success.cursor_position
+        wanted = action.click.coordinate
+        expect((where.x, where.y) == (wanted.x, wanted.y), f"the pointer is at {where}")
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
+    add_quick_flag(parser)
     options = parser.parse_args()
+    if options.quick:
+        options.rounds = 3
     with tempfile.TemporaryDirectory(prefix="bench-cu-") as scratch:
         results = {
             "cpu_count": os.cpu_count(),

@@ -15,7 +15,12 @@ the Python standard library (built once under --data-dir, then reused):
 Tool and baseline runs alternate so that load from other work on the machine falls on both.
 The file is in the page cache (it was just written or read); cold-cache reads are not measured.
 
-    .venv/bin/python scripts/bench_files.py [--rounds N] [--data-dir DIR]
+Every answer is checked (each search finds what the first one found, each read returns the
+lines asked for, the hash is stable, every rg exits 0); a wrong one ends the run with an error.
+`--quick` (the test suite): a tree of ~300 files (copies of the stdlib's email package), a
+10 MB file, 3 rounds, in its own data directory.
+
+    .venv/bin/python scripts/bench_files.py [--rounds N] [--data-dir DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests.daemon_process when run as a script
 
-from agent.v1.control_pb2 import GetWorkspaceChangesHashRequest  # noqa: E402
-from agent.v1.files_pb2 import (  # noqa: E402
+from agent.v1.control_pb2 import GetWorkspaceChangesHashRequest
+from agent.v1.files_pb2 import (
     GlobToolArgs,
     GlobToolCall,
     GrepArgs,
@@ -46,13 +51,17 @@ from agent.v1.files_pb2 import (  # noqa: E402
     ReadToolArgs,
     ReadToolCall,
 )
-from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
-from exec_daemon.cli import resolve_rg_path  # noqa: E402
-from exec_daemon.client import ExecDaemonClient  # noqa: E402
-from tests.daemon_process import running_daemon  # noqa: E402
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.cli import resolve_rg_path
+from exec_daemon.client import ExecDaemonClient
+from scripts.benchmarking import add_quick_flag, expect, tool_success
+from tests.daemon_process import running_daemon
 
 MIN_FILES = 20_000
 BIG_FILE_BYTES = 1 << 30
+MIDDLE_LINE = 1_000_000
+QUICK_MIN_FILES = 300
+QUICK_BIG_FILE_BYTES = 10_000_000
 LINE_WIDTH = 100  # bytes per line of the big file, newline included
 GREP_WORD = "return"
 GOALS = {
@@ -78,19 +87,19 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-def build_tree(tree: Path) -> int:
-    """Copies of the standard library until there are MIN_FILES files, committed to git."""
+def build_tree(tree: Path, min_files: int, source: Path) -> int:
+    """Copies of `source` (part of the standard library) until there are `min_files` files,
+    committed to git."""
     done = tree / ".bench-complete"
     if not done.exists():
         shutil.rmtree(tree, ignore_errors=True)
         tree.mkdir(parents=True)
-        stdlib = Path(sysconfig.get_paths()["stdlib"])
         count, copy = 0, 0
-        while count < MIN_FILES:
+        while count < min_files:
             copy += 1
-            log(f"copying the standard library ({count} files so far)")
+            log(f"copying {source} ({count} files so far)")
             shutil.copytree(
-                stdlib,
+                source,
                 tree / f"copy{copy:02d}",
                 symlinks=True,
                 ignore=shutil.ignore_patterns("site-packages", "dist-packages"),
@@ -107,14 +116,15 @@ def build_tree(tree: Path) -> int:
     )
 
 
-def build_big_file(path: Path) -> int:
-    if not path.exists() or path.stat().st_size < BIG_FILE_BYTES:
-        log("writing the 1 GiB text file")
+def build_big_file(path: Path, size: int) -> int:
+    """A text file of `size` bytes (rounded up to whole blocks): line N reads `000000000N xxx`."""
+    if not path.exists() or path.stat().st_size < size:
+        log(f"writing the {size} byte text file")
         filler = "x" * (LINE_WIDTH - 12)
         block_lines = 100_000
         with path.open("w") as out:
             written, line = 0, 1
-            while written < BIG_FILE_BYTES:
+            while written < size:
                 block = "".join(f"{n:010d} {filler}\n" for n in range(line, line + block_lines))
                 out.write(block)
                 written += len(block)
@@ -162,20 +172,23 @@ async def alternate(
 
 
 async def run_subprocess(command: list[str], cwd: Path) -> None:
-    def run() -> None:
-        subprocess.run(command, cwd=cwd, capture_output=True, check=False)
+    def run() -> int:
+        return subprocess.run(command, cwd=cwd, capture_output=True, check=False).returncode
 
-    await asyncio.to_thread(run)
+    returncode = await asyncio.to_thread(run)
+    expect(returncode == 0, f"{command} exited with {returncode}")
 
 
 async def expect_success(client: ExecDaemonClient, call: ToolCall) -> Any:
-    outcome = await client.run(call)
-    assert outcome.error is None and outcome.result is not None, outcome.error
-    variant = outcome.result.WhichOneof("tool")
-    assert variant is not None
-    result = getattr(outcome.result, variant).result
-    assert result.WhichOneof("result") == "success", result
-    return result.success
+    return tool_success(await client.run(call))
+
+
+async def expect_same(client: ExecDaemonClient, call: ToolCall, first: Any, *fields: str) -> None:
+    """The call succeeds and answers what it answered the first time in these fields."""
+    again = await expect_success(client, call)
+    for name in fields:
+        got, want = getattr(again, name), getattr(first, name)
+        expect(got == want, f"{name} is {got}, the first call answered {want}")
 
 
 async def bench_search(
@@ -183,38 +196,57 @@ async def bench_search(
 ) -> dict[str, Any]:
     grep = ToolCall(grep_tool_call=GrepToolCall(args=GrepArgs(pattern=GREP_WORD)))
     found = await expect_success(client, grep)
+    expect(found.total_matches > 0, f"grep found no {GREP_WORD!r} in the tree")
     grep_result = await alternate(
         rounds,
-        lambda: expect_success(client, grep),
+        lambda: expect_same(client, grep, found, "total_matches", "total_files"),
         lambda: run_subprocess([rg, "--no-config", "--json", "-e", GREP_WORD], tree),
     )
     grep_result.update(total_matches=found.total_matches, total_files=found.total_files)
     glob = ToolCall(glob_tool_call=GlobToolCall(args=GlobToolArgs(glob_pattern="**/*.py")))
     listed = await expect_success(client, glob)
+    expect(listed.total_files > 0, "glob found no .py file in the tree")
     glob_result = await alternate(
         rounds,
-        lambda: expect_success(client, glob),
+        lambda: expect_same(client, glob, listed, "total_files"),
         lambda: run_subprocess([rg, "--no-config", "--files", "-g", "**/*.py"], tree),
     )
     glob_result.update(total_files=listed.total_files)
     return {"grep": grep_result, "glob": glob_result}
 
 
-async def bench_read(client: ExecDaemonClient, pid: int, path: Path, rounds: int) -> dict[str, Any]:
+async def read_lines(client: ExecDaemonClient, call: ToolCall, first_line: int) -> Any:
+    """Reads and checks that the answer starts at `first_line`, with that line's text."""
+    success = await expect_success(client, call)
+    expect(len(success.ranges) > 0, "the read answered no lines")
+    got = success.ranges[0]
+    expect(got.start_line == first_line, f"the read starts at line {got.start_line}")
+    expect(
+        f"{first_line:010d} " in got.contents[:200],
+        f"line {first_line} reads {got.contents[:80]!r}",
+    )
+    return success
+
+
+async def bench_read(
+    client: ExecDaemonClient, pid: int, path: Path, size: int, rounds: int
+) -> dict[str, Any]:
+    total_lines = size // LINE_WIDTH
+    middle = min(MIDDLE_LINE, total_lines // 2)
     cases = {
-        "tail_100": ReadToolArgs(path=str(path), offset=-100),
-        "lines_1000000_to_1000100": ReadToolArgs(path=str(path), offset=1_000_000, limit=101),
+        "tail_100": (ReadToolArgs(path=str(path), offset=-100), total_lines - 99),
+        "middle_101_lines": (ReadToolArgs(path=str(path), offset=middle, limit=101), middle),
     }
     results: dict[str, Any] = {}
-    for name, args in cases.items():
+    for name, (args, first_line) in cases.items():
         call = ToolCall(read_tool_call=ReadToolCall(args=args))
-        success = await expect_success(client, call)
+        success = await read_lines(client, call, first_line)
         first = success.ranges[0]
         samples, growth = [], []
         for _ in range(rounds):
             rss_peak_reset(pid)
             before = rss_kb(pid, "VmRSS")
-            samples.append(await timed(lambda call=call: expect_success(client, call)))
+            samples.append(await timed(lambda c=call, n=first_line: read_lines(client, c, n)))
             growth.append((rss_kb(pid, "VmHWM") - before) / 1024)
         results[name] = {
             "p50_ms": p50(samples),
@@ -243,20 +275,25 @@ async def bench_changes_hash(client: ExecDaemonClient, tree: Path, rounds: int) 
             return await client.control.get_workspace_changes_hash(request, headers=client.headers)
 
         first = await call()
-        samples = [await timed(call) for _ in range(rounds)]
-        stable = (await call()).hash == first.hash
+        expect(bool(first.hash), "GetWorkspaceChangesHash answered no hash")
+
+        async def same_hash() -> None:
+            answer = await call()
+            expect(answer.hash == first.hash, "the hash changed with nothing changed")
+
+        samples = [await timed(same_hash) for _ in range(rounds)]
     finally:
         git(tree, "checkout", "-q", "--", *[str(p.relative_to(tree)) for p in changed])
-    return {"p50_ms": p50(samples), "changed_files": len(changed), "stable": stable}
+    return {"p50_ms": p50(samples), "changed_files": len(changed)}
 
 
 def verdict(results: dict[str, Any]) -> dict[str, bool]:
-    reads = results["read_1gib"].values()
+    reads = results["read_big_file"].values()
     return {
         "grep_ratio": results["search"]["grep"]["ratio"] <= GOALS["grep_ratio"],
         "glob_ratio": results["search"]["glob"]["ratio"] <= GOALS["glob_ratio"],
-        "read_tail_ms": results["read_1gib"]["tail_100"]["p50_ms"] <= GOALS["read_tail_ms"],
-        "read_middle_ms": results["read_1gib"]["lines_1000000_to_1000100"]["p50_ms"]
+        "read_tail_ms": results["read_big_file"]["tail_100"]["p50_ms"] <= GOALS["read_tail_ms"],
+        "read_middle_ms": results["read_big_file"]["middle_101_lines"]["p50_ms"]
         <= GOALS["read_middle_ms"],
         "read_rss_growth_mb": all(
             r["max_rss_growth_mb"] <= GOALS["read_rss_growth_mb"] for r in reads
@@ -268,9 +305,14 @@ def verdict(results: dict[str, Any]) -> dict[str, bool]:
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     data = Path(args.data_dir)
     tree = data / "tree"
-    files = build_tree(tree)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    if args.quick:
+        files = build_tree(tree, QUICK_MIN_FILES, stdlib / "email")
+        size = build_big_file(data / "big.txt", QUICK_BIG_FILE_BYTES)
+    else:
+        files = build_tree(tree, MIN_FILES, stdlib)
+        size = build_big_file(data / "big.txt", BIG_FILE_BYTES)
     big = data / "big.txt"
-    size = build_big_file(big)
     rg = resolve_rg_path("rg")
     with running_daemon(tree, data / "state") as daemon:
         async with daemon.client() as client:
@@ -280,7 +322,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "big_file_bytes": size,
                 "rounds": args.rounds,
                 "search": await bench_search(client, tree, rg, args.rounds),
-                "read_1gib": await bench_read(client, daemon.process.pid, big, args.rounds),
+                "read_big_file": await bench_read(
+                    client, daemon.process.pid, big, size, args.rounds
+                ),
                 "changes_hash": await bench_changes_hash(client, tree, args.rounds),
             }
     results["goals"] = GOALS
@@ -291,8 +335,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--data-dir", default="/tmp/exec-daemon-bench-files")
+    parser.add_argument("--data-dir", default=None)
+    add_quick_flag(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 3
+    if args.data_dir is None:
+        args.data_dir = "/tmp/exec-daemon-bench-files" + ("-quick" if args.quick else "")
     results = asyncio.run(bench(args))
     print(json.dumps(results, indent=2))
 

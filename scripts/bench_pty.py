@@ -5,9 +5,12 @@ For each server: throughput of `seq 1 2000000` to one attached client (MB/s of t
 received), and keystroke echo latency p50/p99 over 500 keystrokes typed into bash's readline.
 terminado (+ tornado) is installed into a throwaway venv under /tmp, not the project's .venv.
 
-    .venv/bin/python scripts/bench_pty.py [--runs 3] [--keystrokes 500]
+    .venv/bin/python scripts/bench_pty.py [--runs 3] [--keystrokes 500] [--quick]
 
-Prints one JSON object. Goals: throughput >= 2x terminado's, echo p50 <= terminado's.
+Prints one JSON object. Goals: throughput >= 2x terminado's, echo p50 <= terminado's. Each run
+must deliver all of seq's output (a terminal adds a \r per line) and each keystroke its echo
+within 10 s, or the run ends with an error. `--quick` (the test suite): `seq 1 50000`, one
+run, 20 keystrokes.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ from websockets.asyncio.client import ClientConnection
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.daemon_process import free_port, running_daemon  # noqa: E402
+from scripts.benchmarking import add_quick_flag, expect
+from tests.daemon_process import free_port, running_daemon
 
 TERMINADO_VENV = Path(tempfile.gettempdir()) / "exec-daemon-bench-terminado"
-THROUGHPUT_COMMAND = "seq 1 2000000"
+SEQ_LAST = 2_000_000
+QUICK_SEQ_LAST = 50_000
+ANSWER_SECONDS = 10.0
 TERMINADO_SERVER = textwrap.dedent(
     """
     import sys
@@ -73,6 +79,10 @@ class Session(abc.ABC):
     async def _output(self) -> bytes: ...
 
     async def wait_for(self, marker: bytes) -> None:
+        async with asyncio.timeout(ANSWER_SECONDS):
+            await self._read_until(marker)
+
+    async def _read_until(self, marker: bytes) -> None:
         while True:
             chunk = await self._output()
             self.received += len(chunk)
@@ -116,14 +126,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def throughput(session: Session, server_pid: int) -> dict[str, float]:
+def seq_terminal_bytes(last: int) -> int:
+    """What `seq 1 LAST` prints on a terminal: every number, then \r\n."""
+    return sum(len(str(n)) + 2 for n in range(1, last + 1))
+
+
+async def throughput(session: Session, server_pid: int, seq_last: int) -> dict[str, float]:
     await ready(session)
     session.received = 0
     cpu_before = cpu_seconds(server_pid)
     started = time.perf_counter()
-    await session.send(f"{THROUGHPUT_COMMAND}; echo END$((2+2))\r".encode())
+    await session.send(f"seq 1 {seq_last}; echo END$((2+2))\r".encode())
     await session.wait_for(b"END4")
     elapsed = time.perf_counter() - started
+    expected = seq_terminal_bytes(seq_last)
+    expect(
+        session.received >= expected, f"{session.received} bytes received, seq printed {expected}"
+    )
     return {
         "seconds": elapsed,
         "bytes": session.received,
@@ -132,13 +151,13 @@ async def throughput(session: Session, server_pid: int) -> dict[str, float]:
     }
 
 
-def raw_pty_ceiling() -> float:
+def raw_pty_ceiling(seq_last: int) -> float:
     """MB/s of the same command read from a bare PTY by a blocking loop: no server, no client.
 
     `seq` on a terminal writes one line per write(2) and the PTY hands out at most 4 KiB per
     read, so this bounds what any PTY server can deliver on this machine right now.
     """
-    process = PtyProcess.spawn(THROUGHPUT_COMMAND.split(), dimensions=(40, 120))
+    process = PtyProcess.spawn(["seq", "1", str(seq_last)], dimensions=(40, 120))
     received = 0
     started = time.perf_counter()
     while True:
@@ -151,6 +170,8 @@ def raw_pty_ceiling() -> float:
         received += len(chunk)
     elapsed = time.perf_counter() - started
     process.close()
+    expected = seq_terminal_bytes(seq_last)
+    expect(received == expected, f"{received} bytes from the bare PTY, seq printed {expected}")
     return received / elapsed / 1e6
 
 
@@ -221,14 +242,14 @@ def summary(runs: list[dict[str, float]], latencies: list[float]) -> dict[str, A
 
 
 async def measure_both(
-    servers: dict[str, tuple[str, int, Any]], runs: int, keystrokes: int
+    servers: dict[str, tuple[str, int, Any]], runs: int, keystrokes: int, seq_last: int
 ) -> dict[str, dict[str, Any]]:
     """Throughput runs interleaved server by server, so a noisy neighbour hurts both alike."""
     throughputs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
     for _ in range(runs):
         for name, (url, pid, session_factory) in servers.items():
             async with session_factory(url) as session:
-                throughputs[name].append(await throughput(session, pid))
+                throughputs[name].append(await throughput(session, pid, seq_last))
     results = {}
     for name, (url, _pid, session_factory) in servers.items():
         async with session_factory(url) as session:
@@ -237,7 +258,7 @@ async def measure_both(
     return results
 
 
-def run(runs: int, keystrokes: int) -> dict[str, Any]:
+def run(runs: int, keystrokes: int, seq_last: int) -> dict[str, Any]:
     python = terminado_python()
     workspace = Path(tempfile.mkdtemp(prefix="bench-pty-"))
     terminado_port = free_port()
@@ -260,8 +281,8 @@ def run(runs: int, keystrokes: int) -> dict[str, Any]:
                 "exec_daemon": (ours_url, daemon.process.pid, daemon_session),
                 "terminado": (theirs_url, terminado.pid, terminado_session),
             }
-            results = asyncio.run(measure_both(servers, runs, keystrokes))
-            ceiling = raw_pty_ceiling()
+            results = asyncio.run(measure_both(servers, runs, keystrokes, seq_last))
+            ceiling = raw_pty_ceiling(seq_last)
     finally:
         terminado.terminate()
         terminado.wait(10)
@@ -269,7 +290,7 @@ def run(runs: int, keystrokes: int) -> dict[str, Any]:
     ratio = ours["throughput_mb_s"] / theirs["throughput_mb_s"]
     return {
         "benchmark": "pty_websocket",
-        "command": THROUGHPUT_COMMAND,
+        "command": f"seq 1 {seq_last}",
         "exec_daemon": ours,
         "terminado": theirs,
         "raw_pty_ceiling_mb_s": round(ceiling, 2),
@@ -292,8 +313,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="throughput runs per server")
     parser.add_argument("--keystrokes", type=int, default=500)
+    add_quick_flag(parser)
     args = parser.parse_args()
-    print(json.dumps(run(args.runs, args.keystrokes), indent=2))
+    seq_last = SEQ_LAST
+    if args.quick:
+        args.runs, args.keystrokes, seq_last = 1, 20, QUICK_SEQ_LAST
+    print(json.dumps(run(args.runs, args.keystrokes, seq_last), indent=2))
 
 
 if __name__ == "__main__":

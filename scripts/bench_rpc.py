@@ -12,7 +12,11 @@ server's CPU time per call (from /proc/PID/task/*/schedstat), which other load o
 disturbs far less than latency. The ratios daemon/bare are the cost of the spine (auth, routing,
 dispatch and its middleware, the ExecStream session); the goal is <= 1.3 (judged on p50 latency).
 
+Every answer is checked (Ping's version, read_todos' success); a wrong one ends the run with an
+error. `--quick` (the test suite): 2 rounds of 30 calls after 20 to warm up.
+
     .venv/bin/python scripts/bench_rpc.py [--iterations N] [--rounds R] [--client connect|grpc|both]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -35,25 +39,26 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests.daemon_process when run as a script
 
-import grpc  # noqa: E402
-from connectrpc.request import RequestContext  # noqa: E402
+import grpc
+from connectrpc.request import RequestContext
 
-from agent.v1.control_connect import ControlService, ControlServiceASGIApplication  # noqa: E402
-from agent.v1.control_pb2 import PingRequest, PingResponse  # noqa: E402
-from agent.v1.exec_connect import ExecService, ExecServiceASGIApplication  # noqa: E402
-from agent.v1.exec_pb2 import (  # noqa: E402
+from agent.v1.control_connect import ControlService, ControlServiceASGIApplication
+from agent.v1.control_pb2 import PingRequest, PingResponse
+from agent.v1.exec_connect import ExecService, ExecServiceASGIApplication
+from agent.v1.exec_pb2 import (
     ExecClientMessage,
     ExecServerMessage,
     ExecStreamElement,
 )
-from agent.v1.todos_pb2 import (  # noqa: E402
+from agent.v1.todos_pb2 import (
     ReadTodosResult,
     ReadTodosSuccess,
     ReadTodosToolCall,
 )
-from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
-from exec_daemon.client import ExecDaemonClient  # noqa: E402
-from tests.daemon_process import STARTUP_SECONDS, free_port, running_daemon  # noqa: E402
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import ExecDaemonClient
+from scripts.benchmarking import add_quick_flag, expect, tool_success
+from tests.daemon_process import STARTUP_SECONDS, free_port, running_daemon
 
 GOAL_RATIO = 1.3
 READ_TODOS = ToolCall(read_todos_tool_call=ReadTodosToolCall())
@@ -188,8 +193,9 @@ class ConnectClient:
         samples = []
         for _ in range(count):
             started = time.perf_counter()
-            await self._client.ping()
+            answer = await self._client.ping()
             samples.append(time.perf_counter() - started)
+            expect(bool(answer.version), f"Ping answered no version: {answer}")
         return samples
 
     async def exec_stream(self, count: int) -> list[float]:
@@ -199,8 +205,7 @@ class ConnectClient:
                 started = time.perf_counter()
                 outcome = await (await stream.start(READ_TODOS)).wait()
                 samples.append(time.perf_counter() - started)
-                if outcome.result is None:
-                    raise RuntimeError(f"the call failed: {outcome.error}")
+                tool_success(outcome)
         return samples
 
     async def close(self) -> None:
@@ -230,8 +235,9 @@ class GrpcClient:
         samples = []
         for _ in range(count):
             started = time.perf_counter()
-            await self._ping(PingRequest(), metadata=self._metadata)
+            answer = await self._ping(PingRequest(), metadata=self._metadata)
             samples.append(time.perf_counter() - started)
+            expect(bool(answer.version), f"Ping answered no version: {answer}")
         return samples
 
     async def exec_stream(self, count: int) -> list[float]:
@@ -247,8 +253,9 @@ class GrpcClient:
             while (answer := await stream.read()).WhichOneof("message") == "heartbeat":
                 pass
             samples.append(time.perf_counter() - started)
-            if answer.WhichOneof("message") != "tool_call_result":
-                raise RuntimeError(f"the call failed: {answer}")
+            expect(answer.id == call_id, f"answer {answer.id} to call {call_id}")
+            result = answer.tool_call_result.read_todos_tool_call.result
+            expect(result.WhichOneof("result") == "success", f"the call failed: {answer}")
         await stream.done_writing()
         while await stream.read() is not grpc.aio.EOF:
             pass
@@ -335,7 +342,10 @@ def main() -> None:
         help="connect-python (what the tests and Python users run) and/or grpcio",
     )  # fmt: skip
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    add_quick_flag(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.iterations, args.rounds, args.warmup = 30, 2, 20
     if args.serve_bare:
         serve_bare(args.serve_bare)
         return

@@ -9,6 +9,11 @@ through a real daemon (`--sandbox-enabled`): in the agent's session (one long-li
 nothing per call) and as one-shot shells (`is_interactive`: a sandbox per call). Prints JSON.
 
     .venv/bin/python scripts/bench_sandbox.py [-n 100] [--workspace DIR] [--realtime] [--daemon]
+        [--quick]
+
+Every command must exit 0 (and each shell call answer success with no output), or the run ends
+with an error. `--quick` (the test suite): 10 commands of each kind, and 3 rounds through the
+daemon.
 
 On a machine shared with other work the wall times mostly measure the scheduler (a confined
 command is a chain of 3 processes, each waiting for a CPU); `cpu_ms_per_command` does not, and
@@ -37,6 +42,7 @@ from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
 from sandbox.build import ensure_helper
 from sandbox.service import SandboxService
+from scripts.benchmarking import add_quick_flag, expect, shell_output
 from tests.daemon_process import running_daemon
 
 GOAL_ADDED_MS = 8.0
@@ -47,7 +53,9 @@ async def run_plain(env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
     process = await asyncio.create_subprocess_exec(*COMMAND, env=env, cwd=cwd)
     await process.wait()
-    return (time.perf_counter() - start) * 1000
+    elapsed = (time.perf_counter() - start) * 1000
+    expect(process.returncode == 0, f"plain true exited with {process.returncode}")
+    return elapsed
 
 
 async def run_sandboxed(
@@ -62,8 +70,7 @@ async def run_sandboxed(
     await confinement.started()
     await process.wait()
     elapsed = (time.perf_counter() - start) * 1000
-    if process.returncode != 0:
-        raise RuntimeError(f"sandboxed true exited with {process.returncode}")
+    expect(process.returncode == 0, f"sandboxed true exited with {process.returncode}")
     return elapsed
 
 
@@ -92,7 +99,7 @@ async def daemon_calls(n: int) -> dict[str, dict[str, float]]:
                         start = time.perf_counter()
                         outcome = await client.run(call, agent_id="bench")
                         elapsed = (time.perf_counter() - start) * 1000
-                        assert outcome.result is not None, outcome.error
+                        shell_output(outcome)
                         if round_number >= 2:  # the first rounds start the sessions
                             samples[name].append(elapsed)
     return {name: summary(values) for name, values in samples.items()}
@@ -118,7 +125,11 @@ async def main() -> None:
     parser.add_argument("--workspace", type=Path, default=None)
     parser.add_argument("--realtime", action="store_true", help="run under SCHED_FIFO (root)")
     parser.add_argument("--daemon", action="store_true", help="also time shell calls")
+    add_quick_flag(parser)
     options = parser.parse_args()
+    daemon_rounds = options.n
+    if options.quick:
+        options.n, options.daemon, daemon_rounds = 10, True, 3
     if options.realtime:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
     workspace = options.workspace or Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
@@ -171,6 +182,9 @@ async def main() -> None:
         "sandboxed": summary(sandboxed),
         "sandboxed_with_proxy": summary(proxied),
         "added_median_ms": round(added, 3),
+        "sandboxed_over_unsandboxed_median_ratio": round(
+            statistics.median(sandboxed) / statistics.median(plain), 2
+        ),
         "added_median_ms_with_proxy": round(
             statistics.median(proxied) - statistics.median(plain), 3
         ),
@@ -178,7 +192,7 @@ async def main() -> None:
         "goal_met": added <= GOAL_ADDED_MS,
     }
     if options.daemon:
-        result["through_the_daemon"] = await daemon_calls(options.n)
+        result["through_the_daemon"] = await daemon_calls(daemon_rounds)
     print(json.dumps(result, indent=2))
 
 

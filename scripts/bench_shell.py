@@ -9,7 +9,11 @@
 - the same `true` and output cases against swe-rex's `swerex-remote` (run_in_session and
   execute), when `pip install swe-rex` works (into a throwaway venv under /tmp).
 
-Usage: .venv/bin/python scripts/bench_shell.py [--rounds N] [--no-swerex]
+Every timed call's answer is checked (exit code, output, every byte of the 100 MB streamed);
+a wrong one ends the run with an error instead of a number. `--quick` (the test suite): 30
+rounds, 10 MB of output, no swe-rex.
+
+Usage: .venv/bin/python scripts/bench_shell.py [--rounds N] [--no-swerex] [--quick]
 """
 
 from __future__ import annotations
@@ -33,11 +37,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecStream
+from scripts.benchmarking import add_quick_flag, expect, shell_output
 from tests.daemon_process import free_port, running_daemon
 
-OUTPUT_COMMAND = "head -c 75000000 /dev/urandom | base64"
-OUTPUT_BYTES = 101_315_790  # base64 of 75 MB (100 000 000 characters) and a newline every 76
+OUTPUT_RANDOM_BYTES = 75_000_000  # 100 MB once base64-encoded
+QUICK_OUTPUT_RANDOM_BYTES = 7_500_000
 SWEREX_VENV = Path(tempfile.gettempdir()) / "exec-daemon-bench-swerex"
+
+
+def output_command(random_bytes: int) -> str:
+    return f"head -c {random_bytes} /dev/urandom | base64"
+
+
+def base64_output_bytes(random_bytes: int) -> int:
+    """What `base64` prints for that many bytes: 4 characters per 3, and a newline every 76."""
+    characters = -(-random_bytes // 3) * 4
+    return characters + -(-characters // 76)
 
 
 def shell_call(command: str, **kwargs: Any) -> ToolCall:
@@ -118,35 +133,35 @@ class RssWatch:
 
 async def stream_true(stream: ExecStream, rounds: int) -> dict[str, Any]:
     for _ in range(50):
-        await (await stream.start(shell_call("true"), agent_id="bench")).wait()
+        shell_output(await (await stream.start(shell_call("true"), agent_id="bench")).wait())
     samples = []
     inside = []
     for _ in range(rounds):
         started = time.perf_counter()
         outcome = await (await stream.start(shell_call("true"), agent_id="bench")).wait()
         samples.append(time.perf_counter() - started)
-        assert outcome.result is not None, outcome.error
-        inside.append(outcome.result.shell_tool_call.result.success.execution_time)
+        inside.append(shell_output(outcome).execution_time)
     return {**summary_ms(samples), "daemon_execution_time_p50_ms": statistics.median(inside)}
 
 
-async def stream_output(stream: ExecStream, daemon_pid: int) -> dict[str, Any]:
+async def stream_output(stream: ExecStream, daemon_pid: int, random_bytes: int) -> dict[str, Any]:
+    command = output_command(random_bytes)
+    expected = base64_output_bytes(random_bytes)
     with RssWatch(daemon_pid) as rss:
         started = time.perf_counter()
-        call = await stream.start(shell_call(OUTPUT_COMMAND, timeout=120_000), agent_id="bench")
+        call = await stream.start(shell_call(command, timeout=120_000), agent_id="bench")
         received = 0
         async for message in call:
             if message.WhichOneof("message") == "tool_call_delta":
                 received += len(message.tool_call_delta.shell_tool_call_delta.stdout)
         seconds = time.perf_counter() - started
-    result = call.outcome.result
-    assert result is not None, call.outcome.error
-    success = result.shell_tool_call.result.success
+    # The deltas carry the whole output; the result keeps only what fits in memory.
+    success = shell_output(call.outcome, stdout=None)
+    expect(received == expected, f"streamed {received} bytes of output, not {expected}")
     return {
         "seconds": round(seconds, 3),
         "mb_per_s": round(received / seconds / 1e6, 1),
         "bytes_streamed": received,
-        "complete": received == OUTPUT_BYTES,
         "spilled_bytes": success.output_location.size_bytes,
         "daemon_rss_growth_mb": rss.growth_mb,
     }
@@ -159,23 +174,19 @@ async def concurrent_sleeps(stream: ExecStream, count: int = 50) -> dict[str, An
     ]
     outcomes = await asyncio.gather(*(call.wait() for call in calls))
     wall = time.perf_counter() - started
-    ok = sum(
-        1
-        for outcome in outcomes
-        if outcome.result is not None
-        and outcome.result.shell_tool_call.result.success.stdout == "x\n"
-    )
-    return {"calls": count, "ok": ok, "wall_s": round(wall, 3)}
+    for outcome in outcomes:
+        shell_output(outcome, stdout="x\n")
+    return {"calls": count, "wall_s": round(wall, 3)}
 
 
-async def bench_daemon(rounds: int) -> dict[str, Any]:
+async def bench_daemon(rounds: int, output_random_bytes: int) -> dict[str, Any]:
     workspace = Path(tempfile.mkdtemp(prefix="bench-shell-"))
     with running_daemon(workspace, workspace / ".state", "--log-level", "warn") as daemon:
         async with daemon.client() as client, client.exec_stream() as stream:
             true_stats = await stream_true(stream, rounds)
-            output = await stream_output(stream, daemon.process.pid)
+            output = await stream_output(stream, daemon.process.pid, output_random_bytes)
             concurrent = await concurrent_sleeps(stream)
-    return {"true": true_stats, "output_100mb": output, "concurrent_50": concurrent}
+    return {"true": true_stats, "output": output, "concurrent_50": concurrent}
 
 
 # -- swe-rex ------------------------------------------------------------------------------------
@@ -186,6 +197,16 @@ from swerex.runtime.remote import RemoteRuntime
 from swerex.runtime.abstract import BashAction, Command, CreateBashSessionRequest
 
 port, token, rounds, output_command = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+output_bytes = int(sys.argv[5])
+
+def check(answer, output_bytes=None):
+    if answer.exit_code != 0:
+        sys.exit(f"wrong answer from swe-rex: exit code {answer.exit_code}")
+    text = answer.stdout if hasattr(answer, "stdout") else answer.output
+    # run_in_session strips the output's last newline; base64's output ends with exactly one.
+    if output_bytes is not None and len(text.rstrip("\n")) + 1 != output_bytes:
+        sys.exit(f"wrong answer from swe-rex: {len(text)} bytes of output, not {output_bytes}")
+    return text
 
 def summary(samples):
     ordered = sorted(samples)
@@ -202,23 +223,26 @@ async def main():
     for name, make in (("run_in_session", lambda c: runtime.run_in_session(BashAction(command=c, check="ignore"))),
                        ("execute", lambda c: runtime.execute(Command(command=c, shell=True)))):
         for _ in range(20):
-            await make("true")
+            check(await make("true"))
         samples = []
         for _ in range(rounds):
             started = time.perf_counter()
-            await make("true")
+            answer = await make("true")
             samples.append(time.perf_counter() - started)
+            check(answer)
         out[name + "_true"] = summary(samples)
     started = time.perf_counter()
     result = await runtime.execute(Command(command=output_command, shell=True, timeout=300))
     seconds = time.perf_counter() - started
-    out["execute_output_100mb"] = {"seconds": round(seconds, 3),
-                                   "mb_per_s": round(len(result.stdout) / seconds / 1e6, 1),
-                                   "bytes": len(result.stdout), "streaming": False}
+    check(result, output_bytes)
+    out["execute_output"] = {"seconds": round(seconds, 3),
+                             "mb_per_s": round(len(result.stdout) / seconds / 1e6, 1),
+                             "bytes": len(result.stdout), "streaming": False}
     small = "head -c 7500000 /dev/urandom | base64"
     started = time.perf_counter()
     result = await runtime.run_in_session(BashAction(command=small, check="ignore", timeout=300))
     seconds = time.perf_counter() - started
+    check(result, 10_131_579)
     out["run_in_session_output_10mb"] = {"seconds": round(seconds, 3),
                                          "mb_per_s": round(len(result.output) / seconds / 1e6, 1),
                                          "bytes": len(result.output), "streaming": False}
@@ -251,7 +275,8 @@ def swerex_python() -> tuple[Path | None, str]:
     return python, ""
 
 
-def bench_swerex(rounds: int) -> dict[str, Any]:
+def bench_swerex(rounds: int, random_bytes: int) -> dict[str, Any]:
+    command = output_command(random_bytes)
     python, problem = swerex_python()
     if python is None:
         return {"skipped": problem}
@@ -265,7 +290,16 @@ def bench_swerex(rounds: int) -> dict[str, Any]:
     try:
         with RssWatch(server.pid) as rss:
             client = subprocess.run(
-                [str(python), "-c", SWEREX_CLIENT, str(port), token, str(rounds), OUTPUT_COMMAND],
+                [
+                    str(python),
+                    "-c",
+                    SWEREX_CLIENT,
+                    str(port),
+                    token,
+                    str(rounds),
+                    command,
+                    str(base64_output_bytes(random_bytes)),
+                ],
                 capture_output=True,
                 text=True,
                 timeout=900,
@@ -288,9 +322,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--no-swerex", action="store_true")
+    add_quick_flag(parser)
     options = parser.parse_args()
+    output_random_bytes = OUTPUT_RANDOM_BYTES
+    if options.quick:
+        options.rounds, options.no_swerex = 30, True
+        output_random_bytes = QUICK_OUTPUT_RANDOM_BYTES
     baseline = bare_bash_round_trip(options.rounds)
-    daemon = asyncio.run(bench_daemon(options.rounds))
+    daemon = asyncio.run(bench_daemon(options.rounds, output_random_bytes))
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]},
         "bare_bash_round_trip": baseline,
@@ -301,13 +340,13 @@ def main() -> None:
         },
         "goals": {
             "true_p50_le_1ms": daemon["true"]["p50_ms"] <= 1.0,
-            "output_ge_80_mb_s": daemon["output_100mb"]["mb_per_s"] >= 80,
-            "output_rss_growth_le_64mb": daemon["output_100mb"]["daemon_rss_growth_mb"] <= 64,
+            "output_ge_80_mb_s": daemon["output"]["mb_per_s"] >= 80,
+            "output_rss_growth_le_64mb": daemon["output"]["daemon_rss_growth_mb"] <= 64,
             "concurrent_50_le_0_6s": daemon["concurrent_50"]["wall_s"] <= 0.6,
         },
     }
     if not options.no_swerex:
-        swerex = bench_swerex(min(options.rounds, 300))
+        swerex = bench_swerex(min(options.rounds, 300), output_random_bytes)
         report["swerex"] = swerex
         if "run_in_session_true" in swerex:
             report["ratios"]["true_p50_vs_swerex_run_in_session"] = ratio(
@@ -317,7 +356,7 @@ def main() -> None:
                 daemon["true"]["p50_ms"], swerex["execute_true"]["p50_ms"]
             )
             report["ratios"]["output_mb_s_vs_swerex_execute"] = ratio(
-                daemon["output_100mb"]["mb_per_s"], swerex["execute_output_100mb"]["mb_per_s"]
+                daemon["output"]["mb_per_s"], swerex["execute_output"]["mb_per_s"]
             )
     print(json.dumps(report, indent=2))
 

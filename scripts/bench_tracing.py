@@ -5,6 +5,9 @@ Dispatches read_todos calls back to back in-process (no RPC), in ghost mode (no 
 all) and with tracing on: once with a provider that exports nothing (the span itself) and once
 exporting over OTLP/gRPC to a loopback receiver. That receiver runs in this process, so its
 decoding competes for the GIL and the last number is an upper bound.
+
+Every call must succeed and every span must reach the receiver, or the run ends with an error.
+`--quick` (the test suite): 2 rounds of 200 calls.
 """
 
 from __future__ import annotations
@@ -22,17 +25,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests.* when run as a script
 
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider
 
-from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall  # noqa: E402
-from agent.v1.tool_call_pb2 import ToolCall  # noqa: E402
-from exec_daemon.kernel.config import DaemonConfig  # noqa: E402
-from exec_daemon.kernel.context import CallContext  # noqa: E402
-from exec_daemon.registry import SPECS  # noqa: E402
-from exec_daemon.rpc.dispatch import Dispatcher  # noqa: E402
-from exec_daemon.server import new_daemon  # noqa: E402
-from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares  # noqa: E402
-from tests.test_tracing import grpc_receiver  # noqa: E402
+from agent.v1.todos_pb2 import ReadTodosArgs, ReadTodosToolCall
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.registry import SPECS
+from exec_daemon.rpc.dispatch import Dispatcher
+from exec_daemon.server import new_daemon
+from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middleware, tracing_middlewares
+from scripts.benchmarking import add_quick_flag, expect
+from tests.test_tracing import grpc_receiver
 
 CALL = ToolCall(read_todos_tool_call=ReadTodosToolCall(args=ReadTodosArgs()))
 TRACE_HEADERS = {EXTRAS_KEY: {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01"}}
@@ -41,7 +45,9 @@ TRACE_HEADERS = {EXTRAS_KEY: {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01"}}
 async def per_call_us(dispatcher: Dispatcher, ctx: CallContext, calls: int) -> float:
     started = time.perf_counter()
     for _ in range(calls):
-        await dispatcher.run(CALL, ctx)
+        answer = await dispatcher.run(CALL, ctx)
+        result = answer.read_todos_tool_call.result
+        expect(result.WhichOneof("result") == "success", f"read_todos failed: {result}")
     return (time.perf_counter() - started) / calls * 1e6
 
 
@@ -72,12 +78,15 @@ async def measure(calls: int, rounds: int) -> dict[str, Any]:
                 samples[name].append(await per_call_us(dispatcher, ctx, calls))
         await traced.aclose()
         exported = len(received.spans())
+    expect(exported == calls * rounds, f"{exported} spans received of {calls * rounds}")
     ghost_us = statistics.median(samples["ghost_mode"])
+    exported_us = statistics.median(samples["span_exported"])
     return {
         "calls_per_round": calls,
         "ghost_mode_dispatch_us": round(ghost_us, 1),
         "span_added_us": round(statistics.median(samples["span_only"]) - ghost_us, 1),
-        "span_exported_added_us": round(statistics.median(samples["span_exported"]) - ghost_us, 1),
+        "span_exported_added_us": round(exported_us - ghost_us, 1),
+        "span_exported_over_ghost_ratio": round(exported_us / ghost_us, 2),
         "spans_received": exported,
         "spans_expected": calls * rounds,
     }
@@ -87,7 +96,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
+    add_quick_flag(parser)
     options = parser.parse_args()
+    if options.quick:
+        options.calls, options.rounds = 200, 2
     print(json.dumps(asyncio.run(measure(options.calls, options.rounds)), indent=2))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import subprocess
@@ -60,7 +59,7 @@ async def test_token_from_the_environment_and_not_built_flags_are_said_once(
     ) as daemon:
         async with daemon.client() as client:
             assert (await client.ping()).workspace == str(workspace)
-        await asyncio.sleep(0.2)
+        assert daemon.stop() == 0  # the whole log is written
         log = daemon.log()
     assert log.count("--generate-image-enabled is accepted but its feature is not built yet") == 1
     assert "DEBUG" not in log

@@ -24,6 +24,7 @@ from exec_daemon.kernel.environment_file import (
     strip_comments,
 )
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 SOURCE = Path(".cursor/environment.json")
@@ -104,10 +105,7 @@ def list_terminals(daemon: RunningDaemon) -> list[dict[str, Any]]:
 
 
 def wait_for(predicate: Any, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    wait_until(predicate, timeout)
 
 
 def test_the_daemon_runs_start_then_the_terminals(workspace: Path, tmp_path: Path) -> None:

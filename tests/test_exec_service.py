@@ -19,6 +19,7 @@ from agent.v1.exec_pb2 import (
 from agent.v1.todos_pb2 import ReadTodosToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.inprocess import serve_in_process
+from tests.polling import eventually
 from tests.scripted_tool import ScriptedTool, script
 
 EXEC_STREAM = "/agent.v1.ExecService/ExecStream"
@@ -36,13 +37,13 @@ async def test_calls_run_concurrently_with_deltas_then_one_result_each() -> None
     tool = ScriptedTool()
     async with serve_in_process(tool.handlers()) as server, server.client() as client:
         async with client.exec_stream() as stream:
-            started = time.monotonic()
             calls = [
                 await stream.start(script(f"delta:{n}a sleep:0.4 delta:{n}b")) for n in range(5)
             ]
-            outcomes = await asyncio.gather(*(call.wait() for call in calls))
-            elapsed = time.monotonic() - started
-    assert elapsed < 1.5, "five 0.4 s calls on one stream must run at the same time"
+            first = await calls[0].wait()
+            started_before_the_first_ended = sorted(tool.started)
+            outcomes = [first, *await asyncio.gather(*(call.wait() for call in calls[1:]))]
+    assert started_before_the_first_ended == [1, 2, 3, 4, 5], "the calls must run side by side"
     for n, (call, outcome) in enumerate(zip(calls, outcomes, strict=True)):
         messages = [m for m in [*outcome_messages(outcome)]]
         assert stdout_deltas(messages) == [f"{n}a", f"{n}b"]
@@ -65,7 +66,7 @@ async def test_abort_ends_only_that_call_with_an_aborted_result() -> None:
         async with client.exec_stream() as stream:
             long_call = await stream.start(script("sleep:30"))
             other = await stream.start(script("sleep:0.3"))
-            await asyncio.sleep(0.1)
+            await eventually(lambda: long_call.id in tool.started, what="the long call to start")
             await stream.abort(long_call.id)
             aborted = await asyncio.wait_for(long_call.wait(), 5)
             assert (await other.wait()).result is not None
@@ -85,7 +86,7 @@ async def test_duplicate_running_id_gets_an_error_and_the_first_call_goes_on() -
             first = await stream.start(script("sleep:0.3 delta:first"), call_id=7)
             duplicate_sent = time.monotonic()
             await stream.start(script("delta:second"), call_id=7)
-            await _until(lambda: first.outcome.result is not None)
+            await eventually(lambda: first.outcome.result is not None)
     outcome = first.outcome
     assert outcome.error is not None and outcome.error.code == "already_exists"
     assert "7" in outcome.error.message
@@ -169,9 +170,9 @@ async def test_client_disconnect_cancels_its_calls() -> None:
                 request_serializer=ExecStreamElement.SerializeToString,
                 response_deserializer=ExecServerMessage.FromString,
             )(feed(), metadata=[("authorization", f"Bearer {server.token}")])
-            await _until(lambda: tool.started == [1])
+            await eventually(lambda: tool.started == [1])
             call.cancel()
-        await _until(lambda: tool.cancelled == [1], seconds=5)
+        await eventually(lambda: tool.cancelled == [1])
 
 
 async def test_idle_stream_gets_heartbeats_and_client_heartbeats_are_answered() -> None:
@@ -181,11 +182,11 @@ async def test_idle_stream_gets_heartbeats_and_client_heartbeats_are_answered() 
         server.client() as client,
     ):
         async with client.exec_stream() as stream:
-            await asyncio.sleep(0.7)
+            # Sent by the server on its own: the client has not sent anything yet.
+            await eventually(lambda: len(stream.heartbeats) >= 2, what="two idle heartbeats")
             idle_beats = len(stream.heartbeats)
             await stream.heartbeat()
-            await _until(lambda: len(stream.heartbeats) > idle_beats)
-    assert idle_beats >= 2
+            await eventually(lambda: len(stream.heartbeats) > idle_beats)
 
 
 async def test_a_peer_that_stops_heartbeating_is_taken_as_dead() -> None:
@@ -229,11 +230,3 @@ async def test_heartbeat_message_shape() -> None:
         exec_client_control_message=ExecClientControlMessage(heartbeat=Heartbeat(sent_at_ms=1))
     )
     assert ExecStreamElement.FromString(element.SerializeToString()) == element
-
-
-async def _until(condition: object, seconds: float = 3.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from exec_daemon.kernel.errors import ErrorCode
+from exec_daemon.kernel.processes import proc_info
 from exec_daemon.kernel.runner import HelperFailed, run_helper, start_helper
 from exec_daemon.kernel.secrets import keep_secret, without_secrets
-from exec_daemon.processes import proc_info
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 

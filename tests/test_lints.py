@@ -13,6 +13,7 @@ from agent.v1.files_pb2 import ReadLintsArgs
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 
+REPO = Path(__file__).resolve().parent.parent
 BAD_PYTHON = "import os\n\ndef f(:\n    pass\n"
 UNDEFINED_NAME = "def f():\n    return undefined_name\n"
 BAD_SHELL = "#!/bin/bash\nrm -rf $1/*\n"
@@ -88,6 +89,28 @@ async def test_files_without_a_linter_and_missing_files_are_listed_apart(
     assert sorted(result.success.unsupported_paths) == ["README.md", "data.bin"]
     assert [(s.path, s.reason) for s in result.success.skipped] == [("nowhere.py", "no such file")]
     assert list(result.success.files) == []
+
+
+async def test_typescript_type_errors_come_back_from_the_workspaces_tsc(
+    client: ExecDaemonClient, workspace: Path
+) -> None:
+    """The project's typescript (package.json, installed by scripts/setup), as a TypeScript
+    workspace has it: node_modules/.bin/tsc."""
+    (workspace / "node_modules").symlink_to(REPO / "node_modules", target_is_directory=True)
+    write(
+        workspace,
+        {
+            "src/main.ts": "export const total: number = 1;\nlet label: number = 'a';\n",
+            "src/clean.ts": "export const ok: string = 'yes';\n",
+        },
+    )
+    result = await read_lints(client, "src/main.ts", "src/clean.ts")
+    assert result.WhichOneof("result") == "success", result
+    found = diagnostics(result.success)
+    assert found == {"src/main.ts": [("tsc", "error", "TS2322", 2, 5)], "src/clean.ts": []}
+    [message] = [d.message for f in result.success.files for d in f.diagnostics]
+    assert message == "Type 'string' is not assignable to type 'number'."
+    assert "tsc 5." in " ".join(result.success.linters)
 
 
 @pytest.mark.skipif(shutil.which("tsc") is not None, reason="tsc is installed here")

@@ -191,7 +191,11 @@ async def test_bad_arguments_answer_the_servers_validation_error(client: ExecDae
     result = await run_mcp(client, "demo-add", {"a": "not a number"})
     assert result.success.is_error
     [text] = texts(result)
-    assert "validation error" in text and "a" in text and "b" in text
+    assert text.startswith("Error executing tool add: 2 validation errors")
+    lines = text.splitlines()
+    # Each argument named on its own line, with what is wrong with it.
+    assert lines[lines.index("a") + 1].startswith("  Input should be a valid integer")
+    assert lines[lines.index("b") + 1].startswith("  Field required")
 
 
 async def test_unknown_tool_lists_the_available_tools(client: ExecDaemonClient) -> None:

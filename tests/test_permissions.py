@@ -308,6 +308,7 @@ async def test_a_read_only_subagent_cannot_use_any_write_path(
             assert result_of(outcome).rejected.is_readonly
     assert target.read_text() == "original\n"
     assert not (daemon.workspace / "new.txt").exists()
+    assert not (daemon.workspace / "pwned").exists()  # what `ls $(touch pwned)` would make
     # Reading stays possible, and so do read-only shell commands.
     read = await client.run(call("read_tool_call", path=str(target)), agent_id=reader)
     assert result_of(read).success.ranges[0].contents == "original"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import termios
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +22,8 @@ from exec_daemon.terminals.pty import (
     Terminal,
     session_pids,
 )
+from tests.polling import eventually
+from tests.sandbox_harness import processes_with_argument
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,7 +130,7 @@ async def test_a_large_paste_is_delivered_whole_without_blocking_the_loop(
     # Raw mode: the line discipline would otherwise cap one line at 4 KiB.
     terminal = manager.create(command=f"stty raw -echo; head -c 4000000 > {target}; echo got-it")
     attachment, _ = terminal.attach()
-    await asyncio.sleep(0.2)
+    await eventually(lambda: not termios.tcgetattr(terminal.fd)[3] & termios.ICANON, what="raw")
     gaps: list[float] = []
 
     async def ticker() -> None:
@@ -149,8 +152,9 @@ async def test_a_large_paste_is_delivered_whole_without_blocking_the_loop(
 
 
 async def test_sigint_reaches_the_foreground_job(manager: PtyManager) -> None:
-    terminal = manager.create(command="sleep 30")
-    await asyncio.sleep(0.2)
+    marker = f"30.{time.monotonic_ns() % 10**6:06d}"  # seconds, and unique
+    terminal = manager.create(command=f"sleep {marker}")
+    await eventually(lambda: processes_with_argument(marker), what="the sleep to run")
     terminal.send_signal("SIGINT")
     assert await asyncio.wait_for(terminal.wait_exit(), 5) == 130
     with pytest.raises(CodedError, match="unknown signal"):
@@ -166,8 +170,7 @@ async def test_kill_ends_the_whole_session_grandchildren_included(manager: PtyMa
     assert len(members) >= 3
     code = await manager.kill(terminal.id)
     assert code == 128 + 9
-    await asyncio.sleep(0.2)
-    assert session_pids(terminal.pid) == []
+    await eventually(lambda: session_pids(terminal.pid) == [], what="the session to end")
     for pid in members:
         assert process_state(pid) in ("gone", "Z")
 
@@ -208,8 +211,7 @@ async def test_asking_for_bytes_the_ring_dropped_says_truncated(manager: PtyMana
     size = SCROLLBACK_BYTES * 3
     terminal = manager.create(command=f"head -c {size} /dev/zero | tr '\\0' x")
     await terminal.wait_exit()
-    await asyncio.sleep(0.1)
-    assert terminal.scrollback.end == size
+    await eventually(lambda: terminal.scrollback.end == size, what="all the output")
     assert terminal.scrollback.start > 0
     attachment, truncated = terminal.attach(since=0)
     assert truncated

@@ -32,6 +32,8 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.polling import eventually
+from tests.sandbox_harness import processes_with_argument
 
 # An rc file that would break a prompt-scraping shell (FM 11): PS1 and PROMPT_COMMAND changed,
 # output at start-up, an alias that must keep working.
@@ -79,6 +81,14 @@ async def shell(
     outcome = await client.run(shell_call(command, **kwargs), agent_id=agent)
     assert outcome.result is not None, outcome.error
     return outcome.result.shell_tool_call.result
+
+
+async def busy_session(client: ExecDaemonClient, agent: str) -> asyncio.Task[ShellResult]:
+    """The agent's session running a 2 s sleep, started for sure (the next call goes beside it)."""
+    marker = f"2.{time.monotonic_ns() % 10**6:06d}"  # seconds, and unique
+    busy = asyncio.create_task(shell(client, f"sleep {marker}", agent))
+    await eventually(lambda: processes_with_argument(marker), what="the session to be busy")
+    return busy
 
 
 async def shell_outcome(
@@ -253,10 +263,10 @@ async def test_long_commands(client: ExecDaemonClient, agent: str) -> None:
     result = await shell(client, f"v={long_value}; echo ${{#v}}", agent)
     assert stdout_of(result) == "200000\n"
     # The same through a one-shot shell (the session is busy with the sleep).
-    busy = asyncio.create_task(shell(client, "sleep 0.5", agent))
-    await asyncio.sleep(0.1)
+    busy = await busy_session(client, agent)
     sibling = await shell(client, f"v={long_value}; echo ${{#v}}", agent)
     assert stdout_of(sibling) == "200000\n"
+    assert not busy.done(), "it ran beside the busy session"
     await busy
 
 
@@ -364,13 +374,11 @@ async def test_a_second_call_runs_beside_a_busy_session(
     client: ExecDaemonClient, agent: str, tmp_path: Path
 ) -> None:
     await shell(client, f"cd {tmp_path}; export SHARED=env; fn() {{ echo fn-ok; }}", agent)
-    long = asyncio.create_task(shell(client, "sleep 1.5; echo long-done", agent))
-    await asyncio.sleep(0.2)
-    started = time.monotonic()
+    long = await busy_session(client, agent)
     second = await shell(client, "pwd; echo $SHARED $FROM_RC; fn; greet", agent)
-    assert time.monotonic() - started < 1.0, "the second call did not wait for the first"
+    assert not long.done(), "the second call did not wait for the first"
     assert stdout_of(second) == f"{tmp_path}\nenv yes\nfn-ok\nhello from alias\n"
-    assert stdout_of(await long) == "long-done\n"
+    assert (await long).WhichOneof("result") == "success"
 
 
 async def test_environment_updates_reach_running_sessions(
@@ -454,12 +462,10 @@ async def test_fast_failure_ends_at_once(client: ExecDaemonClient, agent: str) -
     result = await shell(client, "no_such_command_at_all", agent, timeout=30000)
     assert result.failure.exit_code == 127
     assert time.monotonic() - started < 2
-    busy = asyncio.create_task(shell(client, "sleep 1", agent))
-    await asyncio.sleep(0.1)
-    started = time.monotonic()
+    busy = await busy_session(client, agent)
     sibling = await shell(client, "no_such_command_at_all", agent, timeout=30000)
     assert sibling.failure.exit_code == 127
-    assert time.monotonic() - started < 0.8
+    assert not busy.done(), "the failure answered before the busy session's sleep ended"
     await busy
 
 
@@ -479,12 +485,10 @@ async def test_background_ampersand_does_not_keep_the_call_waiting(
     result = await shell(client, f"sleep 30 & echo $! > {tmp_path}/a; echo started", agent)
     assert stdout_of(result) == "started\n"
     assert time.monotonic() - started < 1.5
-    busy = asyncio.create_task(shell(client, "sleep 1", agent))
-    await asyncio.sleep(0.1)
-    started = time.monotonic()
+    busy = await busy_session(client, agent)
     sibling = await shell(client, f"sleep 30 & echo $! > {tmp_path}/b; echo sib", agent)
     assert stdout_of(sibling) == "sib\n"
-    assert time.monotonic() - started < 0.8
+    assert not busy.done(), "the sibling answered before the busy session's sleep ended"
     await busy
     pids = [int((tmp_path / name).read_text()) for name in ("a", "b")]
     assert all(alive(pid) for pid in pids), "background jobs keep running after the call"
@@ -540,15 +544,15 @@ async def test_file_output_threshold(client: ExecDaemonClient, agent: str) -> No
 
 
 async def test_background_returns_at_once_and_keeps_its_exit_code(
-    client: ExecDaemonClient, agent: str, shell_daemon: RunningDaemon
+    client: ExecDaemonClient, agent: str, shell_daemon: RunningDaemon, tmp_path: Path
 ) -> None:
     """FM 3: addressable by id, output in a file while nobody listens, exit code kept."""
-    started = time.monotonic()
+    go = tmp_path / "go"
+    # The command cannot end before the test lets it: the call must answer before that.
+    command = f"echo hi; until [ -e {go} ]; do sleep 0.02; done; echo bye >&2; exit 3"
     async with shell_daemon.client() as other:
-        result = await shell(
-            other, "echo hi; sleep 0.4; echo bye >&2; exit 3", agent, is_background=True
-        )
-    assert time.monotonic() - started < 1.0
+        result = await shell(other, command, agent, is_background=True)
+    go.touch()
     assert result.is_background and result.shell_id and result.pid
     assert result.terminals_folder == str(shell_daemon.state_dir / "terminals")
     output_file = Path(result.output_file)
@@ -671,13 +675,15 @@ async def test_abort_while_the_session_starts_leaves_no_shell(tmp_path: Path) ->
     """An rc file that takes a while: the call is aborted before the session is ready."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".bashrc").write_text("sleep 0.6\n")
+    rc_sleep = f"0.6{time.monotonic_ns() % 10**6:06d}"  # seconds, and unique
+    (home / ".bashrc").write_text(f"sleep {rc_sleep}\n")
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with running_daemon(workspace, tmp_path / "state", env={"HOME": str(home)}) as daemon:
         async with daemon.client() as client, client.exec_stream() as stream:
             call = await stream.start(shell_call("echo never"), agent_id="slow")
-            await asyncio.sleep(0.2)
+            # The session's bash is reading its rc file.
+            await eventually(lambda: processes_with_argument(rc_sleep), what="the rc file to run")
             await stream.abort(call.id)
             outcome = await call.wait()
             assert outcome.result is not None
@@ -741,9 +747,8 @@ async def test_shutdown_ends_every_shell(tmp_path: Path) -> None:
                 shell(client, f"sleep 100 & echo $! >> {pids}; sleep 100")
             )
             await wait_for_file(pids, lines=2)
-            started = time.monotonic()
+            # stop() fails if the daemon is not gone within SHUTDOWN_SECONDS.
             assert daemon.stop(signal.SIGTERM) == 0
-            assert time.monotonic() - started < 5
             running.cancel()
     assert await all_dead([background.pid, *(int(pid) for pid in pids.read_text().split())])
 

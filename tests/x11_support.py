@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,20 +25,10 @@ from agent.v1.computer_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
+from tests.polling import wait_until
 
 APP = Path(__file__).with_name("x11_app.py")
 Event = dict[str, Any]
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(0.02)
 
 
 def parent_pid(pid: int) -> int | None:

@@ -421,6 +421,8 @@ def _unseen_loop(node: Node) -> str | None:
 # --- terminalAllowlist --------------------------------------------------------------------------
 
 
+# Every shell call in allowlist mode splits every entry: a cache keeps that off the call's path.
+@functools.lru_cache(maxsize=1024)
 def allowlist_entry_words(entry: str) -> tuple[str, ...]:
     """`"npm run test"` → ("npm", "run", "test"); a trailing `*` word means "anything after"."""
     try:

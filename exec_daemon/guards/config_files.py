@@ -1,14 +1,17 @@
 """User configuration files (permissions.json, hooks.json, .claude/settings.json), re-read when they change.
 
 Every tool call consults them, so each file is parsed once and only re-parsed when its stat
-(mtime, size, inode) changes: a call costs one `stat` per file. A file that does not parse is
-logged once per change and treated as absent.
+(mtime, ctime, size, inode, device) changes: a call costs one `stat` per file. ctime is in the
+stamp because nobody can set it back (`touch -d` restores an mtime, not a ctime); and since file
+times tick coarsely (a few ms), a file changed that recently is read again at every call. A file
+that does not parse is logged once per change and treated as absent.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -20,7 +23,9 @@ from exec_daemon.kernel.state import Daemon
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_Stamp = tuple[int, int, int]
+_Stamp = tuple[int, int, int, int, int]
+# A file whose ctime is this recent may change again without its stamp changing.
+_SETTLE_NS = 100_000_000
 
 
 class WatchedJson:
@@ -34,26 +39,29 @@ class WatchedJson:
 
     def value(self) -> Any:
         # Most of these files do not exist: access() says so without raising an exception,
-        # which halves the cost of the common case (every tool call asks).
-        if not os.access(self._name, os.F_OK):
-            self._stamp, self._value = None, None
+        # which halves the cost of the common case (every tool call asks). A file that was
+        # there last time is most likely still there: one stat() says both.
+        if self._stamp is None and not os.access(self._name, os.F_OK):
+            self._value = None
             return None
         try:
             stat = os.stat(self._name)
         except OSError:
             self._stamp, self._value = None, None
             return None
-        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        if stamp != self._stamp:
+        stamp = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino, stat.st_dev)
+        changed = stamp != self._stamp
+        if changed or time.time_ns() - stat.st_ctime_ns < _SETTLE_NS:
             self._stamp = stamp
-            self._value = self._load()
+            self._value = self._load(report_errors=changed)
         return self._value
 
-    def _load(self) -> Any:
+    def _load(self, report_errors: bool) -> Any:
         try:
             return json5.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
-            log.warning("ignoring %s: it is not valid JSON (%s)", self.path, exc)
+            if report_errors:
+                log.warning("ignoring %s: it is not valid JSON (%s)", self.path, exc)
             return None
 
 

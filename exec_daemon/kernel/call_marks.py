@@ -21,7 +21,7 @@ import itertools
 import os
 import secrets
 
-from exec_daemon.processes import ProcInfo, Selector
+from exec_daemon.kernel.processes import ProcInfo, Selector
 
 CALL_MARK_VARIABLE = "EXEC_DAEMON_CALL"
 _INSTANCE = f"{os.getpid()}-{secrets.token_hex(4)}"

@@ -1,5 +1,5 @@
 """The one way the daemon runs its own helper programs: rg, gh, linters, ffmpeg, Xvfb, xdotool,
-hooks (agent commands go through `exec_daemon.processes.spawn()`).
+hooks (agent commands go through `exec_daemon.kernel.processes.spawn()`).
 
 Every helper
 - leads a new session, hence its own process group, with no controlling terminal;
@@ -28,14 +28,14 @@ from typing import IO, Any
 
 from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.secrets import without_secrets
-from exec_daemon.processes import (
+from exec_daemon.kernel.processes import (
     Child,
     Selector,
     boot_ticks_now,
     in_sessions,
     signal_selected,
 )
+from exec_daemon.kernel.secrets import without_secrets
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 DEFAULT_GRACE_SECONDS = 1.0

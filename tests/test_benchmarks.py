@@ -1,0 +1,94 @@
+"""Every scripts/bench_*.py runs in its quick mode and prints the JSON its goals are judged on.
+
+The benchmarks check each timed call's answer and exit non-zero on a wrong one, so this also
+runs the daemon's hot paths (shell, guards, search, reads, PTY, sandbox, screen, tracing)
+end to end. Speeds are not judged here: the machine is shared; `--quick` only keeps the
+numbers' shape honest (a median and a ratio, both positive numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.v1.shell_pb2 import ShellFailure, ShellResult, ShellSuccess, ShellToolCall
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import CallOutcome
+from scripts.benchmarking import WrongAnswer, shell_output
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+QUICK_SECONDS = 120
+
+# bench -> (a median, a ratio), each a path of keys into its JSON.
+FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "bench_rpc": (
+        ("connect-python", "daemon", "exec_stream_ms", "p50"),
+        ("grpcio", "ratio_daemon_over_bare", "exec_stream_p50"),
+    ),
+    "bench_shell": (("exec_daemon", "true", "p50_ms"), ("ratios", "true_p50_vs_bare_bash")),
+    "bench_files": (("search", "grep", "tool_p50_ms"), ("search", "glob", "ratio")),
+    "bench_pty": (("exec_daemon", "echo_p50_ms"), ("throughput_ratio",)),
+    "bench_sandbox": (("sandboxed", "median_ms"), ("sandboxed_over_unsandboxed_median_ratio",)),
+    "bench_guards": (
+        ("guard_overhead", "allowlisted_shell_call", "end_to_end_call_us"),
+        ("guard_overhead", "allowlisted_shell_call", "added_percent_of_call"),
+    ),
+    "bench_tracing": (("ghost_mode_dispatch_us",), ("span_exported_over_ghost_ratio",)),
+    "bench_computer_use": (
+        ("end_to_end_daemon", "screenshot", "median_ms"),
+        ("in_process", "click", "xdotool_over_xtest"),
+    ),
+    "bench_sem_search": (("search_unchanged_p50_ms",), ("after_one_edit_over_unchanged_ratio",)),
+}
+
+
+def figure(report: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = report
+    for key in path:
+        assert isinstance(value, dict) and key in value, f"no {'.'.join(path)} in {report}"
+        value = value[key]
+    return value
+
+
+def shell_answer(result: ShellResult) -> CallOutcome:
+    return CallOutcome(result=ToolCall(shell_tool_call=ShellToolCall(result=result)))
+
+
+def test_a_wrong_answer_fails_the_benchmark_instead_of_counting() -> None:
+    right = shell_answer(ShellResult(success=ShellSuccess(stdout="x\n")))
+    assert shell_output(right, stdout="x\n").stdout == "x\n"
+    wrong = [
+        shell_answer(ShellResult(failure=ShellFailure(exit_code=127))),
+        shell_answer(ShellResult(success=ShellSuccess(exit_code=1, stdout="x\n"))),
+        shell_answer(ShellResult(success=ShellSuccess(stdout="x"))),  # cut short
+        CallOutcome(),  # no answer at all
+    ]
+    for outcome in wrong:
+        with pytest.raises(WrongAnswer):
+            shell_output(outcome, stdout="x\n")
+
+
+def test_every_benchmark_is_run_here() -> None:
+    assert sorted(path.stem for path in SCRIPTS.glob("bench_*.py")) == sorted(FIGURES)
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 30)
+@pytest.mark.parametrize("bench", sorted(FIGURES))
+def test_benchmark_quick_mode_prints_a_median_and_a_ratio(bench: str) -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / f"{bench}.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=QUICK_SECONDS,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    for path in FIGURES[bench]:
+        value = figure(report, path)
+        assert isinstance(value, int | float) and value > 0, f"{'.'.join(path)} = {value!r}"
