@@ -22,6 +22,7 @@ from exec_daemon.dispatch import Dispatcher, Handler, Middleware
 from exec_daemon.errors import ErrorMappingInterceptor
 from exec_daemon.exec_service import ExecService
 from exec_daemon.guards import guard_middlewares
+from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.reflection import reflection_apps
 from exec_daemon.registry import HANDLERS
 from exec_daemon.state import Daemon
@@ -111,6 +112,9 @@ async def serve(config: DaemonConfig) -> None:
         config.host,
         config.port,
     )
+    # The daemon's own folder exists before any sandbox starts, so every sandbox mounts it
+    # read-only (a missing one could be created, and symlinks planted in it, from inside).
+    ensure_daemon_folder(config.terminals_folder)
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
     if config.computer_use_enabled or config.record_screen_enabled:

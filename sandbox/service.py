@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.placeholders import PlaceholderKeeper
@@ -44,6 +45,7 @@ from sandbox.policy import (
     resolve_policy,
 )
 from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
+from sandbox.protected import outside_targets
 from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
 
 if TYPE_CHECKING:
@@ -106,6 +108,15 @@ class SandboxService:
         confined command must not change (e.g. shell state that unconfined shells source)."""
         self._private[str(path)] = None
 
+    def private_paths(self) -> list[str]:
+        """Read-only inside every sandbox: the daemon's own folders, what DeclaredPaths lists
+        (hook scripts, the daemon's install) and the protected home and system paths (the
+        ones in a writable area; build_plan skips the rest)."""
+        homes = tuple(dict.fromkeys(filter(None, [self.daemon.env.get("HOME"), str(Path.home())])))
+        declared = [item.path for item in self.daemon.service(DeclaredPaths).all()]
+        outside = outside_targets(homes)
+        return list(dict.fromkeys([*self._private, *declared, *outside]))
+
     def support_now(self) -> KernelSupport:
         """The probe result for synchronous callers (the daemon probes at start, so this is
         normally known; otherwise the probe runs here, once, blocking ~10 ms)."""
@@ -165,7 +176,7 @@ class SandboxService:
                 ctl_fd=child.fileno(),
                 keep_fds=keep_fds,
                 mount_proc=support.proc_mount,
-                private=list(self._private),
+                private=self.private_paths(),
                 own=own,
             )
         except BaseException:
@@ -192,7 +203,7 @@ class SandboxService:
         if missing:
             raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
         # What the plan refuses (e.g. `.git` is a symlink) is refused now, before any spawn.
-        build_plan(policy, self.workspace, self.workspace, env={}, private=list(self._private))
+        build_plan(policy, self.workspace, self.workspace, env={}, private=self.private_paths())
         return SandboxConfinement(self, policy)
 
     def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:

@@ -22,8 +22,9 @@ from nbformat.validator import ValidationError
 from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
 from agent.v1.files_pb2 import EditArgs, EditMultipleMatches, EditNoMatch, EditResult, EditSuccess
 from exec_daemon.dispatch import CallContext
+from exec_daemon.kernel.paths import PathRules
 from tools.diffs import replace_text, unified_diff
-from tools.workspace import WriteFailure, atomic_write, display_path
+from tools.workspace import AgentPaths, WriteFailure, atomic_write, display_path
 
 log = logging.getLogger(__name__)
 
@@ -177,11 +178,11 @@ def _serialize(notebook: NotebookNode, indent: int) -> bytes:
     return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
-def _edit_sync(args: EditArgs, path: Path, workspace: str) -> EditResult:
+def _edit_sync(args: EditArgs, path: Path, workspace: str, rules: PathRules) -> EditResult:
     try:
         change, indent = plan_cell_edit(args, path)
         data = _serialize(change.notebook, indent)
-        written, _ = atomic_write(path, data)
+        written, _ = atomic_write(path, data, rules=rules)
     except NotebookEditError as exc:
         return exc.result
     except WriteFailure as failure:
@@ -207,4 +208,5 @@ def _edit_sync(args: EditArgs, path: Path, workspace: str) -> EditResult:
 
 async def edit_cell(args: EditArgs, path: Path, ctx: CallContext) -> EditResult:
     """Edits or inserts one cell of the notebook at `path` (already resolved and allowed)."""
-    return await asyncio.to_thread(_edit_sync, args, path, ctx.daemon.workspace)
+    rules = ctx.daemon.service(AgentPaths)
+    return await asyncio.to_thread(_edit_sync, args, path, ctx.daemon.workspace, rules)

@@ -11,14 +11,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pathspec
 
+from exec_daemon.kernel.paths import (
+    DeclaredPaths,
+    NoRules,
+    PathRefused,
+    PathRules,
+    bytes_chunks,
+    write_checked,
+)
 from exec_daemon.state import Daemon
 
 CURSORIGNORE = ".cursorignore"
@@ -26,10 +33,19 @@ CURSORIGNORE = ".cursorignore"
 
 @dataclass(frozen=True)
 class ProtectedRule:
-    # gitignore syntax, relative to the workspace root ("!" lines re-allow what a rule refused).
+    # gitignore syntax ("!" lines re-allow what a rule refused), anchored by `scope`:
+    # "workspace": relative to the workspace root (a "**/" rule applies at any depth, also
+    # outside the workspace: nested repositories); "home": relative to every home folder (the
+    # daemon's, the agent's HOME, /root, /home/*); "system": an absolute path.
     pattern: str
     reason: str
+    scope: Literal["workspace", "home", "system"] = "workspace"
 
+
+_CURSOR_REASON = "Cursor configuration (hooks and their scripts, MCP servers, permissions, sandbox, environment) runs code or widens what the agent may do"
+_CLAUDE_REASON = "Claude configuration (settings, hooks, MCP servers) can run code"
+_RC_REASON = "shell start-up files run in every shell the daemon starts"
+_GIT_REASON = "git configuration can make git run arbitrary commands"
 
 PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule(
@@ -39,14 +55,8 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule("**/.git/hooks", "git hooks run code on the user's next git command"),
     ProtectedRule("/.vscode", "editor settings and tasks can run code in the user's editor"),
     ProtectedRule("/.cursorignore", ".cursorignore decides which files the agent may see"),
-    ProtectedRule(
-        "/.cursor/**/*.json",
-        "Cursor configuration (MCP servers, hooks, permissions, environment) can run code",
-    ),
-    ProtectedRule(
-        "/.claude/**/*.json",
-        "Claude configuration (settings, hooks, MCP servers) can run code",
-    ),
+    ProtectedRule("/.cursor/**", _CURSOR_REASON),
+    ProtectedRule("/.claude/**", _CLAUDE_REASON),
     # Rules, commands, skills and agents are the user's prompts, not configuration; worktrees
     # are checkouts the agent works in.
     ProtectedRule("!/.cursor/rules/**", ""),
@@ -54,9 +64,108 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule("!/.cursor/worktrees/**", ""),
     ProtectedRule("!/.cursor/skills/**", ""),
     ProtectedRule("!/.cursor/agents/**", ""),
+    ProtectedRule("!/.claude/commands/**", ""),
+    ProtectedRule("!/.claude/agents/**", ""),
+    ProtectedRule("!/.claude/skills/**", ""),
+    # Home: the same configuration folders, read by the daemon for every workspace.
+    ProtectedRule("/.cursor/**", _CURSOR_REASON, "home"),
+    ProtectedRule("/.claude/**", _CLAUDE_REASON, "home"),
+    ProtectedRule("/.claude.json", _CLAUDE_REASON, "home"),
+    ProtectedRule("!/.cursor/rules/**", "", "home"),
+    ProtectedRule("!/.cursor/commands/**", "", "home"),
+    ProtectedRule("!/.cursor/worktrees/**", "", "home"),
+    ProtectedRule("!/.cursor/skills/**", "", "home"),
+    ProtectedRule("!/.cursor/agents/**", "", "home"),
+    ProtectedRule("!/.claude/commands/**", "", "home"),
+    ProtectedRule("!/.claude/agents/**", "", "home"),
+    ProtectedRule("!/.claude/skills/**", "", "home"),
+    *(
+        ProtectedRule(f"/{name}", _RC_REASON, "home")
+        for name in (
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".profile",
+            ".zshenv",
+            ".zshrc",
+            ".zprofile",
+            ".zlogin",
+        )
+    ),
+    ProtectedRule("/.gitconfig", _GIT_REASON, "home"),
+    ProtectedRule("/.config/git/**", _GIT_REASON, "home"),
+    ProtectedRule("/.git-credentials", "git's stored credentials", "home"),
+    ProtectedRule("/.ssh/**", "ssh keys and config (ProxyCommand runs commands)", "home"),
+    # The system: start-up files, the loader, sudo, git's system config, and the programs the
+    # daemon runs (bash, git, rg, node): none of it is the agent's to change with file tools.
+    ProtectedRule(
+        "/etc/**", "system configuration (shell profiles, loader, sudo, git) runs code", "system"
+    ),
+    *(
+        ProtectedRule(f"/{folder}/**", "programs and libraries the daemon runs", "system")
+        for folder in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "boot")
+    ),
 )
 
-_PROTECTED_SPEC = pathspec.GitIgnoreSpec.from_lines(rule.pattern for rule in PROTECTED_PATH_RULES)
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"[{char}]" if char in "*?[\\" else char for char in text)
+
+
+def _anchored(rule: ProtectedRule, base: str) -> str:
+    negated = rule.pattern.startswith("!")
+    body = rule.pattern.lstrip("!")
+    if body.startswith("**/"):
+        line = body  # at any depth, wherever the base is
+    else:
+        line = (
+            "/" + _glob_escape(base.strip("/")) + "/" + body.lstrip("/")
+            if base.strip("/")
+            else body
+        )
+    return ("!" if negated else "") + line
+
+
+def home_folders(extra: Iterable[str] = ()) -> list[str]:
+    """Every home whose start-up and config files the daemon or its shells may read."""
+    homes = [str(Path.home()), "/root", *extra]
+    with contextlib.suppress(OSError):
+        homes += [
+            entry.path for entry in os.scandir("/home") if entry.is_dir(follow_symlinks=False)
+        ]
+    found: dict[str, None] = {}
+    for home in homes:
+        if home:
+            found[os.path.normpath(home)] = None
+            found[os.path.realpath(home)] = None
+    return list(found)
+
+
+class AbsoluteRules:
+    """PROTECTED_PATH_RULES anchored at concrete folders, matched against absolute real paths."""
+
+    def __init__(self, workspaces: Iterable[str], homes: Iterable[str]) -> None:
+        lines: list[str] = []
+        self._rules: list[ProtectedRule] = []
+        bases = {"workspace": list(dict.fromkeys(workspaces)), "home": list(dict.fromkeys(homes))}
+        for rule in PROTECTED_PATH_RULES:
+            for base in bases.get(rule.scope, [""]):
+                line = _anchored(rule, base)
+                if line not in lines or line.startswith("!"):
+                    lines.append(line)
+                    self._rules.append(rule)
+        self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def reason(self, real: str) -> str | None:
+        check = self._spec.check_file(real.lstrip("/"))
+        if not check.include or check.index is None:
+            return None
+        return f"{real} is a protected path: {self._rules[check.index].reason}"
+
+
+_WORKSPACE_RULES = tuple(rule for rule in PROTECTED_PATH_RULES if rule.scope == "workspace")
+_PROTECTED_SPEC = pathspec.GitIgnoreSpec.from_lines(rule.pattern for rule in _WORKSPACE_RULES)
 
 
 def resolve_path(workspace: Path | str, path: str) -> Path:
@@ -88,7 +197,7 @@ def _protected_rule(relative: str) -> ProtectedRule | None:
     check = _PROTECTED_SPEC.check_file(relative)
     if not check.include or check.index is None:
         return None
-    return PROTECTED_PATH_RULES[check.index]
+    return _WORKSPACE_RULES[check.index]
 
 
 def protected_reason(workspace: Path | str, path: Path | str) -> str | None:
@@ -128,6 +237,7 @@ class CursorIgnore:
 
     def __init__(self, daemon: Daemon) -> None:
         self.workspace = Path(daemon.workspace)
+        self.real_workspace = Path(os.path.realpath(self.workspace))
         self.file = self.workspace / CURSORIGNORE
         self._stamp: tuple[int, int, int] | None = None
         self._spec: pathspec.GitIgnoreSpec | None = None
@@ -161,6 +271,8 @@ class CursorIgnore:
         if spec is None:
             return False
         relative = relative_to_workspace(self.workspace, path)
+        if relative is None:
+            relative = relative_to_workspace(self.real_workspace, path)
         if relative is None or relative == ".":
             return False
         return bool(spec.match_file(relative + "/" if is_dir else relative))
@@ -168,6 +280,39 @@ class CursorIgnore:
     def rg_args(self) -> list[str]:
         """Arguments that make ripgrep (run with the workspace as its cwd) honour the file."""
         return ["--ignore-file", str(self.file)] if self.exists() else []
+
+
+class AgentPaths:
+    """The rules the agent's file tools apply to real paths (kernel/paths.py's PathRules):
+    PROTECTED_PATH_RULES anchored at the workspace (lexical and real), every home and `/`, the
+    paths declared at run time (hook scripts, the daemon's own files), and `.cursorignore`.
+    One per daemon: `daemon.service(AgentPaths)`."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._workspaces = [os.path.normpath(daemon.workspace), os.path.realpath(daemon.workspace)]
+        self._ignore = daemon.service(CursorIgnore)
+        self.declared = daemon.service(DeclaredPaths)
+        self._home: str | None = None
+        self._rules: AbsoluteRules | None = None
+
+    def _absolute(self) -> AbsoluteRules:
+        home = self._daemon.env.get("HOME") or ""
+        if self._rules is None or home != self._home:
+            self._rules = AbsoluteRules(self._workspaces, home_folders([home]))
+            self._home = home
+        return self._rules
+
+    def protected(self, real: str) -> str | None:
+        return self._absolute().reason(real) or self.declared.reason_for(real)
+
+    def hidden(self, real: str, is_dir: bool) -> str | None:
+        secret = self.declared.reason_for(real, reading=True)
+        if secret is not None:
+            return secret
+        if self._ignore.is_ignored(real, is_dir):
+            return f"{real} is hidden from the agent by .cursorignore"
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,20 +341,20 @@ def write_failure(exc: OSError, path: Path | str) -> WriteFailure:
         errno.ENOTDIR: ("not_a_directory", f"a parent of {shown} is not a directory"),
         errno.ENAMETOOLONG: ("invalid_argument", f"the name {shown} is too long"),
         errno.EFBIG: ("too_large", f"{shown} would exceed the largest file size allowed"),
+        errno.ELOOP: ("permission_denied", f"{shown} goes through a symbolic link (not followed)"),
     }
     code, message = reasons.get(exc.errno or 0, ("io_error", f"could not write {shown}"))
     return WriteFailure(code, message)
 
 
-def _default_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_target(path: Path) -> Path:
-    """Where a write to `path` lands: the file a symlink points to, so the link survives."""
+    """Where an append to `path` lands: the file a symlink points to, so the link survives."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def refusal_failure(refused: PathRefused) -> WriteFailure:
+    code = "invalid_argument" if refused.kind == "invalid" else "permission_denied"
+    return WriteFailure(code, refused.reason)
 
 
 def atomic_write(
@@ -217,62 +362,20 @@ def atomic_write(
     chunks: Iterator[bytes] | bytes,
     *,
     on_chunk: Callable[[bytes, int], None] | None = None,
+    rules: PathRules | None = None,
 ) -> tuple[int, bool]:
-    """Writes the file through a temp file in the same directory + fsync + rename.
+    """Writes the file through a temp file in the same (checked) directory + fsync + rename:
+    kernel/paths.py's write_checked with `rules` (the agent's: AgentPaths; none for the
+    orchestrator's own RPCs and the daemon's own files).
 
     Readers see the old or the new file, never a mix, also when the disk fills up. The mode and
     owner of an existing file are kept; missing parents are created. `on_chunk(chunk, offset)` is
     called after each chunk is written. Returns (bytes written, whether the file was created).
     Raises WriteFailure; the old content is then untouched.
     """
-    target = write_target(path)
     try:
-        existing: os.stat_result | None = target.stat()
-    except FileNotFoundError:
-        existing = None
+        return write_checked(path, bytes_chunks(chunks), rules or NoRules(), on_chunk=on_chunk)
+    except PathRefused as refused:
+        raise refusal_failure(refused) from None
     except OSError as exc:
         raise write_failure(exc, path) from exc
-    if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise WriteFailure("is_directory", f"{path} is a directory")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-        )
-    except OSError as exc:
-        raise write_failure(exc, path) from exc
-    written = 0
-    try:
-        with os.fdopen(fd, "wb") as temp:
-            for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
-                temp.write(chunk)
-                if on_chunk is not None:
-                    on_chunk(chunk, written)
-                written += len(chunk)
-            temp.flush()
-            if existing is not None:
-                os.fchmod(temp.fileno(), stat.S_IMODE(existing.st_mode))
-                if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
-                    with contextlib.suppress(PermissionError):
-                        os.fchown(temp.fileno(), existing.st_uid, existing.st_gid)
-            else:
-                os.fchmod(temp.fileno(), _default_mode())
-            os.fsync(temp.fileno())
-        os.replace(temp_name, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        if isinstance(exc, OSError):
-            raise write_failure(exc, path) from exc
-        raise
-    _fsync_directory(target.parent)
-    return written, existing is None
-
-
-def _fsync_directory(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -1,0 +1,1 @@
+"""The kernel: what every layer builds on; imports nothing else of the project."""
