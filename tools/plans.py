@@ -23,7 +23,7 @@ from agent.v1.todos_pb2 import (
 )
 from exec_daemon.dispatch import CallContext
 from tools.todos import TodoLists
-from tools.workspace import WriteFailure, atomic_write
+from tools.workspace import AgentPaths, WriteFailure, atomic_write
 
 PLANS_DIRECTORY = Path(".cursor") / "plans"
 MAX_SLUG_CHARS = 60
@@ -91,7 +91,9 @@ async def create_plan(args: CreatePlanArgs, ctx: CallContext) -> CreatePlanResul
     path = Path(ctx.daemon.workspace) / PLANS_DIRECTORY / f"{slugify(name)}.md"
     content = plan_markdown(name, args.overview, args.plan, todos).encode("utf-8")
     try:
-        _written, created = await asyncio.to_thread(atomic_write, path, content)
+        _written, created = await asyncio.to_thread(
+            atomic_write, path, content, rules=ctx.daemon.service(AgentPaths)
+        )
     except WriteFailure as failure:
         return _error(failure.code, failure.message)
     ctx.daemon.service(TodoLists).replace(ctx.agent_id, todos)

@@ -64,6 +64,7 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule("!/.cursor/worktrees/**", ""),
     ProtectedRule("!/.cursor/skills/**", ""),
     ProtectedRule("!/.cursor/agents/**", ""),
+    ProtectedRule("!/.cursor/plans/**", ""),  # create_plan's own output (markdown)
     ProtectedRule("!/.claude/commands/**", ""),
     ProtectedRule("!/.claude/agents/**", ""),
     ProtectedRule("!/.claude/skills/**", ""),
@@ -76,6 +77,7 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
     ProtectedRule("!/.cursor/worktrees/**", "", "home"),
     ProtectedRule("!/.cursor/skills/**", "", "home"),
     ProtectedRule("!/.cursor/agents/**", "", "home"),
+    ProtectedRule("!/.cursor/plans/**", "", "home"),
     ProtectedRule("!/.claude/commands/**", "", "home"),
     ProtectedRule("!/.claude/agents/**", "", "home"),
     ProtectedRule("!/.claude/skills/**", "", "home"),

@@ -56,6 +56,7 @@ _RUN_MODE_NAMES = {
 
 SHELL = "shell_tool_call"
 MCP = "mcp_tool_call"
+MCP_RESOURCE = "read_mcp_resource_tool_call"
 FETCH_TOOLS = ("fetch_tool_call", "web_fetch_tool_call")
 
 # What a read-only agent may never call.
@@ -187,7 +188,12 @@ class Judge:
                 return verdict
             inv = verdict.invocation
         mode = effective_run_mode(inv)
-        if mode == RUN_EVERYTHING or (inv.tool not in (SHELL, MCP) and inv.tool not in FETCH_TOOLS):
+        if mode == RUN_EVERYTHING:
+            return Verdict(inv)
+        why = _always_needs_someone(inv)
+        if why is not None:
+            return Verdict(inv, self._needs_someone(inv, mode, why, self._files.rules()))
+        if inv.tool not in (SHELL, MCP) and inv.tool not in FETCH_TOOLS:
             return Verdict(inv)
         rules = self._files.rules()
         why_not = self._why_not_allowlisted(inv, rules)
@@ -247,9 +253,25 @@ class Judge:
         return Verdict(inv)
 
 
+def _downloads(inv: Invocation) -> bool:
+    return bool(getattr(inv.args, "download_path", ""))
+
+
+def _always_needs_someone(inv: Invocation) -> str | None:
+    """Why a call needs approval (or review) outside run_everything whatever the allowlists say:
+    it writes what something else fills or what the daemon runs later, unconfined."""
+    if inv.tool == MCP_RESOURCE and _downloads(inv):
+        return "read_mcp_resource with download_path writes a file the MCP server fills"
+    if inv.tool == "setup_vm_environment_tool_call":
+        return "setup_vm_environment sets the install command future VM sessions run unconfined"
+    return None
+
+
 def _read_only_refusal(inv: Invocation) -> str | None:
     if inv.tool in READ_ONLY_FORBIDDEN:
         return f"{inv.tool} changes things"
+    if inv.tool == MCP_RESOURCE and _downloads(inv):
+        return "read_mcp_resource with download_path writes a file"
     if inv.tool == SHELL:
         reason = not_read_only(inv.args.command)  # type: ignore[attr-defined]
         return None if reason is None else f"the command is not read-only ({reason})"

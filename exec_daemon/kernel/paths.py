@@ -584,3 +584,16 @@ def ensure_daemon_folder(path: Path | str, mode: int = 0o755) -> None:
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+class OnlyPath(NoRules):
+    """Rules for a daemon write with one fixed destination (environment.json): anything else a
+    symlink on the way leads to is refused."""
+
+    def __init__(self, expected: Path | str) -> None:
+        self.expected = os.path.realpath(expected)
+
+    def protected(self, real: str) -> str | None:
+        if real == self.expected:
+            return None
+        return f"{real} is not {self.expected} (a symbolic link on the way was not followed)"
