@@ -215,6 +215,28 @@ def _refuse_errno(exc: OSError, path: str) -> None:
         ) from None
 
 
+def _open_resolved(path: str, flags: int) -> tuple[int, str]:
+    """Opens `path` (no magic links) and returns (fd, real path). A normalised absolute path
+    without any symlink is its own real path: that common case costs one openat2; a path
+    through a symlink is opened again following it, and its real path read from the fd."""
+    if os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//"):
+        try:
+            return openat2(-100, path, flags, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), path
+        except OSError as exc:
+            if exc.errno != errno.ELOOP or _openat2_missing:
+                raise
+    try:
+        fd = openat2(-100, path, flags, RESOLVE_NO_MAGICLINKS)  # AT_FDCWD
+    except OSError as exc:
+        _refuse_errno(exc, path)
+        raise
+    try:
+        return fd, fd_path(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def open_checked(path: Path | str, rules: PathRules, *, path_only: bool = False) -> Opened:
     """Opens `path` for reading (or, with `path_only`, as an O_PATH handle, e.g. to learn where a
     folder really is) and checks its real path. Raises PathRefused or OSError (ENOENT, ...)."""
@@ -223,14 +245,10 @@ def open_checked(path: Path | str, rules: PathRules, *, path_only: bool = False)
     private = private_proc_reason(text)
     if private is not None:
         raise PathRefused("private", text, private)
+    # O_NONBLOCK: opening a FIFO must not hang (regular files ignore the flag).
     flags = os.O_PATH if path_only else os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+    fd, real = _open_resolved(text, flags)
     try:
-        fd = openat2(-100, text, flags, RESOLVE_NO_MAGICLINKS)  # AT_FDCWD
-    except OSError as exc:
-        _refuse_errno(exc, text)
-        raise
-    try:
-        real = fd_path(fd)
         info = os.fstat(fd)
         reason = private_proc_reason(real)
         if reason is not None:
@@ -238,8 +256,6 @@ def open_checked(path: Path | str, rules: PathRules, *, path_only: bool = False)
         reason = rules.hidden(real, stat.S_ISDIR(info.st_mode))
         if reason is not None:
             raise PathRefused("hidden", text, reason)
-        if not path_only and stat.S_ISREG(info.st_mode):
-            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -274,21 +290,19 @@ class Target:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
 
 
-def _open_dir(path: str) -> int:
-    try:
-        return openat2(-100, path, _DIR_FLAGS, RESOLVE_NO_MAGICLINKS)
-    except OSError as exc:
-        _refuse_errno(exc, path)
-        raise
+def _open_dir(path: str) -> tuple[int, str]:
+    return _open_resolved(path, _DIR_FLAGS)
 
 
-def _open_existing_ancestor(parent: str) -> tuple[int, list[str]]:
-    """The deepest existing folder of `parent` (opened) and the missing names below it."""
+def _open_existing_ancestor(parent: str) -> tuple[int, str, list[str]]:
+    """The deepest existing folder of `parent` (opened, with its real path) and the missing
+    names below it."""
     missing: list[str] = []
     current = parent
     while True:
         try:
-            return _open_dir(current), list(reversed(missing))
+            fd, real = _open_dir(current)
+            return fd, real, list(reversed(missing))
         except FileNotFoundError:
             head, tail = os.path.split(current)
             if not tail or head == current:
@@ -341,9 +355,9 @@ def open_target(
     parent, name = os.path.split(text)
     if not name or name in (".", ".."):
         raise PathRefused("invalid", text, f"{text} does not name a file")
-    fd, missing = _open_existing_ancestor(parent or "/")
+    fd, real_ancestor, missing = _open_existing_ancestor(parent or "/")
     try:
-        real_parent = os.path.join(fd_path(fd), *missing)
+        real_parent = os.path.join(real_ancestor, *missing)
         real = os.path.join(real_parent, name)
         _check_protected(real, text, rules)
         if missing:
