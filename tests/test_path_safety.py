@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.shared_daemon import *  # noqa: F403 (space and client, on this module's daemon)
 from tests.workspace_support import (
     case,
     delete_call,
@@ -33,7 +34,6 @@ from tests.workspace_support import (
     glob_call,
     grep_call,
     ls_call,
-    make_space,
     read_call,
     replace_call,
     result_of,
@@ -54,7 +54,9 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[RunningDaemon]:
+def daemon(  # replaces shared_daemon's: HOME and an MCP server of its own
+    tmp_path_factory: pytest.TempPathFactory, home: Path
+) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("paths")
     # The workspace's parent holds nothing else (the daemon's log and state are elsewhere), so
     # a search of that parent finds exactly what the workspace lets it.
@@ -78,17 +80,6 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[Run
         env={"HOME": str(home)},
     ) as running:
         yield running
-
-
-@pytest.fixture
-def space(daemon: RunningDaemon, request: pytest.FixtureRequest) -> Path:
-    return make_space(daemon, request)
-
-
-@pytest.fixture
-async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
-    async with daemon.client() as connected:
-        yield connected
 
 
 def refused(result: Any) -> str:
