@@ -266,6 +266,17 @@ async def test_a_symlink_swapped_while_writing_never_lands_in_home(
     assert not (home / ".cursor" / "hooks.json").exists()
 
 
+async def test_the_daemons_own_code_and_terminals_folder_cannot_be_written(
+    client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    for target in (
+        REPO / "tools" / "planted_by_test.py",
+        daemon.state_dir / "terminals" / "planted.log",
+    ):
+        assert "protected" in refused(await result_of(client, write_call(target, "x")))
+        assert not target.exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # Item 7: scripts a hooks config names
 

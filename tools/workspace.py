@@ -1,15 +1,18 @@
 """Shared by the workspace tools: path resolution, `.cursorignore`, protected paths, atomic writes.
 
 Protected paths are the ones an agent must not change because changing them runs code or
-widens what the agent may do (git config and hooks, editor settings, Cursor's own config).
-`PROTECTED_PATH_RULES` and `protected_reason()` are the one definition: the file tools refuse
-writes there, and the sandbox (sandbox/protected.py) mounts the same paths read-only.
+widens what the agent may do (git config and hooks, editor settings, Cursor's and Claude's
+config, shell start-up files, the system). `PROTECTED_PATH_RULES` is the one definition: the
+file tools refuse writes there, judged on real paths (`AgentPaths`, through
+exec_daemon/kernel/paths.py), and the sandbox (sandbox/protected.py) mounts the same paths
+read-only. The trust model is in SECURITY.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -166,10 +169,6 @@ class AbsoluteRules:
         return f"{real} is a protected path: {self._rules[check.index].reason}"
 
 
-_WORKSPACE_RULES = tuple(rule for rule in PROTECTED_PATH_RULES if rule.scope == "workspace")
-_PROTECTED_SPEC = pathspec.GitIgnoreSpec.from_lines(rule.pattern for rule in _WORKSPACE_RULES)
-
-
 def resolve_path(workspace: Path | str, path: str) -> Path:
     """The absolute, normalised path: relative paths are relative to the workspace, `~` expands.
 
@@ -195,39 +194,21 @@ def display_path(workspace: Path | str, path: Path | str) -> str:
     return str(path) if relative is None or relative == "." else relative
 
 
-def _protected_rule(relative: str) -> ProtectedRule | None:
-    check = _PROTECTED_SPEC.check_file(relative)
-    if not check.include or check.index is None:
-        return None
-    return _WORKSPACE_RULES[check.index]
+@functools.lru_cache(maxsize=8)
+def rules_for(workspace: str, home: str = "") -> AbsoluteRules:
+    """The table anchored at `workspace` (as spelled and real) and every home (`home` too)."""
+    return AbsoluteRules([workspace, os.path.realpath(workspace)], home_folders([home]))
 
 
 def protected_reason(workspace: Path | str, path: Path | str) -> str | None:
     """Why `path` must not be written, created or deleted by the agent; None when it may be.
 
-    Checks the path as given and, when it is (or lies under) a symlink, where it really points:
-    a link inside the workspace must not become a way around the rules.
+    The rules AgentPaths applies, checked on the path as given and where it really leads (a
+    link inside the workspace must not become a way around them). The file tools check the real
+    path of what they open instead (kernel/paths.py); this serves checks without an open.
     """
-    root = Path(workspace)
-    candidates = [(root, Path(path))]
-    with contextlib.suppress(OSError):
-        candidates.append((root.resolve(), Path(os.path.realpath(path))))
-    for base, candidate in candidates:
-        relative = relative_to_workspace(base, candidate)
-        if relative is None:
-            # Outside the workspace only the "at any depth" rules (nested git repos) apply.
-            relative = str(candidate).lstrip("/")
-            rule = _protected_rule(relative)
-            if rule is not None and not rule.pattern.startswith("**/"):
-                rule = None
-        elif relative == ".":
-            continue
-        else:
-            rule = _protected_rule(relative)
-        if rule is not None:
-            shown = display_path(base, candidate)
-            return f"{shown} is a protected path: {rule.reason}"
-    return None
+    rules = rules_for(os.path.normpath(str(workspace)))
+    return rules.reason(os.path.normpath(str(path))) or rules.reason(os.path.realpath(path))
 
 
 class CursorIgnore:
@@ -292,21 +273,13 @@ class AgentPaths:
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
-        self._workspaces = [os.path.normpath(daemon.workspace), os.path.realpath(daemon.workspace)]
+        self._workspace = os.path.normpath(daemon.workspace)
         self._ignore = daemon.service(CursorIgnore)
         self.declared = daemon.service(DeclaredPaths)
-        self._home: str | None = None
-        self._rules: AbsoluteRules | None = None
-
-    def _absolute(self) -> AbsoluteRules:
-        home = self._daemon.env.get("HOME") or ""
-        if self._rules is None or home != self._home:
-            self._rules = AbsoluteRules(self._workspaces, home_folders([home]))
-            self._home = home
-        return self._rules
 
     def protected(self, real: str) -> str | None:
-        return self._absolute().reason(real) or self.declared.reason_for(real)
+        rules = rules_for(self._workspace, self._daemon.env.get("HOME") or "")
+        return rules.reason(real) or self.declared.reason_for(real)
 
     def hidden(self, real: str, is_dir: bool) -> str | None:
         secret = self.declared.reason_for(real, reading=True)
