@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from agent.v1 import files_pb2 as files
 from agent.v1 import mcp_pb2 as mcp
 from agent.v1.common_pb2 import RunMode
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
@@ -407,6 +408,53 @@ async def test_read_through_a_symlink_to_an_ignored_file_is_refused(
         assert ".cursorignore" in refused(result)
 
 
+async def test_a_read_racing_a_swapped_symlink_never_returns_an_ignored_file(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    """The agent flips `flip` between a file of its own and an ignored one while it reads it:
+    each read answers with its own file or a refusal, never the ignored content."""
+    mine = space / "mine.txt"
+    mine.write_text("mine\n")
+    flip = space / "flip"
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            for target in (mine, daemon.workspace / "secret" / "notes.txt"):
+                temporary = space / "flip.tmp"
+                temporary.symlink_to(target)
+                os.replace(temporary, flip)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        answers = [await result_of(client, read_call(flip)) for _ in range(60)]
+    finally:
+        stop.set()
+        swapper.join()
+    assert {case(answer) for answer in answers} <= {"success", "permission_denied"}
+    assert not [answer for answer in answers if SECRET in str(answer)]
+
+
+async def test_a_notebook_cell_edit_through_a_link_to_an_ignored_notebook_is_refused(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    notebook = daemon.workspace / "secret" / "analysis.ipynb"
+    cells = [{"cell_type": "code", "source": SECRET, "metadata": {}, "outputs": []}]
+    document = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    notebook.write_text(json.dumps(document))
+    (space / "open.ipynb").symlink_to(notebook)
+    args = files.EditArgs(
+        path=str(space / "open.ipynb"),
+        old_string="s3cr3t",
+        new_string="public",
+        notebook_cell=files.NotebookCellEdit(cell_idx=0),
+    )
+    result = await result_of(client, ToolCall(edit_tool_call=files.EditToolCall(args=args)))
+    assert ".cursorignore" in refused(result)
+    assert SECRET in notebook.read_text()
+
+
 async def test_read_through_proc_self_links_is_refused(
     client: ExecDaemonClient, daemon: RunningDaemon
 ) -> None:
@@ -692,3 +740,18 @@ async def test_a_sandboxed_shell_cannot_write_home_config_in_a_writable_home(
     assert not (home / ".cursor" / "hooks.json").exists()
     assert (home / ".cursor" / "permissions.json").read_text() == "{}\n"
     assert (home / ".bashrc").read_text() == "# rc\n"
+
+
+def test_the_sandbox_protects_what_the_file_tools_refuse_outside_the_workspace(
+    tmp_path: Path,
+) -> None:
+    from sandbox.protected import outside_targets
+    from tools.workspace import rules_for
+
+    home = str(tmp_path / "home")
+    rules = rules_for(str(tmp_path / "ws"), home)
+    targets = outside_targets((home,))
+    assert f"{home}/.cursor" in targets and f"{home}/.bashrc" in targets and "/etc" in targets
+    for target in targets:
+        # A folder target stands for what is in it; a file target for itself.
+        assert rules.reason(f"{target}/x") or rules.reason(target), target

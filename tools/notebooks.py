@@ -22,7 +22,7 @@ from nbformat.validator import ValidationError
 from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
 from agent.v1.files_pb2 import EditArgs, EditMultipleMatches, EditNoMatch, EditResult, EditSuccess
 from exec_daemon.dispatch import CallContext
-from exec_daemon.kernel.paths import PathRules
+from exec_daemon.kernel.paths import PathRefused, PathRules, read_checked
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import AgentPaths, WriteFailure, atomic_write, display_path
 
@@ -69,10 +69,17 @@ def _new_cell(language: str, source: str, notebook: NotebookNode) -> NotebookNod
     return cell
 
 
-def _load(path: Path, create: bool, language: str) -> tuple[NotebookNode, bool, int]:
+def _load(
+    path: Path, create: bool, language: str, rules: PathRules
+) -> tuple[NotebookNode, bool, int]:
     """(notebook, whether it is new, JSON indent of the file)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data, _ = read_checked(path, rules, MAX_NOTEBOOK_BYTES + 1)
+        text = data.decode("utf-8")
+    except PathRefused as refused:
+        raise NotebookEditError(
+            EditResult(permission_denied=PermissionDenied(path=refused.path, reason=refused.reason))
+        ) from None
     except FileNotFoundError:
         if not create:
             raise NotebookEditError(
@@ -135,10 +142,10 @@ def _replace_in_cell(source: str, args: EditArgs, path: Path, index: int) -> tup
     return replaced, count
 
 
-def plan_cell_edit(args: EditArgs, path: Path) -> tuple[CellChange, int]:
+def plan_cell_edit(args: EditArgs, path: Path, rules: PathRules) -> tuple[CellChange, int]:
     cell_edit = args.notebook_cell
     index = cell_edit.cell_idx
-    notebook, created, indent = _load(path, cell_edit.is_new_cell, cell_edit.cell_language)
+    notebook, created, indent = _load(path, cell_edit.is_new_cell, cell_edit.cell_language, rules)
     cells: list[Any] = notebook.cells
     if cell_edit.is_new_cell:
         if index > len(cells):
@@ -180,7 +187,7 @@ def _serialize(notebook: NotebookNode, indent: int) -> bytes:
 
 def _edit_sync(args: EditArgs, path: Path, workspace: str, rules: PathRules) -> EditResult:
     try:
-        change, indent = plan_cell_edit(args, path)
+        change, indent = plan_cell_edit(args, path, rules)
         data = _serialize(change.notebook, indent)
         written, _ = atomic_write(path, data, rules=rules)
     except NotebookEditError as exc:
