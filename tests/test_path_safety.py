@@ -394,6 +394,41 @@ async def test_download_path_needs_approval_in_allowlist_mode(
     assert outcome.result.read_mcp_resource_tool_call.result.WhichOneof("result") == "success"
 
 
+def setup_vm_call(command: str) -> ToolCall:
+    call = ToolCall()
+    call.setup_vm_environment_tool_call.args.install_command = command
+    return call
+
+
+async def test_setup_vm_environment_needs_approval_outside_run_everything(
+    client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    target = daemon.workspace / ".cursor" / "environment.json"
+    outcome = await client.run(setup_vm_call("id"), run_mode=RunMode.RUN_MODE_ALLOWLIST)
+    assert outcome.result is not None
+    result = outcome.result.setup_vm_environment_tool_call.result
+    assert result.WhichOneof("result") == "rejected" and result.rejected.needs_approval, result
+    assert not target.exists()
+
+
+async def test_setup_vm_environment_does_not_write_through_a_planted_link(
+    client: ExecDaemonClient, daemon: RunningDaemon, home: Path
+) -> None:
+    target = daemon.workspace / ".cursor" / "environment.json"
+    permissions = home / ".cursor" / "permissions.json"
+    before = permissions.read_text()
+    target.parent.mkdir(exist_ok=True)
+    target.symlink_to(permissions)
+    try:
+        outcome = await client.run(setup_vm_call("id"))
+        assert outcome.result is not None
+        result = outcome.result.setup_vm_environment_tool_call.result
+        assert result.WhichOneof("result") == "error", result
+        assert permissions.read_text() == before
+    finally:
+        target.unlink()
+
+
 # ---------------------------------------------------------------------------------------------
 # Item 9: .cursorignore on the real path
 
