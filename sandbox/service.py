@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -55,6 +56,13 @@ log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_SECONDS = 15.0
 _MESSAGE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=8)
+def _real_homes(home: str) -> tuple[str, ...]:
+    """The homes whose protected files the sandbox keeps read-only: HOME of the daemon's
+    environment and the daemon's own, as real paths."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in filter(None, [home, str(Path.home())])))
 
 
 class SandboxService:
@@ -109,13 +117,14 @@ class SandboxService:
         self._private[str(path)] = None
 
     def private_paths(self) -> list[str]:
-        """Read-only inside every sandbox: the daemon's own folders, what DeclaredPaths lists
-        (hook scripts, the daemon's install) and the protected home and system paths (the
-        ones in a writable area; build_plan skips the rest)."""
-        homes = tuple(dict.fromkeys(filter(None, [self.daemon.env.get("HOME"), str(Path.home())])))
+        """Read-only inside every sandbox: the daemon's own folders and what DeclaredPaths
+        lists (hook scripts, the daemon's install)."""
         declared = [item.path for item in self.daemon.service(DeclaredPaths).all()]
-        outside = outside_targets(homes)
-        return list(dict.fromkeys([*self._private, *declared, *outside]))
+        return list(dict.fromkeys([*self._private, *declared]))
+
+    def outside_paths(self) -> tuple[str, ...]:
+        """The protected home and system paths of the one table (sandbox/protected.py)."""
+        return outside_targets(_real_homes(self.daemon.env.get("HOME") or ""))
 
     def support_now(self) -> KernelSupport:
         """The probe result for synchronous callers (the daemon probes at start, so this is
@@ -177,6 +186,7 @@ class SandboxService:
                 keep_fds=keep_fds,
                 mount_proc=support.proc_mount,
                 private=self.private_paths(),
+                outside=self.outside_paths(),
                 own=own,
             )
         except BaseException:
@@ -203,7 +213,14 @@ class SandboxService:
         if missing:
             raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
         # What the plan refuses (e.g. `.git` is a symlink) is refused now, before any spawn.
-        build_plan(policy, self.workspace, self.workspace, env={}, private=self.private_paths())
+        build_plan(
+            policy,
+            self.workspace,
+            self.workspace,
+            env={},
+            private=self.private_paths(),
+            outside=self.outside_paths(),
+        )
         return SandboxConfinement(self, policy)
 
     def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:

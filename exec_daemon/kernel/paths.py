@@ -548,7 +548,8 @@ class DeclaredPaths:
         self._fixed[real] = Declared(real, reason, secret)
 
     def add_provider(self, provider: Callable[[], Iterable[Declared]]) -> None:
-        """`provider()` is asked on every check (it should cache what it reads)."""
+        """`provider()` is asked on every write check (it should cache what it reads); what it
+        gives is protected from writes (secrets are added with `add`)."""
         self._providers.append(provider)
 
     def all(self) -> list[Declared]:
@@ -558,8 +559,11 @@ class DeclaredPaths:
         return found
 
     def reason_for(self, real: str, *, reading: bool = False) -> str | None:
-        for declared in self.all():
-            if (declared.secret or not reading) and _under(real, declared.path):
+        """Why `real` must not be written (or, `reading`, read: secret paths only, which are
+        never provided, so a read costs no provider call)."""
+        found = [item for item in self._fixed.values() if item.secret] if reading else self.all()
+        for declared in found:
+            if _under(real, declared.path):
                 return f"{real} is protected: {declared.reason}"
         return None
 
