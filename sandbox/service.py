@@ -116,15 +116,12 @@ class SandboxService:
         confined command must not change (e.g. shell state that unconfined shells source)."""
         self._private[str(path)] = None
 
-    def private_paths(self) -> list[str]:
-        """Read-only inside every sandbox: the daemon's own folders and what DeclaredPaths
-        lists (hook scripts, the daemon's install)."""
+    def outside_paths(self) -> list[str]:
+        """Real paths read-only inside every sandbox where they lie in a writable area: what
+        DeclaredPaths lists (hook scripts, the daemon's install) and the protected home and
+        system paths of the one table (sandbox/protected.py)."""
         declared = [item.path for item in self.daemon.service(DeclaredPaths).all()]
-        return list(dict.fromkeys([*self._private, *declared]))
-
-    def outside_paths(self) -> tuple[str, ...]:
-        """The protected home and system paths of the one table (sandbox/protected.py)."""
-        return outside_targets(_real_homes(self.daemon.env.get("HOME") or ""))
+        return [*declared, *outside_targets(_real_homes(self.daemon.env.get("HOME") or ""))]
 
     def support_now(self) -> KernelSupport:
         """The probe result for synchronous callers (the daemon probes at start, so this is
@@ -185,7 +182,7 @@ class SandboxService:
                 ctl_fd=child.fileno(),
                 keep_fds=keep_fds,
                 mount_proc=support.proc_mount,
-                private=self.private_paths(),
+                private=list(self._private),
                 outside=self.outside_paths(),
                 own=own,
             )
@@ -218,7 +215,7 @@ class SandboxService:
             self.workspace,
             self.workspace,
             env={},
-            private=self.private_paths(),
+            private=list(self._private),
             outside=self.outside_paths(),
         )
         return SandboxConfinement(self, policy)
