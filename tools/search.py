@@ -57,7 +57,7 @@ from agent.v1.files_pb2 import (
     LsSuccess,
 )
 from exec_daemon.dispatch import CallContext, ToolCallError
-from exec_daemon.kernel.paths import PathRefused, real_path
+from exec_daemon.kernel.paths import PathRefused, private_proc_reason, real_path
 from exec_daemon.state import Daemon
 from tools.workspace import AgentPaths, CursorIgnore, relative_to_workspace, resolve_path
 
@@ -268,11 +268,25 @@ def root_problem(found: PathRefused | None, ctx: CallContext, path: str) -> dict
 
 
 def _outer_rejects(ctx: CallContext, root: SearchRoot, cwd: str) -> Callable[[str], bool] | None:
-    """For a search of a folder holding the workspace: whether a result is hidden."""
+    """For a search of a folder holding what the read tools refuse (the workspace's ignored
+    files, `/proc`'s secret entries, secret declared paths): whether a result is one of them.
+    ripgrep does not follow symlinks while walking, so its paths are real below the root."""
+    checks: list[Callable[[str], bool]] = []
     ignore = ctx.daemon.service(CursorIgnore)
-    if not root.outer or not ignore.exists():
+    if root.outer and ignore.exists():
+        checks.append(ignore.is_ignored)
+    if _holds(root.real, "/proc"):
+        checks.append(lambda path: private_proc_reason(path) is not None)
+    secrets = ctx.daemon.service(AgentPaths).declared.secrets()
+    if any(_holds(root.real, secret) for secret in secrets):
+        checks.append(lambda path: any(_holds(secret, path) for secret in secrets))
+    if not checks:
         return None
-    return lambda path: ignore.is_ignored(os.path.join(cwd, path))
+    return lambda path: any(check(os.path.join(cwd, path)) for check in checks)
+
+
+def _holds(folder: Path | str, path: str) -> bool:
+    return relative_to_workspace(folder, path) is not None
 
 
 def _either(

@@ -558,6 +558,9 @@ class DeclaredPaths:
             found.extend(provider())
         return found
 
+    def secrets(self) -> list[str]:
+        return [item.path for item in self._fixed.values() if item.secret]
+
     def reason_for(self, real: str, *, reading: bool = False) -> str | None:
         """Why `real` must not be written (or, `reading`, read: secret paths only, which are
         never provided, so a read costs no provider call)."""
