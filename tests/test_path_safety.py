@@ -803,3 +803,22 @@ def test_the_sandbox_protects_what_the_file_tools_refuse_outside_the_workspace(
     for target in targets:
         # A folder target stands for what is in it; a file target for itself.
         assert rules.reason(f"{target}/x") or rules.reason(target), target
+
+
+def test_without_openat2_the_real_path_still_comes_from_the_fd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a kernel without openat2 (< 5.6) the fallback open may follow symlinks: what is
+    checked is still where the fd really is."""
+    from exec_daemon.kernel import paths
+
+    monkeypatch.setattr(paths, "_openat2_missing", True)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "file.txt").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    opened = paths.open_checked(tmp_path / "link" / "file.txt", paths.NoRules())
+    opened.close()
+    assert opened.real == str(tmp_path / "real" / "file.txt")
+    target = paths.open_target(tmp_path / "link" / "new.txt", paths.NoRules())
+    target.close()
+    assert target.real == str(tmp_path / "real" / "new.txt")

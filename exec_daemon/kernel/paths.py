@@ -219,12 +219,17 @@ def _open_resolved(path: str, flags: int) -> tuple[int, str]:
     """Opens `path` (no magic links) and returns (fd, real path). A normalised absolute path
     without any symlink is its own real path: that common case costs one openat2; a path
     through a symlink is opened again following it, and its real path read from the fd."""
-    if os.path.isabs(path) and os.path.normpath(path) == path and not path.startswith("//"):
+    fast = not _openat2_missing and os.path.isabs(path) and not path.startswith("//")
+    if fast and os.path.normpath(path) == path:
         try:
-            return openat2(-100, path, flags, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), path
+            fd = openat2(-100, path, flags, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
         except OSError as exc:
-            if exc.errno != errno.ELOOP or _openat2_missing:
+            # ELOOP: a symlink on the way; or openat2 just turned out to be missing.
+            if exc.errno != errno.ELOOP and not _openat2_missing:
                 raise
+        else:
+            # Without openat2 the fallback refused a symlink in the last component only.
+            return fd, (fd_path(fd) if _openat2_missing else path)
     try:
         fd = openat2(-100, path, flags, RESOLVE_NO_MAGICLINKS)  # AT_FDCWD
     except OSError as exc:
@@ -389,10 +394,14 @@ def open_target(
     return open_target(resolved, rules, create_parents=False, follow_link=False)
 
 
-def _default_mode() -> int:
-    mask = os.umask(0)
+def _read_umask() -> int:
+    # Read once at import: setting the umask to read it would race with other threads' creates.
+    mask = os.umask(0o022)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
+
+
+_NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 
 def _temp_file(dir_fd: int, name: str) -> tuple[int, str]:
@@ -461,7 +470,7 @@ def _fill(
             with contextlib.suppress(PermissionError):
                 os.fchown(fd, existing.st_uid, existing.st_gid)
     else:
-        os.fchmod(fd, _default_mode())
+        os.fchmod(fd, _NEW_FILE_MODE)
     os.fsync(fd)
     return written
 
