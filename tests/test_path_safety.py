@@ -822,3 +822,16 @@ def test_without_openat2_the_real_path_still_comes_from_the_fd(
     target = paths.open_target(tmp_path / "link" / "new.txt", paths.NoRules())
     target.close()
     assert target.real == str(tmp_path / "real" / "new.txt")
+
+
+def test_screenshots_are_not_written_through_a_planted_folder_link(tmp_path: Path) -> None:
+    from tools.computer_use import save_screenshot
+
+    target = tmp_path / "hooks"
+    target.mkdir()
+    (tmp_path / "computer-use").symlink_to(target)
+    with pytest.raises(OSError):
+        save_screenshot(b"RIFF", tmp_path / "computer-use")
+    assert os.listdir(target) == []
+    saved = save_screenshot(b"RIFF", tmp_path / "shots")
+    assert saved.read_bytes() == b"RIFF" and saved.parent == tmp_path / "shots"
