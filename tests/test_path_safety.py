@@ -835,3 +835,17 @@ def test_screenshots_are_not_written_through_a_planted_folder_link(tmp_path: Pat
     assert os.listdir(target) == []
     saved = save_screenshot(b"RIFF", tmp_path / "shots")
     assert saved.read_bytes() == b"RIFF" and saved.parent == tmp_path / "shots"
+
+
+def test_a_workspace_under_a_system_folder_is_still_the_agents() -> None:
+    from tools.workspace import rules_for
+
+    rules = rules_for("/usr/src/app", "/tmp/no-such-home")
+    assert rules.reason("/usr/src/app/main.py") is None
+    assert rules.reason("/usr/src/app/.cursor/rules/style.md") is None
+    for protected in (
+        "/usr/src/app/.git/config",
+        "/usr/src/app/.cursor/hooks.json",
+        "/usr/bin/env",
+    ):
+        assert rules.reason(protected) is not None, protected

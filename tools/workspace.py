@@ -154,25 +154,40 @@ def home_folders(extra: Iterable[str] = ()) -> list[str]:
 
 
 class AbsoluteRules:
-    """PROTECTED_PATH_RULES anchored at concrete folders, matched against absolute real paths."""
+    """PROTECTED_PATH_RULES anchored at concrete folders, matched against absolute real paths.
+
+    The system rules do not apply inside the workspace (one under /usr or /opt is the agent's
+    to edit); the workspace and home rules apply everywhere they are anchored."""
 
     def __init__(self, workspaces: Iterable[str], homes: Iterable[str]) -> None:
+        self._workspaces = list(dict.fromkeys(workspaces))
+        bases = {"workspace": self._workspaces, "home": list(dict.fromkeys(homes))}
+        self._system = self._build([r for r in PROTECTED_PATH_RULES if r.scope == "system"], bases)
+        self._anchored = self._build(
+            [r for r in PROTECTED_PATH_RULES if r.scope != "system"], bases
+        )
+
+    @staticmethod
+    def _build(
+        rules: list[ProtectedRule], bases: dict[str, list[str]]
+    ) -> tuple[pathspec.GitIgnoreSpec, list[ProtectedRule]]:
         lines: list[str] = []
-        self._rules: list[ProtectedRule] = []
-        bases = {"workspace": list(dict.fromkeys(workspaces)), "home": list(dict.fromkeys(homes))}
-        for rule in PROTECTED_PATH_RULES:
+        matched: list[ProtectedRule] = []
+        for rule in rules:
             for base in bases.get(rule.scope, [""]):
                 line = _anchored(rule, base)
                 if line not in lines or line.startswith("!"):
                     lines.append(line)
-                    self._rules.append(rule)
-        self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                    matched.append(rule)
+        return pathspec.GitIgnoreSpec.from_lines(lines), matched
 
     def reason(self, real: str) -> str | None:
-        check = self._spec.check_file(real.lstrip("/"))
-        if not check.include or check.index is None:
-            return None
-        return f"{real} is a protected path: {self._rules[check.index].reason}"
+        inside = any(relative_to_workspace(base, real) for base in self._workspaces)
+        for spec, rules in (self._anchored,) if inside else (self._system, self._anchored):
+            check = spec.check_file(real.lstrip("/"))
+            if check.include and check.index is not None:
+                return f"{real} is a protected path: {rules[check.index].reason}"
+        return None
 
 
 def resolve_path(workspace: Path | str, path: str) -> Path:
