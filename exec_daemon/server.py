@@ -17,6 +17,7 @@ from exec_daemon.guards import guard_middlewares
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
+from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
@@ -125,6 +126,9 @@ async def serve(config: DaemonConfig) -> None:
         config.host,
         config.port,
     )
+    # The daemon's own folder exists before any sandbox starts, so every sandbox mounts it
+    # read-only (a missing one could be created, and symlinks planted in it, from inside).
+    ensure_daemon_folder(config.terminals_folder)
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
     if config.computer_use_enabled or config.record_screen_enabled:

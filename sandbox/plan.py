@@ -113,13 +113,17 @@ def build_plan(
     limit_processes: bool = True,
     targets: tuple[ProtectedTarget, ...] | None = None,
     private: Sequence[str] = (),
+    outside: Sequence[str] = (),
     own: Sequence[str] = (),
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
     `private`: the daemon's own directories (e.g. shell state that unconfined shells source):
-    read-only inside. `own`: paths the confined process itself must write (e.g. its shell's
-    state directory): writable whatever the policy says.
+    read-only inside. `outside`: real paths (the protected home and system paths, the declared
+    ones): read-only where they lie in a writable area (elsewhere Landlock keeps them so; checked by name
+    first, which keeps the usual case free of file system calls). `own`: paths the confined
+    process itself must write (e.g. its shell's state directory): writable whatever the policy
+    says.
     """
     plan = Plan()
     root = os.path.realpath(workspace)
@@ -149,6 +153,11 @@ def build_plan(
         real = os.path.realpath(path)
         if os.path.exists(real) and writable(real):
             mounts.read_only.setdefault(real, "--ro")
+    areas = set(readwrite)
+    below = tuple(area.rstrip("/") + "/" for area in areas)
+    for path in outside:
+        if (path in areas or path.startswith(below)) and os.path.exists(path):
+            mounts.read_only.setdefault(path, "--ro")
     for path in own_paths:
         if any(_under(path, area) for area in mounts.read_only):
             mounts.writable[path] = None

@@ -1,17 +1,19 @@
 """The protected paths as concrete mount targets, derived from the one list the file tools use.
 
-`exec_daemon.kernel.protected.PROTECTED_PATH_RULES` (gitignore syntax) is the single definition.
-A rule naming a literal path (`/.vscode`, `**/.git/config`) protects that path; a rule with a
-glob below a literal prefix (`/.cursor/**/*.json`) protects the whole prefix directory, and the
-negated rules under it (`!/.cursor/rules/**`) are kept writable. Directories stand for
-everything beneath them, so the sandbox protects a superset of what the rules name (e.g. all of
-`.cursor/` except the writable subdirectories). Only the workspace root is covered: nested
-repositories' `.git/config` would need a scan of the whole tree per command.
+`exec_daemon.kernel.protected.PROTECTED_PATH_RULES` (gitignore syntax) is the single definition (its
+workspace rules here; its home and system rules in `outside_targets`). A rule naming
+a literal path (`/.vscode`, `**/.git/config`) protects that path; a rule with a glob below a
+literal prefix (`/.cursor/**/*.json`) protects the whole prefix directory, and the negated rules
+under it (`!/.cursor/rules/**`) are kept writable. Directories stand for everything beneath them,
+so the sandbox protects a superset of what the rules name (e.g. all of `.cursor/` except the
+writable subdirectories). Only the workspace root is covered: nested repositories'
+`.git/config` would need a scan of the whole tree per command.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,6 +58,7 @@ def _literal_prefix(body: str) -> str:
 def protected_targets(
     rules: tuple[ProtectedRule, ...] = PROTECTED_PATH_RULES,
 ) -> tuple[ProtectedTarget, ...]:
+    rules = tuple(rule for rule in rules if rule.scope == "workspace")
     negated = [_body(rule.pattern) for rule in rules if rule.pattern.startswith("!")]
     targets: dict[str, ProtectedTarget] = {}
     for rule in rules:
@@ -78,3 +81,22 @@ def protected_targets(
         )
         targets[relative] = ProtectedTarget(relative, kind, writable)
     return tuple(targets.values())
+
+
+@functools.cache
+def outside_targets(
+    homes: tuple[str, ...], rules: tuple[ProtectedRule, ...] = PROTECTED_PATH_RULES
+) -> tuple[str, ...]:
+    """The home and system rules as absolute folders and files (their literal prefixes, so
+    `/.cursor/**` of a home is the whole `~/.cursor`). Landlock already keeps them read-only
+    unless they lie in a writable area (a HOME under /tmp or the workspace); there the sandbox
+    mounts the existing ones read-only."""
+    found: dict[str, None] = {}
+    for rule in rules:
+        if rule.pattern.startswith("!") or rule.scope == "workspace":
+            continue
+        relative = _literal_prefix(_body(rule.pattern))
+        bases = homes if rule.scope == "home" else ["/"]
+        for base in bases:
+            found[os.path.join(base, relative)] = None
+    return tuple(found)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -33,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
 from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
 from exec_daemon.kernel.state import Daemon
@@ -47,12 +49,20 @@ from sandbox.policy import (
     resolve_policy,
 )
 from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
+from sandbox.protected import outside_targets
 from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
 
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_SECONDS = 15.0
 _MESSAGE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=8)
+def _real_homes(home: str) -> tuple[str, ...]:
+    """The homes whose protected files the sandbox keeps read-only: HOME of the daemon's
+    environment and the daemon's own, as real paths."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in filter(None, [home, str(Path.home())])))
 
 
 class SandboxService:
@@ -105,6 +115,13 @@ class SandboxService:
         """Makes `path` read-only inside every sandbox: for the daemon's own files that a
         confined command must not change (e.g. shell state that unconfined shells source)."""
         self._private[str(path)] = None
+
+    def outside_paths(self) -> list[str]:
+        """Real paths read-only inside every sandbox where they lie in a writable area: what
+        DeclaredPaths lists (hook scripts, the daemon's install) and the protected home and
+        system paths of the one table (sandbox/protected.py)."""
+        declared = [item.path for item in self.daemon.service(DeclaredPaths).all()]
+        return [*declared, *outside_targets(_real_homes(self.daemon.env.get("HOME") or ""))]
 
     def support_now(self) -> KernelSupport:
         """The probe result for synchronous callers (the daemon probes at start, so this is
@@ -167,6 +184,7 @@ class SandboxService:
                 mount_proc=support.proc_mount,
                 limit_processes=support.process_limit != "none",
                 private=list(self._private),
+                outside=self.outside_paths(),
                 own=own,
             )
         except BaseException:
@@ -223,7 +241,14 @@ class SandboxService:
         if missing:
             raise SandboxRejected("the command cannot be sandboxed here: " + "; ".join(missing))
         # What the plan refuses (e.g. `.git` is a symlink) is refused now, before any spawn.
-        build_plan(policy, self.workspace, self.workspace, env={}, private=list(self._private))
+        build_plan(
+            policy,
+            self.workspace,
+            self.workspace,
+            env={},
+            private=list(self._private),
+            outside=self.outside_paths(),
+        )
         return SandboxConfinement(self, policy)
 
     def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:

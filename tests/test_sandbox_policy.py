@@ -197,6 +197,12 @@ def test_protected_targets_follow_the_file_tools_rules() -> None:
         ".cursor/worktrees",
         ".cursor/skills",
         ".cursor/agents",
+        ".cursor/plans",
+    }
+    assert set(targets[".claude"].writable) == {
+        ".claude/commands",
+        ".claude/agents",
+        ".claude/skills",
     }
     # Whatever the file tools refuse, the sandbox mounts read-only (a directory covers its tree),
     # and the writable exceptions are exactly what the file tools allow.

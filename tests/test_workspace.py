@@ -40,6 +40,10 @@ WORKSPACE = Path("/work/space")
         ".cursor/hooks.json",
         ".cursor/environment.json",
         ".cursor/deep/nested/x.json",
+        # Hook scripts live anywhere under .cursor (issue 10 item 7): all of it is protected.
+        ".cursor/hooks/audit.sh",
+        ".cursor/notes.md",
+        ".claude/hooks/check.py",
     ],
 )
 def test_protected_paths_are_refused_with_a_reason(relative: str) -> None:
@@ -59,7 +63,7 @@ def test_protected_paths_are_refused_with_a_reason(relative: str) -> None:
         ".cursor/skills/a/b.json",
         ".cursor/agents/x.json",
         ".cursor/rules/python.mdc",
-        ".cursor/notes.md",
+        ".claude/commands/review.md",
         "README.md",
     ],
 )

@@ -15,6 +15,7 @@ import asyncio
 import io
 import logging
 import math
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -48,6 +49,7 @@ from agent.v1.computer_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import create_exclusive, ensure_daemon_folder
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from tools.display import DisplayInfo, DisplayUnavailable
@@ -347,12 +349,15 @@ def encode_screenshot(frame: Frame) -> bytes:
 
 
 def save_screenshot(data: bytes, folder: Path = SCREENSHOT_DIR) -> Path:
-    """Writes `data` to <folder>/<5 hex>.webp under a name no other screenshot has (blocking)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Writes `data` to <folder>/<5 hex>.webp under a name no other screenshot has (blocking).
+
+    The folder lies in /tmp, where sandboxed commands write: a symlink planted in its place is
+    refused (OSError), and each file is created O_EXCL|O_NOFOLLOW."""
+    ensure_daemon_folder(folder)
     while True:
         path = folder / f"{secrets.token_hex(3)[:5]}.webp"
         try:
-            with path.open("xb") as out:
+            with os.fdopen(create_exclusive(folder, path.name, 0o644), "wb") as out:
                 out.write(data)
             return path
         except FileExistsError:

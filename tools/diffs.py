@@ -29,9 +29,17 @@ from agent.v1.files_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.paths import (
+    PathRefused,
+    PathRules,
+    check_writable,
+    delete_checked,
+    open_target,
+    read_checked,
+)
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools import reports
-from tools.workspace import atomic_write, display_path, protected_reason, resolve_path
+from tools.workspace import AgentPaths, atomic_write, display_path, resolve_path
 
 NO_NEWLINE = "\\ No newline at end of file"
 # Beyond this many lines in the changed window the diff is not computed (counts still are).
@@ -341,18 +349,27 @@ class PlannedChange:
     stats: DiffStats
 
 
-def _read_source(path: Path, shown: str) -> str:
+# Sources larger than this are not patched (they are loaded whole).
+MAX_SOURCE_BYTES = 256 * 1024 * 1024
+
+
+def _read_source(path: Path, shown: str, rules: PathRules) -> str:
     try:
-        return path.read_bytes().decode("utf-8", "surrogateescape")
+        data, _ = read_checked(path, rules, MAX_SOURCE_BYTES + 1)
+    except PathRefused as refused:
+        raise DiffError(shown, refused.reason) from None
     except FileNotFoundError:
         raise DiffError(shown, f"{shown} does not exist") from None
     except IsADirectoryError:
         raise DiffError(shown, f"{shown} is a directory") from None
     except OSError:
         raise DiffError(shown, f"{shown} cannot be read") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise DiffError(shown, f"{shown} is larger than {MAX_SOURCE_BYTES} bytes")
+    return data.decode("utf-8", "surrogateescape")
 
 
-def plan_change(patch: FilePatch, base: Path) -> PlannedChange:
+def plan_change(patch: FilePatch, base: Path, rules: PathRules) -> PlannedChange:
     """One file's new content, computed in memory; DiffError if a hunk does not apply."""
     path = resolve_path(base, patch.path)
     old_text: str | None = None
@@ -362,7 +379,7 @@ def plan_change(patch: FilePatch, base: Path) -> PlannedChange:
     else:
         # A diff between two names (x.orig -> x) patches the file that exists, preferring the new.
         source = path if path.exists() else resolve_path(base, patch.old_path)
-        old_text = _read_source(source, patch.path)
+        old_text = _read_source(source, patch.path, rules)
     new_text = apply_hunks(old_text or "", patch)
     if patch.new_path is None:
         if new_text:
@@ -373,11 +390,11 @@ def plan_change(patch: FilePatch, base: Path) -> PlannedChange:
     )
 
 
-def plan_changes(patches: list[FilePatch], base: Path) -> list[PlannedChange]:
+def plan_changes(patches: list[FilePatch], base: Path, rules: PathRules) -> list[PlannedChange]:
     planned: list[PlannedChange] = []
     seen: set[Path] = set()
     for patch in patches:
-        change = plan_change(patch, base)
+        change = plan_change(patch, base, rules)
         if change.path in seen:
             raise DiffError(patch.path, "the diff changes this file twice")
         seen.add(change.path)
@@ -389,7 +406,18 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def commit_changes(planned: list[PlannedChange]) -> None:
+def _move_aside(path: Path, rules: PathRules) -> Path:
+    """Renames `path` (the file or link itself, in its checked folder) to a hidden name."""
+    target = open_target(path, rules, create_parents=False, follow_link=False)
+    try:
+        aside = f".{target.name}.{os.getpid()}.deleted"
+        os.rename(target.name, aside, src_dir_fd=target.dir_fd, dst_dir_fd=target.dir_fd)
+    finally:
+        target.close()
+    return path.with_name(aside)
+
+
+def commit_changes(planned: list[PlannedChange], rules: PathRules) -> None:
     """Writes every planned change, or none: what was already changed is undone on failure.
 
     Deleted files are first moved aside (so undoing restores them exactly) and removed at the end.
@@ -399,19 +427,17 @@ def commit_changes(planned: list[PlannedChange]) -> None:
     try:
         for change in planned:
             if change.new_text is None:
-                aside = change.path.with_name(f".{change.path.name}.{os.getpid()}.deleted")
-                os.rename(change.path, aside)
-                moved_aside.append((change.path, aside))
+                moved_aside.append((change.path, _move_aside(change.path, rules)))
             else:
-                atomic_write(change.path, _encode(change.new_text))
+                atomic_write(change.path, _encode(change.new_text), rules=rules)
                 written.append(change)
-    except (OSError, CodedError):
+    except (OSError, CodedError, PathRefused):
         for change in reversed(written):
-            with contextlib.suppress(OSError, CodedError):
+            with contextlib.suppress(OSError, CodedError, PathRefused):
                 if change.old_text is None:
-                    os.unlink(change.path)
+                    delete_checked(change.path, rules)
                 else:
-                    atomic_write(change.path, _encode(change.old_text))
+                    atomic_write(change.path, _encode(change.old_text), rules=rules)
         for original, aside in reversed(moved_aside):
             with contextlib.suppress(OSError):
                 os.rename(aside, original)
@@ -421,15 +447,18 @@ def commit_changes(planned: list[PlannedChange]) -> None:
             os.unlink(aside)
 
 
-def _permission_check(planned: list[PlannedChange], workspace: Path) -> PermissionDenied | None:
+def _permission_check(planned: list[PlannedChange], rules: PathRules) -> PathRefused | None:
     for change in planned:
-        reason = protected_reason(workspace, change.path)
-        if reason is not None:
-            return PermissionDenied(path=str(change.path), reason=reason)
+        try:
+            check_writable(change.path, rules)
+        except PathRefused as refused:
+            return refused
+        except OSError:
+            continue  # the write reports it
     return None
 
 
-def _apply(args: ApplyAgentDiffArgs, workspace: Path) -> ApplyAgentDiffResult:
+def _apply(args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules) -> ApplyAgentDiffResult:
     base = resolve_path(workspace, args.base_directory)
     try:
         patches = parse_unified_diff(args.diff)
@@ -437,18 +466,28 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path) -> ApplyAgentDiffResult:
             return ApplyAgentDiffResult(
                 error=ToolError(code="invalid_argument", message="the diff has no file changes")
             )
-        planned = plan_changes(patches, base)
+        planned = plan_changes(patches, base, rules)
     except DiffError as exc:
         return ApplyAgentDiffResult(
             does_not_apply=DiffDoesNotApply(
                 path=exc.path, reason=exc.reason, hunk_index=exc.hunk_index
             )
         )
-    denied = _permission_check(planned, workspace)
-    if denied is not None:
-        return ApplyAgentDiffResult(permission_denied=denied)
+    refused = _permission_check(planned, rules)
+    if refused is not None and refused.kind == "invalid":
+        return ApplyAgentDiffResult(
+            error=ToolError(code="invalid_argument", message=refused.reason)
+        )
+    if refused is not None:
+        return ApplyAgentDiffResult(
+            permission_denied=PermissionDenied(path=refused.path, reason=refused.reason)
+        )
     try:
-        commit_changes(planned)
+        commit_changes(planned, rules)
+    except PathRefused as exc:
+        return ApplyAgentDiffResult(
+            permission_denied=PermissionDenied(path=exc.path, reason=exc.reason)
+        )
     except CodedError as exc:
         return ApplyAgentDiffResult(error=ToolError(code=exc.code, message=exc.message))
     except OSError:
@@ -469,7 +508,8 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path) -> ApplyAgentDiffResult:
 
 
 async def apply_agent_diff(args: ApplyAgentDiffArgs, ctx: CallContext) -> ApplyAgentDiffResult:
-    return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace))
+    rules = ctx.daemon.service(AgentPaths)
+    return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace), rules)
 
 
 def _diff_subject(args: ApplyAgentDiffArgs) -> Subject:

@@ -45,14 +45,22 @@ from agent.v1.files_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.paths import (
+    NoRules,
+    PathRefused,
+    PathRules,
+    check_writable,
+    delete_checked,
+    open_checked,
+    read_checked,
+)
 from exec_daemon.kernel.spec import Effect, HookEvents, Hooks, RunModeRule, Subject, ToolSpec
 from tools import notebooks, reports
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import (
-    CursorIgnore,
+    AgentPaths,
     atomic_write,
     display_path,
-    protected_reason,
     resolve_path,
 )
 
@@ -101,6 +109,8 @@ BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
 
 # ---------------------------------------------------------------------------------------------
 # Read
+
+NO_RULES = NoRules()
 
 
 @dataclass
@@ -370,22 +380,26 @@ def read_text_window(file: BufferedReader, size: int, offset: int, limit: int | 
     return _read_large_forward(file, size, offset, limit)
 
 
-def _image_size(path: Path) -> tuple[int, int]:
+def _image_size(file: BufferedReader) -> tuple[int, int]:
     from PIL import Image, UnidentifiedImageError  # imported on first use: it is not small
 
     try:
-        with Image.open(path) as image:  # reads the header only
+        file.seek(0)
+        with Image.open(file) as image:  # reads the header only
             return int(image.width), int(image.height)
     except (OSError, UnidentifiedImageError, ValueError):
         return 0, 0
 
 
-def _read_pdf(path: Path, offset: int, limit: int | None) -> ReadToolResult:
+def _read_pdf(
+    file: BufferedReader, path: Path, size: int, offset: int, limit: int | None
+) -> ReadToolResult:
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError
 
     try:
-        reader = PdfReader(path)
+        file.seek(0)
+        reader = PdfReader(file)
         if reader.is_encrypted:
             reader.decrypt("")
         total = len(reader.pages)
@@ -411,9 +425,7 @@ def _read_pdf(path: Path, offset: int, limit: int | None) -> ReadToolResult:
         return ReadToolResult(
             error=ToolError(code="unreadable_pdf", message=f"{path} is not a readable PDF")
         )
-    success = ReadToolSuccess(
-        path=str(path), pdf_pages=pages, total_pages=total, file_size=path.stat().st_size
-    )
+    success = ReadToolSuccess(path=str(path), pdf_pages=pages, total_pages=total, file_size=size)
     if truncated:
         success.truncated = True
         success.truncation_note = (
@@ -423,10 +435,22 @@ def _read_pdf(path: Path, offset: int, limit: int | None) -> ReadToolResult:
     return ReadToolResult(success=success)
 
 
-def _read_sync(path: Path, offset: int, limit: int | None) -> ReadToolResult:
+def _read_refused(refused: PathRefused) -> ReadToolResult:
+    if refused.kind == "invalid":
+        return ReadToolResult(error=ToolError(code="invalid_argument", message=refused.reason))
+    return ReadToolResult(
+        permission_denied=PermissionDenied(path=refused.path, reason=refused.reason)
+    )
+
+
+def _read_sync(
+    path: Path, offset: int, limit: int | None, rules: PathRules = NO_RULES
+) -> ReadToolResult:
     shown = str(path)
     try:
-        info = path.stat()
+        opened = open_checked(path, rules)
+    except PathRefused as refused:
+        return _read_refused(refused)
     except FileNotFoundError:
         return ReadToolResult(
             file_not_found=FileNotFound(path=shown, reason=f"{shown} does not exist")
@@ -437,6 +461,9 @@ def _read_sync(path: Path, offset: int, limit: int | None) -> ReadToolResult:
         )
     except OSError as exc:
         return ReadToolResult(error=_os_error(exc, shown))
+    info = opened.info
+    if not stat.S_ISREG(info.st_mode):
+        opened.close()
     if stat.S_ISDIR(info.st_mode):
         return ReadToolResult(
             is_directory=IsDirectory(
@@ -450,7 +477,7 @@ def _read_sync(path: Path, offset: int, limit: int | None) -> ReadToolResult:
             )
         )
     try:
-        with open(path, "rb") as file:
+        with os.fdopen(opened.fd, "rb") as file:
             head = file.read(SNIFF_BYTES)
             mime = image_mime(head)
             if mime is not None:
@@ -458,7 +485,7 @@ def _read_sync(path: Path, offset: int, limit: int | None) -> ReadToolResult:
             if head.startswith(b"%PDF-"):
                 if info.st_size > MAX_PDF_BYTES:
                     return _too_large(shown, info.st_size, MAX_PDF_BYTES)
-                return _read_pdf(path, offset, limit)
+                return _read_pdf(file, path, info.st_size, offset, limit)
             kind = binary_type(head)
             if kind is not None:
                 return ReadToolResult(
@@ -493,7 +520,7 @@ def _read_image(file: BufferedReader, path: Path, size: int, mime: str) -> ReadT
         return _too_large(str(path), size, MAX_IMAGE_BYTES)
     file.seek(0)
     data = file.read(MAX_IMAGE_BYTES + 1)
-    width, height = _image_size(path)
+    width, height = _image_size(file)
     image = ReadImage(data=data, mime_type=mime, width=width, height=height)
     return ReadToolResult(success=ReadToolSuccess(path=str(path), image=image, file_size=size))
 
@@ -521,15 +548,10 @@ async def read(args: ReadToolArgs, ctx: CallContext) -> ReadToolResult:
         return ReadToolResult(
             error=ToolError(code="invalid_argument", message="limit must not be negative")
         )
-    if ctx.daemon.service(CursorIgnore).is_ignored(path):
-        return ReadToolResult(
-            permission_denied=PermissionDenied(
-                path=str(path), reason=f"{path} is hidden from the agent by .cursorignore"
-            )
-        )
     offset = args.offset if args.HasField("offset") else 1
     limit = args.limit if args.HasField("limit") and args.limit > 0 else None
-    return await asyncio.to_thread(_read_sync, path, offset, limit)
+    rules = ctx.daemon.service(AgentPaths)
+    return await asyncio.to_thread(_read_sync, path, offset, limit, rules)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,6 +570,23 @@ READ = ToolSpec(
 
 def _denied(path: Path, reason: str) -> EditResult:
     return EditResult(permission_denied=PermissionDenied(path=str(path), reason=reason))
+
+
+def _refused_edit(refused: PathRefused) -> EditResult:
+    if refused.kind == "invalid":
+        return EditResult(error=ToolError(code="invalid_argument", message=refused.reason))
+    return EditResult(permission_denied=PermissionDenied(path=refused.path, reason=refused.reason))
+
+
+def write_refusal(path: Path, rules: PathRules) -> PathRefused | None:
+    """Why a write to `path` will be refused (checked on the real path), or None."""
+    try:
+        check_writable(path, rules)
+    except PathRefused as refused:
+        return refused
+    except OSError:
+        return None  # the write itself reports it
+    return None
 
 
 def _edit_failure(path: Path, failure: CodedError) -> EditResult:
@@ -575,8 +614,9 @@ async def _write_streaming(
     path: Path, data: bytes, ctx: CallContext, stream: bool
 ) -> tuple[int, bool]:
     """Writes atomically in a worker thread; with `stream`, the content also goes out as deltas."""
+    rules = ctx.daemon.service(AgentPaths)
     if not stream:
-        return await asyncio.to_thread(atomic_write, path, data)
+        return await asyncio.to_thread(atomic_write, path, data, rules=rules)
     loop = asyncio.get_running_loop()
     shown = str(path)
 
@@ -589,22 +629,25 @@ async def _write_streaming(
         # Waiting for the send gives the stream's backpressure to the writer.
         asyncio.run_coroutine_threadsafe(_emit(ctx, delta), loop).result()
 
-    return await asyncio.to_thread(atomic_write, path, _utf8_chunks(data), on_chunk=send)
+    return await asyncio.to_thread(
+        atomic_write, path, _utf8_chunks(data), on_chunk=send, rules=rules
+    )
 
 
-def _load_text(path: Path) -> str | EditResult:
+def _load_text(path: Path, rules: PathRules) -> str | EditResult:
     shown = str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_EDIT_BYTES:
+        data, info = read_checked(path, rules, MAX_EDIT_BYTES + 1)
+        if len(data) > MAX_EDIT_BYTES:
             return EditResult(
                 error=ToolError(
                     code="too_large",
-                    message=f"{shown} is {size} bytes; edits load the file and stop at "
+                    message=f"{shown} is {info.st_size} bytes; edits load the file and stop at "
                     f"{MAX_EDIT_BYTES}",
                 )
             )
-        data = path.read_bytes()
+    except PathRefused as refused:
+        return _refused_edit(refused)
     except FileNotFoundError:
         return EditResult(file_not_found=FileNotFound(path=shown, reason=f"{shown} does not exist"))
     except IsADirectoryError:
@@ -628,7 +671,7 @@ def _encode(text: str) -> bytes:
 
 
 async def _write_file(args: EditArgs, path: Path, ctx: CallContext) -> EditResult:
-    loaded = await asyncio.to_thread(_load_text, path)
+    loaded = await asyncio.to_thread(_load_text, path, ctx.daemon.service(AgentPaths))
     if isinstance(loaded, EditResult) and loaded.error.code == "is_directory":
         return loaded
     # An old file that is not text (or too big to load) is replaced all the same; the diff then
@@ -670,7 +713,7 @@ async def _str_replace(args: EditArgs, path: Path, ctx: CallContext) -> EditResu
                 code="invalid_argument", message="old_string and new_string are the same"
             )
         )
-    old = await asyncio.to_thread(_load_text, path)
+    old = await asyncio.to_thread(_load_text, path, ctx.daemon.service(AgentPaths))
     if isinstance(old, EditResult):
         if old.WhichOneof("result") == "file_not_found" and not args.old_string:
             # An empty old_string on a missing file creates it (as editors' "new file" edits do).
@@ -714,9 +757,9 @@ async def edit(args: EditArgs, ctx: CallContext) -> EditResult:
     if not args.path:
         return EditResult(error=ToolError(code="invalid_argument", message="path is empty"))
     path = resolve_path(ctx.daemon.workspace, args.path)
-    reason = protected_reason(ctx.daemon.workspace, path)
-    if reason is not None:
-        return _denied(path, reason)
+    refused = await asyncio.to_thread(write_refusal, path, ctx.daemon.service(AgentPaths))
+    if refused is not None:
+        return _refused_edit(refused)
     if args.HasField("notebook_cell"):
         return await notebooks.edit_cell(args, path, ctx)
     if args.HasField("contents"):
@@ -740,17 +783,22 @@ EDIT = ToolSpec(
 )
 
 
-def _delete_sync(path: Path) -> DeleteResult:
+def _delete_sync(path: Path, rules: PathRules) -> DeleteResult:
     shown = str(path)
     try:
-        info = path.lstat()
-        if stat.S_ISDIR(info.st_mode):
-            return DeleteResult(
-                is_directory=IsDirectory(
-                    path=shown, reason=f"{shown} is a directory; delete removes files only"
-                )
+        info = delete_checked(path, rules)
+    except PathRefused as refused:
+        if refused.kind == "invalid":
+            return DeleteResult(error=ToolError(code="invalid_argument", message=refused.reason))
+        return DeleteResult(
+            permission_denied=PermissionDenied(path=refused.path, reason=refused.reason)
+        )
+    except IsADirectoryError:
+        return DeleteResult(
+            is_directory=IsDirectory(
+                path=shown, reason=f"{shown} is a directory; delete removes files only"
             )
-        path.unlink()
+        )
     except FileNotFoundError:
         return DeleteResult(
             file_not_found=FileNotFound(
@@ -772,10 +820,7 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> DeleteResult:
     if not args.path:
         return DeleteResult(error=ToolError(code="invalid_argument", message="path is empty"))
     path = resolve_path(ctx.daemon.workspace, args.path)
-    reason = protected_reason(ctx.daemon.workspace, path)
-    if reason is not None:
-        return DeleteResult(permission_denied=PermissionDenied(path=str(path), reason=reason))
-    return await asyncio.to_thread(_delete_sync, path)
+    return await asyncio.to_thread(_delete_sync, path, ctx.daemon.service(AgentPaths))
 
 
 DELETE = ToolSpec(

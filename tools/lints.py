@@ -41,10 +41,11 @@ from agent.v1.files_pb2 import (
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import run_git
+from exec_daemon.kernel.paths import PathRefused, real_path
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
-from tools.workspace import CursorIgnore, display_path, resolve_path
+from tools.workspace import AgentPaths, CursorIgnore, display_path, resolve_path
 from tools.workspace_files import list_files
 
 log = logging.getLogger(__name__)
@@ -371,21 +372,46 @@ class Selection:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (absolute, reason)
 
 
+_HIDDEN = "hidden from the agent by .cursorignore"
+
+
+def _classify(named: Path, rules: AgentPaths, ignore: CursorIgnore) -> tuple[str, str]:
+    """("dir" | "file", real path) or (why it is skipped, path). Linters read by name, so what
+    they get is checked where it really is."""
+    try:
+        real = Path(real_path(named, rules))
+    except PathRefused as refused:
+        hidden = refused.kind == "hidden" and ignore.is_ignored(refused.path)
+        return (_HIDDEN if hidden else refused.reason), str(named)
+    except OSError:
+        return "no such file", str(named)
+    if ignore.is_ignored(real, real.is_dir()):
+        return _HIDDEN, str(real)
+    if real.is_dir():
+        return "dir", str(real)
+    if real.is_file():
+        return "file", str(real)
+    return "no such file", str(real)
+
+
 async def _select(daemon: Daemon, paths: list[str]) -> Selection:
     workspace = daemon.workspace
     ignore = daemon.service(CursorIgnore)
     selection = Selection()
+    rules = daemon.service(AgentPaths)
     for path in paths:
-        absolute = resolve_path(workspace, path)
-        if ignore.is_ignored(absolute, absolute.is_dir()):
-            selection.skipped.append((str(absolute), "hidden from the agent by .cursorignore"))
-        elif absolute.is_dir():
-            found, _more = await list_files(daemon, absolute, MAX_FILES + 1, LINT_TIMEOUT_SECONDS)
+        kind, shown = await asyncio.to_thread(
+            _classify, resolve_path(workspace, path), rules, ignore
+        )
+        if kind == "dir":
+            found, _more = await list_files(
+                daemon, Path(shown), MAX_FILES + 1, LINT_TIMEOUT_SECONDS
+            )
             selection.files += found
-        elif absolute.is_file():
-            selection.files.append(str(absolute))
+        elif kind == "file":
+            selection.files.append(shown)
         else:
-            selection.skipped.append((str(absolute), "no such file"))
+            selection.skipped.append((shown, kind))
     unique = list(dict.fromkeys(selection.files))
     for extra in unique[MAX_FILES:]:
         selection.skipped.append((extra, f"more than {MAX_FILES} files asked for"))

@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import httpx2
@@ -69,6 +68,7 @@ from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 from tools.mcp_config import McpSettings, ServerSpec, load_settings
 from tools.mcp_oauth import McpOAuth
+from tools.workspace import AgentPaths, atomic_write, resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -764,21 +764,19 @@ async def read_mcp_resource(args: ReadMcpResourceArgs, ctx: CallContext) -> Read
         )
     success = _resource_success(args.uri, result.contents)
     if args.download_path:
+        target = resolve_path(ctx.daemon.workspace, args.download_path)
+        data = success.blob if success.blob else success.text.encode("utf-8")
         try:
-            target = await asyncio.to_thread(
-                _write_download, ctx.daemon.workspace, args.download_path, success
+            await asyncio.to_thread(
+                atomic_write, target, data, rules=ctx.daemon.service(AgentPaths)
             )
-        except OSError as exc:
-            log.info("writing MCP resource to %s failed: %s", args.download_path, exc)
-            return ReadMcpResourceResult(
-                error={
-                    "code": "write_failed",
-                    "message": f"cannot write {args.download_path}: {exc.strerror or 'error'}",
-                }
-            )
+        except CodedError as failure:
+            typed = failure.code in ("permission_denied", "invalid_argument")
+            code = failure.code if typed else "write_failed"
+            return ReadMcpResourceResult(error={"code": code, "message": failure.message})
         success.ClearField("text")
         success.ClearField("blob")
-        success.download_path = target
+        success.download_path = str(target)
     return ReadMcpResourceResult(success=success)
 
 
@@ -795,16 +793,6 @@ def _resource_success(uri: str, contents: list[Any]) -> ReadMcpResourceSuccess:
     success.text = "".join(texts)
     success.size_bytes = len(success.blob) if success.blob else len(success.text.encode())
     return success
-
-
-def _write_download(workspace: str, path: str, success: ReadMcpResourceSuccess) -> str:
-    target = Path(workspace, path).resolve() if not os.path.isabs(path) else Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = success.blob if success.blob else success.text.encode("utf-8")
-    temporary = target.with_name(f".{target.name}.download")
-    temporary.write_bytes(data)
-    temporary.replace(target)
-    return str(target)
 
 
 async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:

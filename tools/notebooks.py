@@ -23,8 +23,9 @@ from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
 from agent.v1.files_pb2 import EditArgs, EditMultipleMatches, EditNoMatch, EditResult, EditSuccess
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.paths import PathRefused, PathRules, read_checked
 from tools.diffs import replace_text, unified_diff
-from tools.workspace import atomic_write, display_path
+from tools.workspace import AgentPaths, atomic_write, display_path
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +70,17 @@ def _new_cell(language: str, source: str, notebook: NotebookNode) -> NotebookNod
     return cell
 
 
-def _load(path: Path, create: bool, language: str) -> tuple[NotebookNode, bool, int]:
+def _load(
+    path: Path, create: bool, language: str, rules: PathRules
+) -> tuple[NotebookNode, bool, int]:
     """(notebook, whether it is new, JSON indent of the file)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data, _ = read_checked(path, rules, MAX_NOTEBOOK_BYTES + 1)
+        text = data.decode("utf-8")
+    except PathRefused as refused:
+        raise NotebookEditError(
+            EditResult(permission_denied=PermissionDenied(path=refused.path, reason=refused.reason))
+        ) from None
     except FileNotFoundError:
         if not create:
             raise NotebookEditError(
@@ -135,10 +143,10 @@ def _replace_in_cell(source: str, args: EditArgs, path: Path, index: int) -> tup
     return replaced, count
 
 
-def plan_cell_edit(args: EditArgs, path: Path) -> tuple[CellChange, int]:
+def plan_cell_edit(args: EditArgs, path: Path, rules: PathRules) -> tuple[CellChange, int]:
     cell_edit = args.notebook_cell
     index = cell_edit.cell_idx
-    notebook, created, indent = _load(path, cell_edit.is_new_cell, cell_edit.cell_language)
+    notebook, created, indent = _load(path, cell_edit.is_new_cell, cell_edit.cell_language, rules)
     cells: list[Any] = notebook.cells
     if cell_edit.is_new_cell:
         if index > len(cells):
@@ -178,11 +186,11 @@ def _serialize(notebook: NotebookNode, indent: int) -> bytes:
     return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
-def _edit_sync(args: EditArgs, path: Path, workspace: str) -> EditResult:
+def _edit_sync(args: EditArgs, path: Path, workspace: str, rules: PathRules) -> EditResult:
     try:
-        change, indent = plan_cell_edit(args, path)
+        change, indent = plan_cell_edit(args, path, rules)
         data = _serialize(change.notebook, indent)
-        written, _ = atomic_write(path, data)
+        written, _ = atomic_write(path, data, rules=rules)
     except NotebookEditError as exc:
         return exc.result
     except CodedError as failure:
@@ -208,4 +216,5 @@ def _edit_sync(args: EditArgs, path: Path, workspace: str) -> EditResult:
 
 async def edit_cell(args: EditArgs, path: Path, ctx: CallContext) -> EditResult:
     """Edits or inserts one cell of the notebook at `path` (already resolved and allowed)."""
-    return await asyncio.to_thread(_edit_sync, args, path, ctx.daemon.workspace)
+    rules = ctx.daemon.service(AgentPaths)
+    return await asyncio.to_thread(_edit_sync, args, path, ctx.daemon.workspace, rules)

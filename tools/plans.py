@@ -25,7 +25,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools.todos import TodoLists
-from tools.workspace import atomic_write
+from tools.workspace import AgentPaths, atomic_write
 
 PLANS_DIRECTORY = Path(".cursor") / "plans"
 MAX_SLUG_CHARS = 60
@@ -98,7 +98,9 @@ async def create_plan(args: CreatePlanArgs, ctx: CallContext) -> CreatePlanResul
     path = Path(ctx.daemon.workspace) / plan_path(name)
     content = plan_markdown(name, args.overview, args.plan, todos).encode("utf-8")
     try:
-        _written, created = await asyncio.to_thread(atomic_write, path, content)
+        _written, created = await asyncio.to_thread(
+            atomic_write, path, content, rules=ctx.daemon.service(AgentPaths)
+        )
     except CodedError as failure:
         return _error(failure.code, failure.message)
     ctx.daemon.service(TodoLists).replace(ctx.agent_id, todos)

@@ -9,8 +9,11 @@ asked-for name, made safe. One recording at a time per daemon.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -30,7 +33,9 @@ from agent.v1.computer_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import create_exclusive, ensure_daemon_folder
 from exec_daemon.kernel.runner import Helper, HelperFailed, start_helper
+from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayService, DisplayUnavailable
@@ -98,7 +103,7 @@ def unused_path(folder: Path, name: str) -> Path:
     candidate = folder / name
     stem = candidate.stem
     number = 1
-    while candidate.exists():
+    while os.path.lexists(candidate):  # a dangling symlink is taken too
         candidate = folder / f"{stem}-{number}.mp4"
         number += 1
     return candidate
@@ -112,6 +117,9 @@ class ScreenRecorder:
         self.displays = daemon.service(DisplayService)
         self._daemon = daemon
         self._artifacts = daemon.config.artifacts_folder
+        # ffmpeg writes here as the daemon: sandboxed commands must not plant links in it.
+        ensure_daemon_folder(RECORDINGS_TMP, 0o700)
+        daemon.service(Sandboxing).keep_private(RECORDINGS_TMP)
         self._lock = asyncio.Lock()
         self._recording: Recording | None = None
 
@@ -190,7 +198,7 @@ class ScreenRecorder:
             destination = unused_path(
                 self._artifacts, artifact_name(requested_name, datetime.now())
             )
-            shutil.move(recorded, destination)
+            _move_no_follow(recorded, destination)
         except OSError as exc:
             log.warning("keeping the recording in %s failed: %s", self._artifacts, exc)
             raise CodedError(
@@ -206,9 +214,24 @@ class ScreenRecorder:
             recording.close()
 
 
+def _move_no_follow(source: Path, destination: Path) -> None:
+    """Moves a file to a name that must be free: a rename (which replaces a link, never writes
+    through it), or across file systems a copy into a file created O_EXCL|O_NOFOLLOW."""
+    try:
+        os.rename(source, destination)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    fd = create_exclusive(destination.parent, destination.name, 0o644)
+    with open(source, "rb") as reader, os.fdopen(fd, "wb") as writer:
+        shutil.copyfileobj(reader, writer)
+    source.unlink()
+
+
 def _new_recording_path() -> Path:
-    RECORDINGS_TMP.mkdir(parents=True, exist_ok=True)
-    return RECORDINGS_TMP / f"{time.time_ns()}.mp4"
+    ensure_daemon_folder(RECORDINGS_TMP, 0o700)
+    return RECORDINGS_TMP / f"{time.time_ns()}-{secrets.token_hex(6)}.mp4"
 
 
 async def _wait_capturing(recording: Recording) -> None:

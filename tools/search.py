@@ -58,10 +58,11 @@ from agent.v1.files_pb2 import (
 )
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import PathRefused, private_proc_reason, real_path
 from exec_daemon.kernel.runner import Helper, HelperFailed, Output, read_bounded, start_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
-from tools.workspace import CursorIgnore, relative_to_workspace, resolve_path
+from tools.workspace import AgentPaths, CursorIgnore, relative_to_workspace, resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -214,31 +215,80 @@ def _decode(raw: bytes) -> str:
 
 @dataclass
 class SearchRoot:
-    """Where a search runs: ripgrep's cwd, the path argument to give it, whether it is ours."""
+    """Where a search runs: ripgrep's cwd, the path argument to give it, whether it is ours.
+
+    Searches run on the real path (symlinks, `/proc/self/cwd` resolved by the kernel), so
+    .cursorignore applies to what is really searched; `absolute` is the path as the agent named
+    it. `outer`: the workspace lies inside the searched folder, so results are filtered by
+    .cursorignore one by one (ripgrep applies it only under its cwd).
+    """
 
     cwd: str
     target: str | None  # None = the cwd itself
     in_workspace: bool
     absolute: Path
+    real: Path
+    outer: bool = False
 
 
-def _search_root(ctx: CallContext, path: str) -> SearchRoot:
+def _search_root(ctx: CallContext, path: str) -> SearchRoot | PathRefused | None:
+    """The root of a search, a refusal (hidden, the daemon's own /proc, a NUL byte), or None
+    when it does not exist."""
     workspace = ctx.daemon.workspace
     absolute = resolve_path(workspace, path)
-    relative = relative_to_workspace(workspace, absolute)
-    if relative is None:
-        return SearchRoot(str(absolute.parent), str(absolute), False, absolute)
-    return SearchRoot(workspace, None if relative == "." else relative, True, absolute)
+    try:
+        real = Path(real_path(absolute, ctx.daemon.service(AgentPaths)))
+    except PathRefused as refused:
+        return refused
+    except OSError:
+        return None
+    real_workspace = os.path.realpath(workspace)
+    for base in (workspace, real_workspace):
+        relative = relative_to_workspace(base, real)
+        if relative is not None:
+            return SearchRoot(base, None if relative == "." else relative, True, absolute, real)
+    outer = relative_to_workspace(real, real_workspace) is not None
+    return SearchRoot(str(real.parent), str(real), False, absolute, real, outer)
 
 
-def _hidden_by_cursorignore(ctx: CallContext, root: SearchRoot) -> PermissionDenied | None:
+def root_problem(found: PathRefused | None, ctx: CallContext, path: str) -> dict[str, Any]:
+    """The result fields (file_not_found, permission_denied or error) of a root that is not."""
+    if found is None:
+        shown = resolve_path(ctx.daemon.workspace, path)
+        return {"file_not_found": FileNotFound(path=str(shown), reason=f"{shown} does not exist")}
+    if found.kind == "invalid":
+        return {"error": ToolError(code="invalid_argument", message=found.reason)}
+    return {"permission_denied": PermissionDenied(path=found.path, reason=found.reason)}
+
+
+def _outer_rejects(ctx: CallContext, root: SearchRoot, cwd: str) -> Callable[[str], bool] | None:
+    """For a search of a folder holding what the read tools refuse (the workspace's ignored
+    files, `/proc`'s secret entries, secret declared paths): whether a result is one of them.
+    ripgrep does not follow symlinks while walking, so its paths are real below the root."""
+    checks: list[Callable[[str], bool]] = []
     ignore = ctx.daemon.service(CursorIgnore)
-    if root.in_workspace and ignore.is_ignored(root.absolute, root.absolute.is_dir()):
-        return PermissionDenied(
-            path=str(root.absolute),
-            reason=f"{root.absolute} is hidden from the agent by .cursorignore",
-        )
-    return None
+    if root.outer and ignore.exists():
+        checks.append(ignore.is_ignored)
+    if _holds(root.real, "/proc"):
+        checks.append(lambda path: private_proc_reason(path) is not None)
+    secrets = ctx.daemon.service(AgentPaths).declared.secrets()
+    if any(_holds(root.real, secret) for secret in secrets):
+        checks.append(lambda path: any(_holds(secret, path) for secret in secrets))
+    if not checks:
+        return None
+    return lambda path: any(check(os.path.join(cwd, path)) for check in checks)
+
+
+def _holds(folder: Path | str, path: str) -> bool:
+    return relative_to_workspace(folder, path) is not None
+
+
+def _either(
+    first: Callable[[str], bool] | None, second: Callable[[str], bool] | None
+) -> Callable[[str], bool] | None:
+    if first is None or second is None:
+        return first or second
+    return lambda path: first(path) or second(path)
 
 
 def _ignore_args(ctx: CallContext, root: SearchRoot) -> list[str]:
@@ -452,6 +502,14 @@ _BEGIN_SUFFIX = b'"}}}'
 _BEGIN_PATH = slice(len(_BEGIN_PREFIX), -len(_BEGIN_SUFFIX))
 
 
+def _matched_lines(block: bytes) -> int:
+    """matched_lines of a block's end message (its last line)."""
+    last = block.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        return int(json.loads(last)["data"]["stats"]["matched_lines"])
+    return 0
+
+
 def _begin_path(line: bytes) -> str:
     """The file of a begin line; plain paths are sliced out, escaped ones go through json."""
     if line.startswith(_BEGIN_PREFIX) and line.endswith(_BEGIN_SUFFIX) and b"\\" not in line:
@@ -568,10 +626,14 @@ async def _grep_content(
 ) -> None:
     selection = _Selection(options.offset + options.limit)
     arrivals = 0
+    rejected_files = rejected_lines = 0
 
     def on_block(path: str, block: bytes) -> None:
-        nonlocal arrivals
+        nonlocal arrivals, rejected_files, rejected_lines
         if rejects is not None and rejects(path):
+            # Left out of the totals too: counts must not tell about hidden files.
+            rejected_files += 1
+            rejected_lines += _matched_lines(block)
             return
         arrivals += 1
         key = _sort_key(options, cwd, path, arrivals)
@@ -584,8 +646,8 @@ async def _grep_content(
     reader.finish()
     _content_result(selection, options, success)
     stats = reader.summary
-    success.total_matches = int(stats.get("matched_lines", 0))
-    success.total_files = int(stats.get("searches_with_match", 0))
+    success.total_matches = max(int(stats.get("matched_lines", 0)) - rejected_lines, 0)
+    success.total_files = max(int(stats.get("searches_with_match", 0)) - rejected_files, 0)
 
 
 async def _grep_listing(
@@ -659,20 +721,13 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
     if isinstance(options, GrepResult):
         return options
     root = _search_root(ctx, args.path)
-    if not root.absolute.exists():
-        return GrepResult(
-            file_not_found=FileNotFound(
-                path=str(root.absolute), reason=f"{root.absolute} does not exist"
-            )
-        )
-    denied = _hidden_by_cursorignore(ctx, root)
-    if denied is not None:
-        return GrepResult(permission_denied=denied)
+    if not isinstance(root, SearchRoot):
+        return GrepResult(**root_problem(root, ctx, args.path))
     glob = args.glob.strip() or None
     rg_args = [*_glob_args(ctx, root, glob), *_rg_grep_args(args, options.mode), "--"]
     if root.target is not None:
         rg_args.append(root.target)
-    rejects = _glob_rejects(ctx, root, glob)
+    rejects = _either(_glob_rejects(ctx, root, glob), _outer_rejects(ctx, root, root.cwd))
     success = GrepSuccess(pattern=args.pattern, path=str(root.absolute), output_mode=options.mode)
     try:
         async with (
@@ -768,27 +823,20 @@ async def glob(args: GlobToolArgs, ctx: CallContext) -> GlobToolResult:
     if pattern.startswith("/") and (split := _split_absolute_glob(pattern)) is not None:
         target, pattern = split[0], "/" + split[1]
     root = _search_root(ctx, target)
-    if not root.absolute.is_dir():
-        if not root.absolute.exists():
-            return GlobToolResult(
-                file_not_found=FileNotFound(
-                    path=str(root.absolute), reason=f"{root.absolute} does not exist"
-                )
-            )
+    if not isinstance(root, SearchRoot):
+        return GlobToolResult(**root_problem(root, ctx, target))
+    if not root.real.is_dir():
         return GlobToolResult(
             error=ToolError(code="not_a_directory", message=f"{root.absolute} is not a directory")
         )
-    denied = _hidden_by_cursorignore(ctx, root)
-    if denied is not None:
-        return GlobToolResult(permission_denied=denied)
     if root.in_workspace:
         cwd, glob_filter = root.cwd, glob_pattern_for(pattern, root.target)
     else:
-        cwd, glob_filter = str(root.absolute), glob_pattern_for(pattern, None)
+        cwd, glob_filter = str(root.real), glob_pattern_for(pattern, None)
     rg_args = [*_glob_args(ctx, root, glob_filter), "--files", "--hidden", "--null"]
     if root.in_workspace and root.target is not None:
         rg_args += ["--", root.target]
-    rejects = _glob_rejects(ctx, root, glob_filter)
+    rejects = _either(_glob_rejects(ctx, root, glob_filter), _outer_rejects(ctx, root, cwd))
     buffer = bytearray()
     stamped: list[tuple[int, bytes]] = []
 
@@ -925,22 +973,16 @@ def _count_entries(directory: Path) -> int:
 
 
 async def ls(args: LsArgs, ctx: CallContext) -> LsResult:
-    root = resolve_path(ctx.daemon.workspace, args.path)
-    if not root.exists():
-        return LsResult(
-            file_not_found=FileNotFound(path=str(root), reason=f"{root} does not exist")
-        )
+    found = _search_root(ctx, args.path)
+    if not isinstance(found, SearchRoot):
+        return LsResult(**root_problem(found, ctx, args.path))
+    # The walk runs in the real folder: every entry it checks against .cursorignore is real.
+    root = found.real
     if not root.is_dir():
         return LsResult(
             error=ToolError(code="not_a_directory", message=f"{root} is not a directory")
         )
     cursorignore = ctx.daemon.service(CursorIgnore)
-    if cursorignore.is_ignored(root, True):
-        return LsResult(
-            permission_denied=PermissionDenied(
-                path=str(root), reason=f"{root} is hidden from the agent by .cursorignore"
-            )
-        )
     if not os.access(root, os.R_OK | os.X_OK):
         return LsResult(
             permission_denied=PermissionDenied(

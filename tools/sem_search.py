@@ -28,9 +28,16 @@ from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSea
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.paths import PathRefused, real_path
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
-from tools.workspace import CursorIgnore, display_path, relative_to_workspace, resolve_path
+from tools.workspace import (
+    AgentPaths,
+    CursorIgnore,
+    display_path,
+    relative_to_workspace,
+    resolve_path,
+)
 from tools.workspace_files import list_files
 
 if TYPE_CHECKING:
@@ -277,9 +284,17 @@ def _error(code: str, message: str) -> SemSearchResult:
 def _directories(ctx: CallContext, targets: list[str]) -> list[str] | SemSearchResult:
     workspace = ctx.daemon.workspace
     directories = []
+    rules = ctx.daemon.service(AgentPaths)
     for target in targets:
-        absolute = resolve_path(workspace, target)
-        if relative_to_workspace(workspace, absolute) is None:
+        try:
+            absolute = Path(real_path(resolve_path(workspace, target), rules))
+        except PathRefused as refused:
+            code = "invalid_argument" if refused.kind == "invalid" else "permission_denied"
+            return _error(code, refused.reason)
+        except OSError:
+            return _error("not_a_directory", f"{target} is not a directory of the workspace")
+        inside = relative_to_workspace(workspace, absolute) is not None
+        if not inside and relative_to_workspace(os.path.realpath(workspace), absolute) is None:
             return _error(
                 "invalid_argument",
                 f"{target} is outside the workspace; sem_search searches the workspace only",

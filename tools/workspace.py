@@ -1,27 +1,45 @@
 """Shared by the workspace tools: path resolution, `.cursorignore`, protected paths, atomic writes.
 
-Protected paths (the one table and `protected_reason()`, which applies it to a path, symlinks
-included, are in exec_daemon/kernel/protected.py and imported from here by the file tools); the
-sandbox (sandbox/protected.py) mounts the same paths read-only.
+Protected paths are the ones an agent must not change because changing them runs code or
+widens what the agent may do (git config and hooks, editor settings, Cursor's and Claude's
+config, shell start-up files, the system). `PROTECTED_PATH_RULES` (exec_daemon/kernel/
+protected.py) is the one definition: the
+file tools refuse writes there, judged on real paths (`AgentPaths`, through
+exec_daemon/kernel/paths.py), and the sandbox (sandbox/protected.py) mounts the same paths
+read-only. The trust model is in SECURITY.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pathspec
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.protected import display_path as display_path
-from exec_daemon.kernel.protected import protected_reason as protected_reason
-from exec_daemon.kernel.protected import relative_to_workspace
-from exec_daemon.kernel.protected import resolve_path as resolve_path
+from exec_daemon.kernel.paths import (
+    DeclaredPaths,
+    NoRules,
+    PathRefused,
+    PathRules,
+    bytes_chunks,
+    write_checked,
+)
+from exec_daemon.kernel.protected import (
+    display_path as display_path,
+)
+from exec_daemon.kernel.protected import (
+    protected_reason as protected_reason,
+)
+from exec_daemon.kernel.protected import (
+    relative_to_workspace,
+    rules_for,
+)
+from exec_daemon.kernel.protected import (
+    resolve_path as resolve_path,
+)
 from exec_daemon.kernel.state import Daemon
 
 CURSORIGNORE = ".cursorignore"
@@ -36,6 +54,7 @@ class CursorIgnore:
 
     def __init__(self, daemon: Daemon) -> None:
         self.workspace = Path(daemon.workspace)
+        self.real_workspace = Path(os.path.realpath(self.workspace))
         self.file = self.workspace / CURSORIGNORE
         self._stamp: tuple[int, int, int] | None = None
         self._spec: pathspec.GitIgnoreSpec | None = None
@@ -69,6 +88,8 @@ class CursorIgnore:
         if spec is None:
             return False
         relative = relative_to_workspace(self.workspace, path)
+        if relative is None:
+            relative = relative_to_workspace(self.real_workspace, path)
         if relative is None or relative == ".":
             return False
         return bool(spec.match_file(relative + "/" if is_dir else relative))
@@ -76,6 +97,31 @@ class CursorIgnore:
     def rg_args(self) -> list[str]:
         """Arguments that make ripgrep (run with the workspace as its cwd) honour the file."""
         return ["--ignore-file", str(self.file)] if self.exists() else []
+
+
+class AgentPaths:
+    """The rules the agent's file tools apply to real paths (kernel/paths.py's PathRules):
+    PROTECTED_PATH_RULES anchored at the workspace (lexical and real), every home and `/`, the
+    paths declared at run time (hook scripts, the daemon's own files), and `.cursorignore`.
+    One per daemon: `daemon.service(AgentPaths)`."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._workspace = os.path.normpath(daemon.workspace)
+        self._ignore = daemon.service(CursorIgnore)
+        self.declared = daemon.service(DeclaredPaths)
+
+    def protected(self, real: str) -> str | None:
+        rules = rules_for(self._workspace, self._daemon.env.get("HOME") or "")
+        return rules.reason(real) or self.declared.reason_for(real)
+
+    def hidden(self, real: str, is_dir: bool) -> str | None:
+        secret = self.declared.reason_for(real, reading=True)
+        if secret is not None:
+            return secret
+        if self._ignore.is_ignored(real, is_dir):
+            return f"{real} is hidden from the agent by .cursorignore"
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,20 +141,23 @@ def write_failure(exc: OSError, path: Path | str) -> CodedError:
         errno.ENOTDIR: (ErrorCode.NOT_A_DIRECTORY, f"a parent of {shown} is not a directory"),
         errno.ENAMETOOLONG: (ErrorCode.INVALID_ARGUMENT, f"the name {shown} is too long"),
         errno.EFBIG: (ErrorCode.TOO_LARGE, f"{shown} would exceed the largest file size allowed"),
+        errno.ELOOP: (
+            ErrorCode.PERMISSION_DENIED,
+            f"{shown} goes through a symbolic link (not followed)",
+        ),
     }
     code, message = reasons.get(exc.errno or 0, (ErrorCode.IO_ERROR, f"could not write {shown}"))
     return CodedError(code, message)
 
 
-def _default_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_target(path: Path) -> Path:
-    """Where a write to `path` lands: the file a symlink points to, so the link survives."""
+    """Where an append to `path` lands: the file a symlink points to, so the link survives."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def refusal_failure(refused: PathRefused) -> CodedError:
+    code = ErrorCode.INVALID_ARGUMENT if refused.kind == "invalid" else ErrorCode.PERMISSION_DENIED
+    return CodedError(code, refused.reason)
 
 
 def atomic_write(
@@ -116,62 +165,20 @@ def atomic_write(
     chunks: Iterator[bytes] | bytes,
     *,
     on_chunk: Callable[[bytes, int], None] | None = None,
+    rules: PathRules | None = None,
 ) -> tuple[int, bool]:
-    """Writes the file through a temp file in the same directory + fsync + rename.
+    """Writes the file through a temp file in the same (checked) directory + fsync + rename:
+    kernel/paths.py's write_checked with `rules` (the agent's: AgentPaths; none for the
+    orchestrator's own RPCs and the daemon's own files).
 
     Readers see the old or the new file, never a mix, also when the disk fills up. The mode and
     owner of an existing file are kept; missing parents are created. `on_chunk(chunk, offset)` is
     called after each chunk is written. Returns (bytes written, whether the file was created).
     Raises CodedError; the old content is then untouched.
     """
-    target = write_target(path)
     try:
-        existing: os.stat_result | None = target.stat()
-    except FileNotFoundError:
-        existing = None
+        return write_checked(path, bytes_chunks(chunks), rules or NoRules(), on_chunk=on_chunk)
+    except PathRefused as refused:
+        raise refusal_failure(refused) from None
     except OSError as exc:
         raise write_failure(exc, path) from exc
-    if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise CodedError(ErrorCode.IS_DIRECTORY, f"{path} is a directory")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-        )
-    except OSError as exc:
-        raise write_failure(exc, path) from exc
-    written = 0
-    try:
-        with os.fdopen(fd, "wb") as temp:
-            for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
-                temp.write(chunk)
-                if on_chunk is not None:
-                    on_chunk(chunk, written)
-                written += len(chunk)
-            temp.flush()
-            if existing is not None:
-                os.fchmod(temp.fileno(), stat.S_IMODE(existing.st_mode))
-                if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
-                    with contextlib.suppress(PermissionError):
-                        os.fchown(temp.fileno(), existing.st_uid, existing.st_gid)
-            else:
-                os.fchmod(temp.fileno(), _default_mode())
-            os.fsync(temp.fileno())
-        os.replace(temp_name, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        if isinstance(exc, OSError):
-            raise write_failure(exc, path) from exc
-        raise
-    _fsync_directory(target.parent)
-    return written, existing is None
-
-
-def _fsync_directory(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -43,7 +43,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -59,6 +61,7 @@ from exec_daemon.guards.permissions import Judge, Verdict
 from exec_daemon.guards.rejections import refused_result, rejected_result
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import Declared, DeclaredPaths
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import HookEvents
 from exec_daemon.kernel.state import Daemon
@@ -230,15 +233,41 @@ def _hooks_from(found: list[tuple[Path, Any]], workspace: Path) -> tuple[Hook, .
     return tuple(hooks)
 
 
+def hook_scripts(hooks: Sequence[Hook]) -> tuple[Declared, ...]:
+    """The files a hook command runs (`./hooks/audit.sh`, `python3 hooks/check.py`): every word
+    of the command that names an existing file, relative to the hook's working folder. The
+    daemon runs them unconfined, so they are as protected as the config naming them."""
+    found: dict[str, Declared] = {}
+    for hook in hooks:
+        try:
+            words = shlex.split(hook.command)
+        except ValueError:
+            words = hook.command.split()
+        for word in words:
+            candidate = os.path.join(hook.cwd, os.path.expanduser(word))
+            if os.path.isfile(candidate):
+                real = os.path.realpath(candidate)
+                found[real] = Declared(real, f"a script the hooks of {hook.origin} run")
+    return tuple(found.values())
+
+
 class HookFiles:
     def __init__(self, daemon: Daemon) -> None:
         workspace = Path(daemon.workspace)
         self._config = WatchedConfig(
             daemon, hook_files, lambda found: _hooks_from(found, workspace)
         )
+        self._scripts: tuple[tuple[Hook, ...], tuple[Declared, ...]] = ((), ())
+        daemon.service(DeclaredPaths).add_provider(self.scripts)
 
     def hooks(self) -> tuple[Hook, ...]:
         return self._config.get()
+
+    def scripts(self) -> tuple[Declared, ...]:
+        hooks = self.hooks()
+        if hooks is not self._scripts[0]:
+            self._scripts = (hooks, hook_scripts(hooks))
+        return self._scripts[1]
 
 
 # --- the call as hooks see it --------------------------------------------------------------------

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from exec_daemon.kernel.paths import OnlyPath, PathRefused, write_checked
 
 ENVIRONMENT_FILE = Path(".cursor/environment.json")
 
@@ -223,14 +224,10 @@ def store_install_command(workspace: Path, command: str) -> Path:
             raise EnvironmentConfigError(f"{path}: is not a JSON object; fix it first")
         data = parsed
     data["install"] = command
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".environment.", suffix=".json")
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    expected = Path(os.path.realpath(workspace)) / ENVIRONMENT_FILE
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, ensure_ascii=False)
-            out.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        write_checked(path, [text.encode("utf-8")], OnlyPath(expected))
+    except PathRefused as refused:
+        raise EnvironmentConfigError(refused.reason) from None
     return path

@@ -182,7 +182,9 @@ class OutputFile:
     def __init__(self, path: Path, header: str) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
         self._pending = bytearray(header.encode())
         self._dropped = 0
         self._flusher: asyncio.Task[None] | None = None

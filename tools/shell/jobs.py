@@ -198,7 +198,9 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
         assert spec.log_path is not None
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         out_fd = os.open(
-            spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644
+            spec.log_path,
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
         )
         stdout_w = stderr_w = out_fd
         child_fds.append(out_fd)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from exec_daemon.kernel.paths import create_exclusive, ensure_daemon_folder
+
 # In-memory bytes kept per stream (half head, half tail).
 KEEP_BYTES = 512 * 1024
 # Output larger than this (or than `file_output_threshold_bytes`) is spilled to a file. Never
@@ -182,10 +184,9 @@ class OutputCapture:
     def _start_spill(self) -> None:
         target = self._spill_target()
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._spill_fd = os.open(
-                target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
-            )
+            ensure_daemon_folder(target.parent)
+            # A fresh name, created here or refused: nothing planted is ever written through.
+            self._spill_fd = create_exclusive(target.parent, target.name)
         except OSError as exc:
             self.spill_error = f"the full output could not be written to a file: {exc.strerror}"
             return

@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.processes import (
     Confinement,
     all_processes,
@@ -70,6 +72,9 @@ class ShellService:
         self._starting: set[tuple[str, str]] = set()
         self.closing = False
         self._terminals_folder = Path(daemon.config.terminals_folder)
+        # Created now (not on first use), so the sandbox mounts it read-only from the start.
+        ensure_daemon_folder(self._terminals_folder / "shell-output")
+        ensure_daemon_folder(self._terminals_folder)
         self.terminals_path = str(self._terminals_folder)
         daemon.env.subscribe(self._env_changed)
 
@@ -84,7 +89,7 @@ class ShellService:
 
     def spill_path(self, shell_id: int) -> Path:
         folder = self.terminals_folder / "shell-output"
-        return folder / f"shell-{shell_id}-{next(self._spill_count)}.txt"
+        return folder / f"shell-{shell_id}-{next(self._spill_count)}-{secrets.token_hex(4)}.txt"
 
     def prune_spill_files(self) -> None:
         folder = self.terminals_folder / "shell-output"
