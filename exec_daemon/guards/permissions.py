@@ -296,6 +296,8 @@ def _restricted(inv: Invocation, subject: Subject, restriction: Restriction) -> 
 
 def _first_protected(workspace: str, paths: list[Path]) -> tuple[str, str] | None:
     for path in paths:
+        if "\0" in str(path):
+            continue  # no file has that name: the handler's checked open answers invalid_argument
         reason = protected_reason(workspace, path)
         if reason is not None:
             return str(path), reason
