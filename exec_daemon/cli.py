@@ -328,6 +328,7 @@ def serve(
             log.warning("--%s is accepted but its feature is not built yet", name.replace("_", "-"))
     config = DaemonConfig(
         auth_token=token,
+        auth_token_file=auth_token_file.resolve() if auth_token_file else None,
         workspace=(workspace or Path.cwd()).resolve(),
         log_level=log_level,
         rg_path=resolve_rg_path(rg_path),

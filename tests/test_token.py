@@ -232,3 +232,23 @@ async def test_tokens_on_argv_work_and_are_warned_about(workspace: Path, tmp_pat
     assert daemon.token not in log
     assert "KEPT=1" in seen
     assert daemon.token not in seen and trace_token not in seen
+
+
+async def test_the_token_file_is_neither_read_nor_found_nor_written_by_file_tools(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "state", token_by="file") as daemon:
+        token_file = daemon.state_dir / "auth-token"
+        async with daemon.client() as client:
+            read = result_of(await client.run(call("read_tool_call", path=str(token_file))))
+            assert read.WhichOneof("result") != "success", read
+            assert daemon.token not in str(read)
+            grep_call = call(
+                "grep_tool_call", pattern=daemon.token[:16], path=str(daemon.state_dir)
+            )
+            grep = result_of(await client.run(grep_call))
+            assert daemon.token[:16] not in str(grep).replace(f'pattern: "{daemon.token[:16]}"', "")
+            edit_call = call("edit_tool_call", path=str(token_file), contents="mine\n")
+            edit = result_of(await client.run(edit_call))
+            assert edit.WhichOneof("result") != "success", edit
+        assert token_file.read_text().strip() == daemon.token

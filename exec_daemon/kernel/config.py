@@ -17,6 +17,8 @@ RUN_MODES = ("run_everything", "allowlist", "auto_review")
 class DaemonConfig:
     auth_token: str
     workspace: Path
+    # Where the token was read from (--auth-token-file): a secret path the file tools refuse.
+    auth_token_file: Path | None = None
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     pty_websocket_port: int = DEFAULT_PTY_WEBSOCKET_PORT

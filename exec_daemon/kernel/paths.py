@@ -551,6 +551,10 @@ class DeclaredPaths:
             real = os.path.realpath(path) if path and path != "None" else ""
             if real and not _under(workspace, real) and not _under(real, workspace):
                 self.add(real, reason)
+        token_file = getattr(config, "auth_token_file", None)
+        if token_file:
+            # Wherever it lies, the workspace included: neither read nor written by the agent.
+            self.add(token_file, "the daemon's auth token", secret=True)
 
     def add(self, path: Path | str, reason: str, *, secret: bool = False) -> None:
         real = os.path.realpath(path)
