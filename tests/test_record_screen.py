@@ -31,7 +31,9 @@ DISCARD = RecordingMode.RECORDING_MODE_DISCARD_RECORDING
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory, "--record-screen-enabled") as running:
+    with daemon_for_module(
+        tmp_path_factory, "--record-screen-enabled", "--computer-use-enabled"
+    ) as running:
         yield running
 
 
@@ -135,12 +137,29 @@ async def test_a_discarded_recording_leaves_nothing_behind(
 
 async def test_a_daemon_stopping_mid_recording_ends_ffmpeg(tmp_path: Path) -> None:
     (tmp_path / "workspace").mkdir()
-    with running_daemon(tmp_path / "workspace", tmp_path / "state") as own:
+    with running_daemon(
+        tmp_path / "workspace", tmp_path / "state", "--record-screen-enabled"
+    ) as own:
         async with own.client() as client:
             assert (await record_screen(client, START)).WhichOneof("result") == "start_success"
         [ffmpeg] = ffmpeg_children(own)
         assert own.stop() == 0
     wait_until(lambda: not pid_alive(ffmpeg), 5, "ffmpeg to end")
+
+
+async def test_without_the_flag_recording_says_so_and_starts_no_ffmpeg(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    # Computer use on: the display is there, only the recording's own flag is off.
+    with running_daemon(
+        tmp_path / "workspace", tmp_path / "state", "--computer-use-enabled"
+    ) as own:
+        async with own.client() as client:
+            for mode in (START, SAVE):
+                result = await record_screen(client, mode)
+                assert result.WhichOneof("result") == "error", result
+                assert result.error.code == "unavailable"
+                assert "without --record-screen-enabled" in result.error.message
+        assert ffmpeg_children(own) == []
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from agent.v1.agent_pb2 import (
     TruncatedToolCallResult,
 )
 from agent.v1.common_pb2 import ToolError
+from exec_daemon.config import off_without
 from exec_daemon.dispatch import CallContext
 from exec_daemon.state import Daemon
 
@@ -178,7 +179,7 @@ async def start_grind_execution(
 
 async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateImageResult:
     if not ctx.daemon.config.generate_image_enabled:
-        reason = "image generation is disabled (the daemon runs without --generate-image-enabled)"
+        reason = off_without("image generation", "--generate-image-enabled")
     else:
         reason = "no image generation endpoint is configured for this daemon"
     return GenerateImageResult(

@@ -28,6 +28,7 @@ from agent.v1.computer_pb2 import (
     RecordScreenSaveSuccess,
     RecordScreenStartSuccess,
 )
+from exec_daemon.config import off_without
 from exec_daemon.dispatch import CallContext
 from exec_daemon.state import Daemon
 from tools.display import DisplayService, DisplayUnavailable
@@ -252,6 +253,8 @@ def _error(code: str, message: str) -> RecordScreenResult:
 
 
 async def record_screen(args: RecordScreenArgs, ctx: CallContext) -> RecordScreenResult:
+    if not ctx.daemon.config.record_screen_enabled:
+        return _error("unavailable", off_without("screen recording", "--record-screen-enabled"))
     recorder = ctx.daemon.service(ScreenRecorder)
     try:
         if args.mode == RecordingMode.RECORDING_MODE_START_RECORDING:
