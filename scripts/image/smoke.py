@@ -1,0 +1,205 @@
+"""The smoke suite scripts/test-image runs against a booted image, from outside, over loopback.
+
+    smoke.py --token T --since EPOCH [--desktop --screenshots DIR]
+
+Checks, in order, each printed as `ok <what> (<seconds>)` or `FAIL <what>: <why>`:
+Ping over Connect with the token (polled from --since: boot-to-Ping); a shell call runs as
+`ubuntu` in /workspace; `gh --version` in that shell; `exec-daemon install` runs the install step
+of /workspace/.cursor/environment.json (test-image writes it); a PTY terminal over WebSocket
+echoes. With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
+PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop.
+Prints one JSON line of timings last; exits 1 when any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import websockets
+from PIL import Image, ImageChops, ImageStat
+
+from agent.v1.computer_pb2 import (
+    ClickAction,
+    ComputerUseAction,
+    ComputerUseArgs,
+    ComputerUseToolCall,
+    Coordinate,
+    KeyAction,
+    ScreenshotAction,
+)
+from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import ExecDaemonClient
+
+# A blank or single-colour frame has a standard deviation near 0; XFCE's wallpaper, panel and
+# icons give tens.
+MIN_DESKTOP_STDDEV = 12.0
+# The share of the frame (of 1280x800) that must change when the applications menu opens.
+MIN_CHANGED_PIXELS = 2000
+# The panel's applications menu: the top-left button of XFCE's default top panel, API pixels.
+APPLICATIONS_MENU = Coordinate(x=8, y=8)
+
+
+class SmokeFailure(Exception):
+    pass
+
+
+async def poll(what: str, attempt: Callable[[], Awaitable[object]], seconds: float) -> object:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await attempt()
+        except Exception as error:
+            if time.monotonic() > deadline:
+                raise SmokeFailure(
+                    f"{what}: no success within {seconds:.0f} s ({error})"
+                ) from error
+        await asyncio.sleep(0.05)
+
+
+async def shell(client: ExecDaemonClient, command: str) -> str:
+    call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, timeout=120_000)))
+    outcome = await client.run(call)
+    if outcome.result is None:
+        raise SmokeFailure(f"shell {command!r}: {outcome.error}")
+    result = outcome.result.shell_tool_call.result
+    if result.WhichOneof("result") != "success":
+        raise SmokeFailure(f"shell {command!r}: {result}")
+    return str(result.success.stdout)
+
+
+async def screenshot(client: ExecDaemonClient, *before: ComputerUseAction) -> Image.Image:
+    actions = [*before, ComputerUseAction(screenshot=ScreenshotAction())]
+    call = ToolCall(
+        computer_use_tool_call=ComputerUseToolCall(args=ComputerUseArgs(actions=actions))
+    )
+    outcome = await client.run(call)
+    if outcome.result is None:
+        raise SmokeFailure(f"computer use: {outcome.error}")
+    result = outcome.result.computer_use_tool_call.result
+    if result.WhichOneof("result") != "success":
+        raise SmokeFailure(f"computer use: {result}")
+    return Image.open(io.BytesIO(result.success.screenshot)).convert("RGB")
+
+
+def stddev(image: Image.Image) -> float:
+    return max(ImageStat.Stat(image).stddev)
+
+
+def changed_pixels(before: Image.Image, after: Image.Image) -> int:
+    difference = (
+        ImageChops.difference(before, after).convert("L").point(lambda v: 255 if v > 24 else 0)
+    )
+    return sum(1 for value in difference.getdata() if value)
+
+
+class Smoke:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.url = f"http://127.0.0.1:{options.port}"
+        self.timings: dict[str, float] = {}
+        self.failures: list[str] = []
+
+    async def check(self, what: str, step: Callable[[], Awaitable[None]]) -> None:
+        started = time.monotonic()
+        try:
+            await step()
+        except Exception as error:
+            self.failures.append(what)
+            print(f"FAIL {what}: {error}", flush=True)
+        else:
+            print(f"ok {what} ({time.monotonic() - started:.2f} s)", flush=True)
+
+    async def run(self) -> int:
+        async with ExecDaemonClient(self.url, self.options.token) as client:
+            await self.check("Ping over Connect with the token", lambda: self.ping(client))
+            if self.failures:
+                return self.report()
+            await self.check("shell as ubuntu in /workspace, gh", lambda: self.shell(client))
+            await self.check(
+                "exec-daemon install runs environment.json's install", lambda: self.install(client)
+            )
+            await self.check("PTY terminal over WebSocket echoes", self.pty)
+            if self.options.desktop:
+                await self.check("the screenshot shows the desktop", lambda: self.desktop(client))
+                await self.check(
+                    "a click on the panel changes the screen", lambda: self.click(client)
+                )
+        return self.report()
+
+    def report(self) -> int:
+        print(json.dumps({"timings_s": self.timings, "failed": self.failures}), flush=True)
+        return 1 if self.failures else 0
+
+    async def ping(self, client: ExecDaemonClient) -> None:
+        await poll("Ping", client.ping, self.options.boot_timeout)
+        self.timings["boot_to_ping"] = round(time.time() - self.options.since, 2)
+
+    async def shell(self, client: ExecDaemonClient) -> None:
+        out = await shell(client, "id -un; pwd; gh --version | head -n1")
+        lines = out.splitlines()
+        if lines[:2] != ["ubuntu", "/workspace"] or not lines[2].startswith("gh version"):
+            raise SmokeFailure(f"expected ubuntu, /workspace, gh version; got {out!r}")
+
+    async def install(self, client: ExecDaemonClient) -> None:
+        out = await shell(client, "exec-daemon install --workspace /workspace && cat install-proof")
+        if "installed-42" not in out:
+            raise SmokeFailure(f"no proof of the install step in {out!r}")
+
+    async def pty(self) -> None:
+        url = f"ws://127.0.0.1:{self.options.pty_port}/terminals/new?token={self.options.token}"
+        async with websockets.connect(url) as ws:
+            await ws.send(b"echo pty-$((6*7))\r")
+            output = b""
+            deadline = time.monotonic() + 15
+            while b"pty-42" not in output:
+                message = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
+                if isinstance(message, bytes):
+                    output += message
+
+    async def desktop(self, client: ExecDaemonClient) -> None:
+        async def drawn() -> Image.Image:
+            image = await screenshot(client)
+            if stddev(image) < MIN_DESKTOP_STDDEV:
+                raise SmokeFailure(f"a flat frame (stddev {stddev(image):.1f})")
+            return image
+
+        image = await poll("a desktop on the screen", drawn, self.options.boot_timeout)
+        assert isinstance(image, Image.Image)
+        self.timings["boot_to_desktop"] = round(time.time() - self.options.since, 2)
+        image.save(self.options.screenshots / "desktop.png")
+
+    async def click(self, client: ExecDaemonClient) -> None:
+        before = await screenshot(client)
+        after = await screenshot(
+            client, ComputerUseAction(click=ClickAction(coordinate=APPLICATIONS_MENU))
+        )
+        after.save(self.options.screenshots / "menu-open.png")
+        changed = changed_pixels(before, after)
+        # Close the menu again, whatever happened.
+        await screenshot(client, ComputerUseAction(key=KeyAction(key="Escape")))
+        if changed < MIN_CHANGED_PIXELS:
+            raise SmokeFailure(f"only {changed} pixels changed after the click")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--since", type=float, required=True, help="boot start, epoch seconds")
+    parser.add_argument("--port", type=int, default=26053)
+    parser.add_argument("--pty-port", type=int, default=26054)
+    parser.add_argument("--boot-timeout", type=float, default=60.0)
+    parser.add_argument("--desktop", action="store_true")
+    parser.add_argument("--screenshots", type=Path, default=Path("."))
+    return asyncio.run(Smoke(parser.parse_args()).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
