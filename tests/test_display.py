@@ -114,12 +114,20 @@ async def test_without_the_flag_computer_use_says_so_and_starts_no_display(
         assert xvfb_of(daemon) is None
 
 
-@pytest.fixture
-def own_xvfb() -> Iterator[str]:
-    """An X server the test starts (1280x800: no scaling), given to the daemon as $DISPLAY."""
+# X servers a test starts itself, at 1280x800 (no scaling). Xtigervnc is the VM image's display;
+# it lists depth 24 twice, which mss's XCB grabber refuses (tools/x11.py falls back to Xlib).
+OWN_SERVERS = {
+    "Xvfb": ["Xvfb", "-screen", "0", "1280x800x24"],
+    "Xtigervnc": ["Xtigervnc", "-geometry", "1280x800", "-depth", "24", "-rfbport", "-1"],
+}
+
+
+@pytest.fixture(params=sorted(OWN_SERVERS))
+def own_xvfb(request: pytest.FixtureRequest) -> Iterator[str]:
+    """An X server the test starts, given to the daemon as $DISPLAY."""
     read_end, write_end = os.pipe()
     process = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        [*OWN_SERVERS[request.param], "-displayfd", str(write_end), "-nolisten", "tcp"],
         pass_fds=(write_end,),
         stderr=subprocess.DEVNULL,
     )
@@ -127,7 +135,7 @@ def own_xvfb() -> Iterator[str]:
     with os.fdopen(read_end) as reader:
         number = reader.readline().strip()
     try:
-        assert number, "the test's Xvfb did not start"
+        assert number, f"the test's {request.param} did not start"
         yield f":{number}"
     finally:
         process.send_signal(signal.SIGTERM)

@@ -6,7 +6,8 @@ Checks, in order, each printed as `ok <what> (<seconds>)` or `FAIL <what>: <why>
 Ping over Connect with the token (polled from --since: boot-to-Ping); a shell call runs as
 `ubuntu` in /workspace; `gh --version` in that shell; `exec-daemon install` runs the install step
 of /workspace/.cursor/environment.json (test-image writes it); a PTY terminal over WebSocket
-echoes. With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
+echoes. With --probe-docker: whether `sudo service docker start` brings dockerd up (said, not
+checked). With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
 PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop.
 Prints one JSON line of timings last; exits 1 when any check failed.
 """
@@ -47,8 +48,24 @@ MIN_CHANGED_PIXELS = 2000
 APPLICATIONS_MENU = Coordinate(x=8, y=8)
 
 
+DOCKER_PROBE = (
+    "sudo service docker start 2>&1 | tail -n1; "
+    "for _ in $(seq 50); do docker info >/dev/null 2>&1 && break; sleep 0.2; done; "
+    "docker info --format 'server {{.ServerVersion}}' 2>&1 | tail -n1; "
+    "sudo tail -n2 /var/log/docker.log 2>/dev/null; true"
+)
+
+
 class SmokeFailure(Exception):
     pass
+
+
+# The boot's host PID (test-image's `unshare`): a boot that ended fails the checks at once.
+boot_pid = 0
+
+
+def boot_ended() -> bool:
+    return boot_pid > 0 and not Path(f"/proc/{boot_pid}").exists()
 
 
 async def poll(what: str, attempt: Callable[[], Awaitable[object]], seconds: float) -> object:
@@ -57,6 +74,8 @@ async def poll(what: str, attempt: Callable[[], Awaitable[object]], seconds: flo
         try:
             return await attempt()
         except Exception as error:
+            if boot_ended():
+                raise SmokeFailure(f"{what}: the boot ended ({error})") from error
             if time.monotonic() > deadline:
                 raise SmokeFailure(
                     f"{what}: no success within {seconds:.0f} s ({error})"
@@ -127,6 +146,8 @@ class Smoke:
                 "exec-daemon install runs environment.json's install", lambda: self.install(client)
             )
             await self.check("PTY terminal over WebSocket echoes", self.pty)
+            if self.options.probe_docker:
+                await self.docker(client)
             if self.options.desktop:
                 await self.check("the screenshot shows the desktop", lambda: self.desktop(client))
                 await self.check(
@@ -164,6 +185,14 @@ class Smoke:
                 if isinstance(message, bytes):
                     output += message
 
+    async def docker(self, client: ExecDaemonClient) -> None:
+        """Says whether dockerd starts in this boot (a fact to report, not a check)."""
+        try:
+            out = await shell(client, DOCKER_PROBE)
+        except SmokeFailure as error:
+            out = str(error)
+        print("info dockerd:", " | ".join(out.strip().splitlines())[:500], flush=True)
+
     async def desktop(self, client: ExecDaemonClient) -> None:
         async def drawn() -> Image.Image:
             image = await screenshot(client)
@@ -196,9 +225,14 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=26053)
     parser.add_argument("--pty-port", type=int, default=26054)
     parser.add_argument("--boot-timeout", type=float, default=60.0)
+    parser.add_argument("--boot-pid", type=int, default=0)
     parser.add_argument("--desktop", action="store_true")
+    parser.add_argument("--probe-docker", action="store_true")
     parser.add_argument("--screenshots", type=Path, default=Path("."))
-    return asyncio.run(Smoke(parser.parse_args()).run())
+    options = parser.parse_args()
+    global boot_pid
+    boot_pid = options.boot_pid
+    return asyncio.run(Smoke(options).run())
 
 
 if __name__ == "__main__":
