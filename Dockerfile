@@ -25,6 +25,10 @@ RUN apt-get update \
         python3 python3-venv ca-certificates gcc libc6-dev libseccomp-dev npm patchelf gh \
     && rm -rf /var/lib/apt/lists/*
 
+# npm for the VM from the npm registry (Debian's npm brings ~400 node-* packages and C headers).
+RUN npm install -g --prefix /opt/npm --no-audit --no-fund --loglevel=error npm@10 \
+    && rm -rf /root/.npm
+
 WORKDIR /exec-daemon
 # Third-party packages first (they change less often than the daemon's code), without the
 # test extras; the embedding model without its declared dependency (PyTorch), as scripts/setup.
@@ -72,6 +76,11 @@ CMD ["serve", "--workspace", "/workspace", "--port", "26053", "--pty-websocket-p
 # ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
+# No manuals, documentation or translations in the image (copyright notices stay).
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
+        'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
+        >/etc/dpkg/dpkg.cfg.d/exec-daemon-slim
 # What the reference VM holds: the agent's tools (git, tmux, curl, Python, Node, Docker), the
 # desktop (Xtigervnc, XFCE, chromium, noVNC), what computer use and screen recording call
 # (xdotool, ffmpeg, x11-utils), read_lints' shellcheck, and tini as PID 1 (reaps orphans,
@@ -79,7 +88,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        ca-certificates sudo procps less git tmux curl python3 python3-venv nodejs npm \
+        ca-certificates sudo procps less git tmux curl python3 python3-venv nodejs \
         docker.io tini \
         dbus dbus-x11 tigervnc-standalone-server xfce4-session xfwm4 xfce4-panel xfdesktop4 \
         xfce4-terminal xfconf adwaita-icon-theme fonts-dejavu-core libgl1-mesa-dri \
@@ -97,6 +106,9 @@ RUN useradd --create-home --uid 1000 --shell /bin/bash ubuntu \
     && cp /etc/xdg/xfce4/panel/default.xml /home/ubuntu/.config/xfce4/xfconf/xfce-perchannel-xml/xfce4-panel.xml \
     && chown -R ubuntu:ubuntu /workspace /opt/cursor/artifacts /home/ubuntu/.config
 
+COPY --from=bundle /opt/npm/lib/node_modules/npm /usr/local/lib/node_modules/npm
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
+    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
 COPY scripts/image/desktop-init /usr/local/share/exec-daemon/desktop-init
 COPY --from=bundle /exec-daemon /exec-daemon
 

@@ -31,6 +31,8 @@ BUILD_OR_TEST_ONLY = {
 }
 # Essential in every Debian base.
 ESSENTIAL = {"bash"}
+# In the VM from elsewhere: npm from the npm registry (Debian's brings ~400 node-* packages).
+FROM_ELSEWHERE = {"npm"}
 TOOLCHAINS = {"gcc", "g++", "make", "build-essential", "libc6-dev", "patchelf", "python3-pip"}
 
 
@@ -127,10 +129,14 @@ def test_the_base_is_a_build_argument_defaulting_to_debian_bookworm() -> None:
 def test_the_vm_has_every_run_time_package_of_setup_and_no_toolchain() -> None:
     for package, why in BUILD_OR_TEST_ONLY.items():
         assert package in setup_apt_packages(), f"{package} ({why}) is no longer in scripts/setup"
-    missing = setup_apt_packages() - set(BUILD_OR_TEST_ONLY) - ESSENTIAL - apt_packages("final")
+    missing = (
+        setup_apt_packages() - set(BUILD_OR_TEST_ONLY) - ESSENTIAL - FROM_ELSEWHERE
+    ) - apt_packages("final")
     assert not missing, f"add {sorted(missing)} to the VM stage's apt-get install"
     assert not apt_packages("final") & (TOOLCHAINS | set(BUILD_OR_TEST_ONLY))
     assert not any(package.endswith("-dev") for package in apt_packages("final"))
+    assert "npm" not in apt_packages("final")
+    assert "/usr/local/bin/npm" in " ".join(arguments_of("final", "RUN"))
     # The helper is compiled where the compiler is.
     assert {"gcc", "libc6-dev", "libseccomp-dev", "patchelf"} <= apt_packages("bundle")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -135,11 +136,16 @@ async def test_a_discarded_recording_leaves_nothing_behind(
     assert (await record_screen(client, SAVE)).error.code == "not_recording"
 
 
-async def test_a_daemon_stopping_mid_recording_ends_ffmpeg(tmp_path: Path) -> None:
+@contextmanager
+def own_daemon(tmp_path: Path, *flags: str) -> Iterator[RunningDaemon]:
+    """A daemon of the test's own (not the module's), with `flags`."""
     (tmp_path / "workspace").mkdir()
-    with running_daemon(
-        tmp_path / "workspace", tmp_path / "state", "--record-screen-enabled"
-    ) as own:
+    with running_daemon(tmp_path / "workspace", tmp_path / "state", *flags) as own:
+        yield own
+
+
+async def test_a_daemon_stopping_mid_recording_ends_ffmpeg(tmp_path: Path) -> None:
+    with own_daemon(tmp_path, "--record-screen-enabled") as own:
         async with own.client() as client:
             assert (await record_screen(client, START)).WhichOneof("result") == "start_success"
         [ffmpeg] = ffmpeg_children(own)
@@ -148,11 +154,8 @@ async def test_a_daemon_stopping_mid_recording_ends_ffmpeg(tmp_path: Path) -> No
 
 
 async def test_without_the_flag_recording_says_so_and_starts_no_ffmpeg(tmp_path: Path) -> None:
-    (tmp_path / "workspace").mkdir()
     # Computer use on: the display is there, only the recording's own flag is off.
-    with running_daemon(
-        tmp_path / "workspace", tmp_path / "state", "--computer-use-enabled"
-    ) as own:
+    with own_daemon(tmp_path, "--computer-use-enabled") as own:
         async with own.client() as client:
             for mode in (START, SAVE):
                 result = await record_screen(client, mode)

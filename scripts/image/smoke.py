@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import websockets
 from PIL import Image, ImageChops, ImageStat
@@ -51,8 +52,9 @@ APPLICATIONS_MENU = Coordinate(x=8, y=8)
 DOCKER_PROBE = (
     "sudo service docker start 2>&1 | tail -n1; "
     "for _ in $(seq 50); do docker info >/dev/null 2>&1 && break; sleep 0.2; done; "
-    "docker info --format 'server {{.ServerVersion}}' 2>&1 | tail -n1; "
-    "sudo tail -n2 /var/log/docker.log 2>/dev/null; true"
+    "if docker info >/dev/null 2>&1; then docker info --format 'server {{.ServerVersion}}'; "
+    "else sudo tail -n2 /var/log/docker.log 2>/dev/null; "
+    "sudo timeout 10 dockerd 2>&1 | grep -i 'fail\\|error' | tail -n2; fi; true"
 )
 
 
@@ -83,15 +85,21 @@ async def poll(what: str, attempt: Callable[[], Awaitable[object]], seconds: flo
         await asyncio.sleep(0.05)
 
 
-async def shell(client: ExecDaemonClient, command: str) -> str:
-    call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, timeout=120_000)))
+async def succeeded(client: ExecDaemonClient, call: ToolCall, variant: str, what: str) -> Any:
+    """The `success` of the call's result (ToolCall field `variant`), else a SmokeFailure."""
     outcome = await client.run(call)
     if outcome.result is None:
-        raise SmokeFailure(f"shell {command!r}: {outcome.error}")
-    result = outcome.result.shell_tool_call.result
+        raise SmokeFailure(f"{what}: {outcome.error}")
+    result = getattr(outcome.result, variant).result
     if result.WhichOneof("result") != "success":
-        raise SmokeFailure(f"shell {command!r}: {result}")
-    return str(result.success.stdout)
+        raise SmokeFailure(f"{what}: {result}")
+    return result.success
+
+
+async def shell(client: ExecDaemonClient, command: str) -> str:
+    call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, timeout=120_000)))
+    success = await succeeded(client, call, "shell_tool_call", f"shell {command!r}")
+    return str(success.stdout)
 
 
 async def screenshot(client: ExecDaemonClient, *before: ComputerUseAction) -> Image.Image:
@@ -99,13 +107,8 @@ async def screenshot(client: ExecDaemonClient, *before: ComputerUseAction) -> Im
     call = ToolCall(
         computer_use_tool_call=ComputerUseToolCall(args=ComputerUseArgs(actions=actions))
     )
-    outcome = await client.run(call)
-    if outcome.result is None:
-        raise SmokeFailure(f"computer use: {outcome.error}")
-    result = outcome.result.computer_use_tool_call.result
-    if result.WhichOneof("result") != "success":
-        raise SmokeFailure(f"computer use: {result}")
-    return Image.open(io.BytesIO(result.success.screenshot)).convert("RGB")
+    success = await succeeded(client, call, "computer_use_tool_call", "computer use")
+    return Image.open(io.BytesIO(success.screenshot)).convert("RGB")
 
 
 def stddev(image: Image.Image) -> float:
