@@ -8,7 +8,8 @@ Ping over Connect with the token (polled from --since: boot-to-Ping); a shell ca
 of /workspace/.cursor/environment.json (test-image writes it); a PTY terminal over WebSocket
 echoes. With --probe-docker: whether `sudo service docker start` brings dockerd up (said, not
 checked). With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
-PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop.
+PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop; a
+screen recording of that display; chromium's DevTools on 9222; noVNC on 26058 greeting as VNC.
 Prints one JSON line of timings last; exits 1 when any check failed.
 """
 
@@ -20,12 +21,14 @@ import io
 import json
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import websockets
 from PIL import Image, ImageChops, ImageStat
+from websockets.typing import Subprotocol
 
 from agent.v1.computer_pb2 import (
     ClickAction,
@@ -34,6 +37,9 @@ from agent.v1.computer_pb2 import (
     ComputerUseToolCall,
     Coordinate,
     KeyAction,
+    RecordingMode,
+    RecordScreenArgs,
+    RecordScreenToolCall,
     ScreenshotAction,
 )
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
@@ -119,6 +125,11 @@ async def screenshot(client: ExecDaemonClient, *before: ComputerUseAction) -> Im
     return Image.open(io.BytesIO(success.screenshot)).convert("RGB")
 
 
+def http_get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return bytes(response.read())
+
+
 def stddev(image: Image.Image) -> float:
     return max(ImageStat.Stat(image).stddev)
 
@@ -162,6 +173,9 @@ class Smoke:
                 await self.check(
                     "a click on the panel changes the screen", lambda: self.click(client)
                 )
+                await self.check("screen recording of the desktop", lambda: self.record(client))
+                await self.check("chromium answers DevTools on 9222", lambda: self.browser(client))
+                await self.check("noVNC on 26058 bridges to the VNC server", self.novnc)
             if self.options.probe_docker:
                 await self.docker(client)
         return self.report()
@@ -195,6 +209,52 @@ class Smoke:
                 message = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
                 if isinstance(message, bytes):
                     output += message
+
+    async def record(self, client: ExecDaemonClient) -> None:
+        async def recording(mode: RecordingMode.ValueType) -> Any:
+            call = ToolCall(
+                record_screen_tool_call=RecordScreenToolCall(
+                    args=RecordScreenArgs(mode=mode, save_as_filename="smoke.mp4")
+                )
+            )
+            outcome = await client.run(call)
+            if outcome.result is None:
+                raise SmokeFailure(f"record screen: {outcome.error}")
+            return outcome.result.record_screen_tool_call.result
+
+        started = await recording(RecordingMode.RECORDING_MODE_START_RECORDING)
+        if started.WhichOneof("result") != "start_success":
+            raise SmokeFailure(f"start: {started}")
+        await screenshot(client, ComputerUseAction(click=ClickAction(coordinate=APPLICATIONS_MENU)))
+        await screenshot(client, ComputerUseAction(key=KeyAction(key="Escape")))
+        saved = await recording(RecordingMode.RECORDING_MODE_SAVE_RECORDING)
+        if saved.WhichOneof("result") != "save_success" or saved.save_success.size_bytes < 10_000:
+            raise SmokeFailure(f"save: {saved}")
+        probe = await shell(
+            client,
+            f"ffprobe -v error -show_entries stream=width,height -of csv=p=0 {saved.save_success.path}",
+        )
+        if probe.strip() != "1920,1200":
+            raise SmokeFailure(f"the recording is not of the 1920x1200 display: {probe!r}")
+
+    async def browser(self, client: ExecDaemonClient) -> None:
+        async def answers() -> str:
+            version = await shell(client, "curl -sf http://127.0.0.1:9222/json/version")
+            if '"Browser"' not in version:
+                raise SmokeFailure(f"no DevTools answer: {version!r}")
+            return version
+
+        await poll("DevTools on 9222", answers, 30)
+
+    async def novnc(self) -> None:
+        page = await asyncio.to_thread(http_get, "http://127.0.0.1:26058/vnc.html")
+        if b"noVNC" not in page:
+            raise SmokeFailure("no noVNC page on 26058")
+        url = "ws://127.0.0.1:26058/websockify"
+        async with websockets.connect(url, subprotocols=[Subprotocol("binary")]) as ws:
+            greeting = await asyncio.wait_for(ws.recv(), 10)
+        if not (isinstance(greeting, bytes) and greeting.startswith(b"RFB 003.")):
+            raise SmokeFailure(f"not a VNC greeting through noVNC: {greeting!r}")
 
     async def docker(self, client: ExecDaemonClient) -> None:
         """Says whether dockerd starts in this boot (a fact to report, not a check)."""
