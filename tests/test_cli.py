@@ -62,7 +62,22 @@ async def test_token_from_the_environment_and_not_built_flags_are_said_once(
         assert daemon.stop() == 0  # the whole log is written
         log = daemon.log()
     assert log.count("--generate-image-enabled is accepted but its feature is not built yet") == 1
+    # CLAUDE.md loading is on by default and not built: said once, at start, not silently skipped.
+    assert log.count("loading CLAUDE.md / AGENTS.md is not built yet") == 1
     assert "DEBUG" not in log
+
+
+async def test_without_claude_md_nothing_is_said_of_it_and_the_browser_flag_names_the_image(
+    workspace: Path, tmp_path: Path
+) -> None:
+    flags = ("--no-claude-md-enabled", "--browser-enabled", "--log-level", "info")
+    with running_daemon(workspace, tmp_path / "state", *flags) as daemon:
+        async with daemon.client() as client:
+            await client.ping()
+        log = daemon.log()
+    assert "CLAUDE.md" not in log
+    assert log.count("--browser-enabled: the VM image's init starts the browser") == 1
+    assert "--browser-enabled is accepted but" not in log
 
 
 async def test_log_level_error_hides_info(workspace: Path, tmp_path: Path) -> None:

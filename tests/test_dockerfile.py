@@ -1,8 +1,9 @@
-"""The VM image's Dockerfile, checked statically (no Docker engine here to build it).
+"""The VM image's Dockerfile, read statically (scripts/test-image builds and boots it for real).
 
-It must install every Debian package scripts/setup installs, run scripts/setup on the repo at
-/exec-daemon so the entry point exists, expose the CLI's default ports, run as a non-root user
-and health-check with `exec-daemon ping`.
+Three stages: `bundle` builds /exec-daemon (compilers stay there), `minimal` puts the bundle on a
+base with no Python, the last one is the VM. The VM must hold what the daemon calls at run time
+and no build toolchain, serve the seed's ports, carry the seed's environment, start through
+tini and desktop-init, and health-check with `exec-daemon ping` on its RPC port.
 """
 
 from __future__ import annotations
@@ -10,22 +11,38 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import tomllib
 from pathlib import Path
 
 import click
 
 from exec_daemon.cli import ping, serve
-from exec_daemon.kernel.config import DEFAULT_PORT, DEFAULT_PTY_WEBSOCKET_PORT
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKERFILE = REPO / "Dockerfile"
-ENTRYPOINT = "/exec-daemon/.venv/bin/exec-daemon"
+WRAPPER = "/exec-daemon/bin/exec-daemon"
+SEED_PORTS = {"rpc": 26053, "pty": 26054, "novnc": 26058}
+# In scripts/setup for building (the sandbox helper) or for the tests only, never in the VM.
+BUILD_OR_TEST_ONLY = {
+    "gcc": "builds the sandbox helper (bundle stage)",
+    "libc6-dev": "builds the sandbox helper (bundle stage)",
+    "libseccomp-dev": "builds the sandbox helper (bundle stage)",
+    "python3-tk": "the tests' X11 app",
+    "xvfb": "the tests' display; the VM has Xtigervnc on :1",
+}
+# Essential in every Debian base.
+ESSENTIAL = {"bash"}
+# In the VM from elsewhere: npm from the npm registry (Debian's brings ~400 node-* packages).
+FROM_ELSEWHERE = {"npm"}
+TOOLCHAINS = {"gcc", "g++", "make", "build-essential", "libc6-dev", "patchelf", "python3-pip"}
 
 
-def instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) in order; continuation lines joined, comment lines dropped."""
-    found: list[tuple[str, str]] = []
+Stage = list[tuple[str, str]]
+
+
+def stages() -> dict[str, Stage]:
+    """Instructions per stage (named by `AS`, the last one "final"); ARGs before FROM under ""."""
+    found: dict[str, Stage] = {"": []}
+    current = found[""]
     pending = ""
     for line in DOCKERFILE.read_text().splitlines():
         if line.lstrip().startswith("#") or not line.strip():
@@ -35,32 +52,49 @@ def instructions() -> list[tuple[str, str]]:
             pending = pending[:-1] + " "
             continue
         keyword, _, arguments = pending.strip().partition(" ")
-        found.append((keyword.upper(), arguments.strip()))
-        pending = ""
+        keyword, arguments, pending = keyword.upper(), arguments.strip(), ""
+        if keyword == "FROM":
+            name = arguments.split(" AS ")[1].strip() if " AS " in arguments else "final"
+            current = found[name] = []
+        current.append((keyword, arguments))
     assert not pending, "the Dockerfile ends inside a continued line"
     return found
 
 
-def arguments_of(keyword: str) -> list[str]:
-    return [arguments for name, arguments in instructions() if name == keyword]
+def arguments_of(stage: str, keyword: str) -> list[str]:
+    return [arguments for name, arguments in stages()[stage] if name == keyword]
 
 
-def exec_form(keyword: str) -> list[str]:
-    (arguments,) = arguments_of(keyword)
+def exec_form(stage: str, keyword: str) -> list[str]:
+    (arguments,) = arguments_of(stage, keyword)
     parsed = json.loads(arguments)
     assert isinstance(parsed, list), f"{keyword} must be in exec (JSON) form"
     return parsed
 
 
-def shell_commands() -> list[list[str]]:
-    """Every command of every RUN, split on && and ;, as words."""
-    commands = []
-    for run in arguments_of("RUN"):
-        for part in re.split(r"&&|;", run):
-            words = shlex.split(part)
-            if words:
-                commands.append(words)
+def shell_commands(stage: str) -> list[list[str]]:
+    """Every command of every RUN of `stage`, split on &&, || and ; outside quotes, as words."""
+    commands: list[list[str]] = []
+    for run in arguments_of(stage, "RUN"):
+        lexer = shlex.shlex(run, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        words: list[str] = []
+        for token in [*lexer, ";"]:
+            if token in ("&&", "||", ";"):
+                if words:
+                    commands.append(words)
+                words = []
+            else:
+                words.append(token)
     return commands
+
+
+def apt_packages(stage: str) -> set[str]:
+    packages: set[str] = set()
+    for words in shell_commands(stage):
+        if words[:2] == ["apt-get", "install"]:
+            packages |= {word for word in words[2:] if not word.startswith("-")}
+    return packages
 
 
 def setup_apt_packages() -> set[str]:
@@ -68,52 +102,16 @@ def setup_apt_packages() -> set[str]:
     block = setup[setup.index("declare -A APT_PACKAGES=(") : setup.index("\n)\n")]
     packages = set(re.findall(r"^\s*\[[^\]]+\]=(\S+)", block, re.MULTILINE))
     assert {"git", "nodejs", "gcc", "libseccomp-dev"} <= packages, "cannot read APT_PACKAGES"
-    # Installed by setup when `python3 -m venv` cannot work.
-    assert "python3-venv" in setup
-    return packages | {"python3-venv"}
-
-
-def image_apt_packages() -> set[str]:
-    packages: set[str] = set()
-    for words in shell_commands():
-        if words[:2] == ["apt-get", "install"]:
-            packages |= {word for word in words[2:] if not word.startswith("-")}
     return packages
 
 
-def test_the_image_installs_every_debian_package_of_scripts_setup() -> None:
-    missing = setup_apt_packages() - image_apt_packages()
-    assert not missing, f"add {sorted(missing)} to the Dockerfile's apt-get install"
-
-
-def test_the_image_is_debian_bookworm() -> None:
-    (base,) = arguments_of("FROM")
-    assert "bookworm" in base
-    # python3-tk in setup is Debian's (/usr/lib/python3.11/tkinter): the venv must use that Python.
-    assert "python3" in image_apt_packages()
-
-
-def test_scripts_setup_builds_the_entry_point_at_exec_daemon() -> None:
-    order = instructions()
-    copy = order.index(("COPY", ". /exec-daemon"))
-    workdir = order.index(("WORKDIR", "/exec-daemon"), copy)
-    setup_run = next(
-        index
-        for index, (name, arguments) in enumerate(order)
-        if name == "RUN" and arguments.startswith("./scripts/setup")
-    )
-    assert copy < workdir < setup_run
-    # scripts/setup makes .venv in the repo, and the project's console script is exec-daemon.
-    assert "python3 -m venv .venv" in (REPO / "scripts" / "setup").read_text()
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["exec-daemon"] == "exec_daemon.cli:main"
-    assert exec_form("ENTRYPOINT") == [ENTRYPOINT]
-    assert ENTRYPOINT.removeprefix("/exec-daemon/") == ".venv/bin/exec-daemon"
-
-
-def test_a_local_venv_and_node_modules_are_not_copied_in() -> None:
-    ignored = (REPO / ".dockerignore").read_text().split()
-    assert {".venv/", "node_modules/"} <= set(ignored)
+def env_of(stage: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for arguments in arguments_of(stage, "ENV"):
+        for word in shlex.split(arguments):
+            key, _, value = word.partition("=")
+            env[key] = value
+    return env
 
 
 def parse_command_line(command: click.Command, args: list[str]) -> dict[str, object]:
@@ -121,33 +119,111 @@ def parse_command_line(command: click.Command, args: list[str]) -> dict[str, obj
         return dict(context.params)
 
 
-def test_cmd_serves_workspace_on_the_exposed_ports() -> None:
-    cmd = exec_form("CMD")
-    assert cmd[0] == "serve"
-    params = parse_command_line(serve, [*cmd[1:], "--auth-token", "t"])
-    assert str(params["workspace"]) == "/workspace"
-    exposed = {int(port) for ports in arguments_of("EXPOSE") for port in ports.split()}
-    assert exposed == {params["port"], params["pty_websocket_port"]}
-    assert exposed == {DEFAULT_PORT, DEFAULT_PTY_WEBSOCKET_PORT}
-    assert any(words[:3] == ["mkdir", "-p", "/workspace"] for words in shell_commands())
+def test_the_base_is_a_build_argument_defaulting_to_debian_bookworm() -> None:
+    args = dict(arguments.split("=", 1) for arguments in arguments_of("", "ARG"))
+    assert args["BASE_IMAGE"] == "debian:bookworm"
+    assert stages()["final"][0] == ("FROM", "${BASE_IMAGE}")
+    assert set(stages()) == {"", "bundle", "minimal", "final"}
 
 
-def test_runs_as_the_non_root_user_that_owns_the_workspace() -> None:
-    (user,) = arguments_of("USER")
-    assert user not in ("root", "0")
-    commands = shell_commands()
-    assert any(words[0] == "useradd" and words[-1] == user for words in commands)
-    assert any(
-        words[:2] == ["chown", f"{user}:{user}"] and "/workspace" in words for words in commands
+def test_the_vm_has_every_run_time_package_of_setup_and_no_toolchain() -> None:
+    for package, why in BUILD_OR_TEST_ONLY.items():
+        assert package in setup_apt_packages(), f"{package} ({why}) is no longer in scripts/setup"
+    missing = (
+        setup_apt_packages() - set(BUILD_OR_TEST_ONLY) - ESSENTIAL - FROM_ELSEWHERE
+    ) - apt_packages("final")
+    assert not missing, f"add {sorted(missing)} to the VM stage's apt-get install"
+    assert not apt_packages("final") & (TOOLCHAINS | set(BUILD_OR_TEST_ONLY))
+    assert not any(package.endswith("-dev") for package in apt_packages("final"))
+    assert "npm" not in apt_packages("final")
+    assert "/usr/local/bin/npm" in " ".join(arguments_of("final", "RUN"))
+    # The helper is compiled where the compiler is.
+    assert {"gcc", "libc6-dev", "libseccomp-dev", "patchelf"} <= apt_packages("bundle")
+
+
+def test_the_vm_has_the_seeds_desktop_and_tools() -> None:
+    wanted = {
+        "tigervnc-standalone-server", "xfce4-session", "xfwm4", "xfce4-panel", "xfdesktop4",
+        "chromium", "novnc", "websockify", "tmux", "docker.io", "sudo", "tini", "dbus",
+        "python3", "nodejs", "curl", "git",
+    }  # fmt: skip
+    assert wanted <= apt_packages("final")
+
+
+def test_the_bundle_is_built_once_and_copied_into_both_images() -> None:
+    copy = "--from=bundle /exec-daemon /exec-daemon"
+    assert copy in arguments_of("minimal", "COPY")
+    assert copy in arguments_of("final", "COPY")
+    # The bundle's own runtime replaces the build's Python; test extras are not installed.
+    bundle_runs = " ".join(arguments_of("bundle", "RUN"))
+    assert "scripts/image/make-runtime /exec-daemon" in bundle_runs
+    assert ".[test]" not in bundle_runs and "pytest" not in bundle_runs
+    assert "python3" not in apt_packages("minimal")
+    for source in ("scripts/image/make-runtime", "scripts/image/exec-daemon"):
+        assert source in " ".join(arguments_of("bundle", "COPY"))
+        assert (REPO / source).stat().st_mode & 0o111, f"{source} is not executable"
+    wrapper = (REPO / "scripts/image/exec-daemon").read_text()
+    assert "/exec-daemon/.venv/bin/python -I" in wrapper
+
+
+def test_cmd_serves_the_workspace_on_the_seeds_exposed_ports() -> None:
+    for stage in ("minimal", "final"):
+        cmd = exec_form(stage, "CMD")
+        assert cmd[0] == "serve"
+        params = parse_command_line(serve, [*cmd[1:], "--auth-token", "t"])
+        assert str(params["workspace"]) == "/workspace"
+        assert (params["port"], params["pty_websocket_port"]) == (26053, 26054)
+    exposed = {int(port) for ports in arguments_of("final", "EXPOSE") for port in ports.split()}
+    assert exposed == set(SEED_PORTS.values())
+    params = parse_command_line(serve, [*exec_form("final", "CMD")[1:], "--auth-token", "t"])
+    assert params["computer_use_enabled"] and params["record_screen_enabled"]
+    assert params["browser_enabled"]
+
+
+def test_the_vm_starts_under_tini_through_desktop_init_as_root() -> None:
+    entrypoint = exec_form("final", "ENTRYPOINT")
+    assert entrypoint[:3] == ["/usr/bin/tini", "-g", "--"]
+    init = entrypoint[3]
+    assert f"scripts/image/desktop-init {init}" in arguments_of("final", "COPY")
+    script = (REPO / "scripts/image/desktop-init").read_text()
+    assert WRAPPER in script
+    # Root for D-Bus's system bus; desktop-init drops to ubuntu for everything else.
+    assert not arguments_of("final", "USER")
+    assert "AGENT_USER=ubuntu" in script and "setpriv --reuid" in script
+
+
+def test_the_agents_user_owns_the_workspace_and_has_sudo() -> None:
+    commands = shell_commands("final")
+    assert any(words[0] == "useradd" and words[-1] == "ubuntu" for words in commands)
+    assert any(words[:2] == ["chown", "-R"] and "/workspace" in words for words in commands)
+    assert "echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/ubuntu" in " ".join(
+        arguments_of("final", "RUN")
     )
+    assert exec_form("minimal", "ENTRYPOINT") == [WRAPPER]
+    assert arguments_of("minimal", "USER") == ["ubuntu"]
 
 
-def test_healthcheck_pings_the_daemon_with_the_cli() -> None:
-    (healthcheck,) = arguments_of("HEALTHCHECK")
+def test_the_vm_has_the_seeds_environment_and_the_bundle_last_on_path() -> None:
+    env = env_of("final")
+    assert env["DISPLAY"] == ":1"
+    assert env["GIT_LFS_SKIP_SMUDGE"] == "1" and env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] == "1"
+    assert env["LIBGL_ALWAYS_SOFTWARE"] == "1" and env["GALLIUM_DRIVER"] == "llvmpipe"
+    assert (env["VNC_RESOLUTION"], env["VNC_DPI"]) == ("1920x1200x24", "96")
+    # The agent's `python` and `node` are the system's; the bundle only adds its own tools.
+    assert env["PATH"].split(":")[-1] == "/exec-daemon/bin"
+    assert "EXEC_DAEMON_AUTH_TOKEN" not in env
+
+
+def test_healthcheck_pings_the_rpc_port_with_the_wrapper() -> None:
+    (healthcheck,) = arguments_of("final", "HEALTHCHECK")
     command = json.loads(healthcheck[healthcheck.index("CMD") + len("CMD") :])
-    assert command[:2] == [ENTRYPOINT, "ping"]
-    # The token comes from EXEC_DAEMON_AUTH_TOKEN, as for serve; the default URL is the RPC port.
+    assert command[:2] == [WRAPPER, "ping"]
     params = parse_command_line(ping, [*command[2:], "--token", "t"])
-    assert params["url"] == f"http://127.0.0.1:{DEFAULT_PORT}"
+    assert params["url"] == f"http://127.0.0.1:{SEED_PORTS['rpc']}"
     timeout = re.search(r"--timeout=(\d+)s", healthcheck)
     assert timeout is not None and float(params["timeout"]) < int(timeout.group(1))  # type: ignore[arg-type]
+
+
+def test_a_local_venv_node_modules_and_build_output_are_not_sent_to_the_build() -> None:
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".venv/", "node_modules/", "build/", ".git/"} <= set(ignored)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ DISCARD = RecordingMode.RECORDING_MODE_DISCARD_RECORDING
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    with daemon_for_module(tmp_path_factory, "--record-screen-enabled") as running:
+    with daemon_for_module(
+        tmp_path_factory, "--record-screen-enabled", "--computer-use-enabled"
+    ) as running:
         yield running
 
 
@@ -133,14 +136,33 @@ async def test_a_discarded_recording_leaves_nothing_behind(
     assert (await record_screen(client, SAVE)).error.code == "not_recording"
 
 
-async def test_a_daemon_stopping_mid_recording_ends_ffmpeg(tmp_path: Path) -> None:
+@contextmanager
+def own_daemon(tmp_path: Path, *flags: str) -> Iterator[RunningDaemon]:
+    """A daemon of the test's own (not the module's), with `flags`."""
     (tmp_path / "workspace").mkdir()
-    with running_daemon(tmp_path / "workspace", tmp_path / "state") as own:
+    with running_daemon(tmp_path / "workspace", tmp_path / "state", *flags) as own:
+        yield own
+
+
+async def test_a_daemon_stopping_mid_recording_ends_ffmpeg(tmp_path: Path) -> None:
+    with own_daemon(tmp_path, "--record-screen-enabled") as own:
         async with own.client() as client:
             assert (await record_screen(client, START)).WhichOneof("result") == "start_success"
         [ffmpeg] = ffmpeg_children(own)
         assert own.stop() == 0
     wait_until(lambda: not pid_alive(ffmpeg), 5, "ffmpeg to end")
+
+
+async def test_without_the_flag_recording_says_so_and_starts_no_ffmpeg(tmp_path: Path) -> None:
+    # Computer use on: the display is there, only the recording's own flag is off.
+    with own_daemon(tmp_path, "--computer-use-enabled") as own:
+        async with own.client() as client:
+            for mode in (START, SAVE):
+                result = await record_screen(client, mode)
+                assert result.WhichOneof("result") == "error", result
+                assert result.error.code == "unavailable"
+                assert "without --record-screen-enabled" in result.error.message
+        assert ffmpeg_children(own) == []
 
 
 @pytest.mark.parametrize(

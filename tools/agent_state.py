@@ -38,6 +38,7 @@ from agent.v1.agent_pb2 import (
 )
 from agent.v1.common_pb2 import Rejected, RunMode, ToolError
 from exec_daemon.kernel.agents import MODE_ALLOWS, MODES, AgentModes, mark_used
+from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
@@ -230,7 +231,7 @@ START_GRIND_EXECUTION = ToolSpec(
 
 async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateImageResult:
     if not ctx.daemon.config.generate_image_enabled:
-        reason = "image generation is disabled (the daemon runs without --generate-image-enabled)"
+        reason = off_without("image generation", "--generate-image-enabled")
     else:
         reason = "no image generation endpoint is configured for this daemon"
     return GenerateImageResult(

@@ -47,6 +47,7 @@ from agent.v1.computer_pb2 import (
     TypeAction,
     WaitAction,
 )
+from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import create_exclusive, ensure_daemon_folder
@@ -387,6 +388,8 @@ def _failed_at(index: int, code: str, message: str) -> ComputerUseResult:
 
 async def computer_use(args: ComputerUseArgs, ctx: CallContext) -> ComputerUseResult:
     started = time.monotonic()
+    if not ctx.daemon.config.computer_use_enabled:
+        return _error(0, "unavailable", off_without("computer use", "--computer-use-enabled"))
     if not args.actions:
         return _error(0, "invalid_argument", "no actions given")
     session = ctx.daemon.service(X11Session)

@@ -31,6 +31,7 @@ from agent.v1.computer_pb2 import (
     RecordScreenSaveSuccess,
     RecordScreenStartSuccess,
 )
+from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import create_exclusive, ensure_daemon_folder
@@ -276,6 +277,8 @@ def _error(code: str, message: str) -> RecordScreenResult:
 
 
 async def record_screen(args: RecordScreenArgs, ctx: CallContext) -> RecordScreenResult:
+    if not ctx.daemon.config.record_screen_enabled:
+        return _error("unavailable", off_without("screen recording", "--record-screen-enabled"))
     recorder = ctx.daemon.service(ScreenRecorder)
     try:
         if args.mode == RecordingMode.RECORDING_MODE_START_RECORDING:

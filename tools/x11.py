@@ -45,6 +45,19 @@ class Frame:
     bgrx: bytearray
 
 
+def open_grabber(name: str) -> mss.MSS:
+    """mss's XCB grabber, or its Xlib one for a screen the XCB one refuses.
+
+    mss 10's XCB backends look for the root visual only among the first list of depth-24
+    visuals; Xtigervnc (the VM's display) lists depth 24 twice and has it in the second.
+    """
+    try:
+        return mss.MSS(display=name)
+    except mss.ScreenShotError as error:
+        log.info("screenshots of %s through Xlib (%s)", name, error)
+        return mss.MSS(display=name, backend="xlib")
+
+
 class XConnection:
     """The blocking X calls; used only from the session's thread."""
 
@@ -55,7 +68,7 @@ class XConnection:
             self._display.close()
             raise DisplayUnavailable(f"display {info.name} has no XTEST extension")
         self._root = self._display.screen().root
-        self._grabber = mss.MSS(display=info.name)
+        self._grabber = open_grabber(info.name)
 
     def move(self, x: int, y: int) -> None:
         xtest.fake_input(self._display, X.MotionNotify, x=x, y=y)

@@ -57,3 +57,8 @@ class DaemonConfig:
     # Where background shells and terminals write their output (the agent can read it back).
     terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))
+
+
+def off_without(feature: str, flag: str) -> str:
+    """What a tool whose `feature` is gated by `flag` answers when the daemon runs without it."""
+    return f"{feature} is off: the daemon runs without {flag}"
