@@ -128,7 +128,13 @@ async def serve(config: DaemonConfig) -> None:
     )
     # The daemon's own folder exists before any sandbox starts, so every sandbox mounts it
     # read-only (a missing one could be created, and symlinks planted in it, from inside).
-    ensure_daemon_folder(config.terminals_folder)
+    try:
+        ensure_daemon_folder(config.terminals_folder)
+    except OSError as exc:
+        raise SystemExit(
+            f"exec-daemon: cannot prepare the terminals folder {config.terminals_folder}: "
+            f"{exc.strerror or exc} (choose another with --terminals-folder)"
+        ) from None
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
     if config.computer_use_enabled or config.record_screen_enabled:

@@ -144,13 +144,11 @@ async def test_the_daemon_proc_entries_are_closed_to_its_own_user(open_folder: P
     """The daemon and its agent run as one unprivileged user (the VM image's `ubuntu`): that
     user's other processes cannot read the daemon's environ or memory (PR_SET_DUMPABLE 0),
     while they can read those of the daemon's children (so the check can fail)."""
-    workspace = open_folder / "workspace"
-    workspace.mkdir(mode=0o777)
-    state = open_folder / "state"
-    state.mkdir(mode=0o777)
+    workspace, state, home = (open_folder / name for name in ("workspace", "state", "home"))
+    for folder in (workspace, state, home):
+        folder.mkdir()
+        folder.chmod(0o777)  # mkdir's mode is masked by the umask
     argv = [*NOBODY, sys.executable, "-m", "exec_daemon"]
-    home = open_folder / "home"
-    home.mkdir(mode=0o777)
     with running_daemon(workspace, state, argv=argv, env={"HOME": str(home)}) as daemon:
         async with daemon.client() as client:
             answer = result_of(await client.run(shell("echo $$; sleep 30 & echo $!")))
