@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import websockets
 from PIL import Image
-from Xlib import display as xdisplay
 
 from agent.v1.computer_pb2 import (
     ComputerUseAction,
@@ -67,12 +66,19 @@ def display_facts(name: str) -> str:
 
 
 def pointer_on(name: str) -> tuple[int, int]:
-    connection = xdisplay.Display(name)
-    try:
-        reply = connection.screen().root.query_pointer()
-        return reply.root_x, reply.root_y
-    finally:
-        connection.close()
+    # xdotool rather than python-xlib in this process: python-xlib's per-process extension
+    # tables break when one process talks to servers with different extensions (Xvfb, then
+    # Xtigervnc).
+    shown = subprocess.run(
+        ["xdotool", "getmouselocation", "--shell"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+        env={**os.environ, "DISPLAY": name},
+    ).stdout
+    values = dict(line.split("=", 1) for line in shown.split())
+    return int(values["X"]), int(values["Y"])
 
 
 def move_and_look(x: int, y: int) -> tuple[ComputerUseAction, ...]:
