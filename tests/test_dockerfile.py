@@ -8,6 +8,7 @@ tini and desktop-init, and health-check with `exec-daemon ping` on its RPC port.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shlex
@@ -227,3 +228,44 @@ def test_healthcheck_pings_the_rpc_port_with_the_wrapper() -> None:
 def test_a_local_venv_node_modules_and_build_output_are_not_sent_to_the_build() -> None:
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".venv/", "node_modules/", "build/", ".git/"} <= set(ignored)
+
+
+def test_the_vms_apt_layers_keep_no_downloaded_packages_lists_or_recommends() -> None:
+    installs = [run for run in arguments_of("final", "RUN") if "apt-get install" in run]
+    assert installs
+    for run in installs:
+        # In the same RUN as the install, or the layer keeps them (the .debs were 376 MB).
+        assert "--no-install-recommends" in run
+        assert "apt-get clean" in run, "the downloaded .deb files stay in the layer"
+        assert "rm -rf /var/lib/apt/lists/*" in run
+
+
+def dpkg_excluded(path: str) -> bool:
+    """Whether the VM's dpkg filters (path-exclude / path-include, last match wins) drop `path`."""
+    filters = re.findall(
+        r"'path-(exclude|include)=([^']+)'", " ".join(arguments_of("final", "RUN"))
+    )
+    assert filters, "no dpkg path filters in the VM stage"
+    excluded = False
+    for kind, pattern in filters:
+        if fnmatch.fnmatchcase(path, pattern):
+            excluded = kind == "exclude"
+    return excluded
+
+
+def test_the_dpkg_filters_drop_docs_and_unused_tools_but_nothing_the_vm_runs() -> None:
+    run_here = [
+        "/usr/sbin/dockerd", "/usr/bin/docker", "/usr/sbin/docker-proxy", "/usr/bin/containerd",
+        "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc", "/usr/lib/chromium/chromium",
+        "/usr/lib/chromium/libvk_swiftshader.so", "/usr/lib/chromium/libGLESv2.so",
+        "/usr/bin/Xtigervnc", "/usr/share/novnc/vnc.html", "/usr/bin/ffmpeg", "/usr/bin/git",
+        "/usr/lib/x86_64-linux-gnu/dri/swrast_dri.so", "/usr/share/doc/git/copyright",
+        "/usr/share/locale/locale.alias",
+    ]  # fmt: skip
+    assert [path for path in run_here if dpkg_excluded(path)] == []
+    dropped = [
+        "/usr/share/doc/git/changelog.gz", "/usr/share/man/man1/git.1.gz",
+        "/usr/share/locale/de/LC_MESSAGES/git.mo", "/usr/bin/dnet", "/usr/sbin/ovrouter",
+        "/usr/lib/chromium/libVkLayer_khronos_validation.so", "/usr/share/ieee-data/oui.txt",
+    ]  # fmt: skip
+    assert [path for path in dropped if not dpkg_excluded(path)] == []

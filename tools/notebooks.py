@@ -13,11 +13,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import nbformat
-from nbformat import NotebookNode
-from nbformat.validator import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from agent.v1.common_pb2 import FileNotFound, PermissionDenied, ToolError
 from agent.v1.files_pb2 import EditArgs, EditMultipleMatches, EditNoMatch, EditResult, EditSuccess
@@ -26,6 +22,11 @@ from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.paths import PathRefused, PathRules, read_checked
 from tools.diffs import replace_text, unified_diff
 from tools.workspace import AgentPaths, atomic_write, display_path
+
+if TYPE_CHECKING:
+    # nbformat (with jsonschema) takes ~0.3 s to import: it is imported by the first notebook edit,
+    # in its worker thread, not at the daemon's start.
+    from nbformat import NotebookNode
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ def _error(code: str, message: str) -> NotebookEditError:
 
 
 def _new_cell(language: str, source: str, notebook: NotebookNode) -> NotebookNode:
+    import nbformat
+
     kind = CELL_TYPES.get(language, "code")
     if kind == "markdown":
         cell = nbformat.v4.new_markdown_cell(source)
@@ -74,6 +77,8 @@ def _load(
     path: Path, create: bool, language: str, rules: PathRules
 ) -> tuple[NotebookNode, bool, int]:
     """(notebook, whether it is new, JSON indent of the file)."""
+    import nbformat
+
     try:
         data, _ = read_checked(path, rules, MAX_NOTEBOOK_BYTES + 1)
         text = data.decode("utf-8")
@@ -168,6 +173,9 @@ def plan_cell_edit(args: EditArgs, path: Path, rules: PathRules) -> tuple[CellCh
 
 
 def _serialize(notebook: NotebookNode, indent: int) -> bytes:
+    import nbformat
+    from nbformat.validator import ValidationError
+
     try:
         nbformat.validate(notebook)
     except ValidationError as exc:

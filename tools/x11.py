@@ -14,16 +14,18 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import mss
 from Xlib import X
-from Xlib import display as xdisplay
 from Xlib import error as xerror
 from Xlib.ext import xtest
 
 from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayInfo, DisplayService, DisplayUnavailable
+
+if TYPE_CHECKING:
+    # mss and Xlib.display (~0.1 s to import) come with the first X connection, not at start.
+    import mss
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ def open_grabber(name: str) -> mss.MSS:
     mss 10's XCB backends look for the root visual only among the first list of depth-24
     visuals; Xtigervnc (the VM's display) lists depth 24 twice and has it in the second.
     """
+    import mss
+
     try:
         return mss.MSS(display=name)
     except mss.ScreenShotError as error:
@@ -62,6 +66,8 @@ class XConnection:
     """The blocking X calls; used only from the session's thread."""
 
     def __init__(self, info: DisplayInfo) -> None:
+        from Xlib import display as xdisplay
+
         self.info = info
         self._display = xdisplay.Display(info.name)
         if not self._display.has_extension("XTEST"):
@@ -110,14 +116,17 @@ class XConnection:
                 log.debug("closing the X connection", exc_info=True)
 
 
-# What a dead or refusing X server raises through python-xlib and mss.
-X_FAILURES = (
-    xerror.ConnectionClosedError,
-    xerror.DisplayError,
-    xerror.XError,
-    mss.ScreenShotError,
-    OSError,
-)
+def x_failures() -> tuple[type[Exception], ...]:
+    """What a dead or refusing X server raises through python-xlib and mss."""
+    import mss
+
+    return (
+        xerror.ConnectionClosedError,
+        xerror.DisplayError,
+        xerror.XError,
+        mss.ScreenShotError,
+        OSError,
+    )
 
 
 class X11Session:
@@ -153,7 +162,7 @@ class X11Session:
                 self._disconnect()
                 self._connection = XConnection(info)
             return operation(self._connection)
-        except X_FAILURES as exc:
+        except x_failures() as exc:
             log.warning("X call on %s failed: %r", info.name, exc)
             self._disconnect()
             raise XConnectionLost(str(exc)) from exc
