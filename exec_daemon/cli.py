@@ -158,6 +158,11 @@ def setup_logging(level: str) -> None:
         logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
+def with_scheme(url: str) -> str:
+    """`url`, with http:// in front when it names no scheme (`127.0.0.1:8080`)."""
+    return url if "://" in url else f"http://{url}"
+
+
 @click.group()
 @click.version_option(__version__, prog_name="exec-daemon")
 def main() -> None:
@@ -173,7 +178,12 @@ def main() -> None:
     show_default=True,
     help="HTTP server port (Connect, gRPC, gRPC-Web).",
 )
-@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (loopback by default; 0.0.0.0 for every interface).",
+)
 @click.option(
     "--pty-websocket-port",
     type=int,
@@ -229,7 +239,13 @@ def main() -> None:
 @click.option(
     "--cursor-self-control-enabled", is_flag=True, help="Deprecated: use CUA-based testing."
 )
-@click.option("--mcp-config", default=None, help="MCP server configuration (JSON).")
+@click.option(
+    "--mcp-config",
+    default=None,
+    metavar="JSON|PATH",
+    help="MCP servers in mcp.json's shape: the JSON text itself (starting with '{'), or the path "
+    "of a file holding it (comments allowed).",
+)
 @click.option("--mcp-oauth-server-urls", default=None, help="MCP servers using OAuth (JSON).")
 @click.option("--http-mcp-tools-file", default=None, help="HTTP MCP tool definitions file.")
 @click.option("--cloud-rules-enabled", is_flag=True, help="Enable cloud rules.")
@@ -277,7 +293,10 @@ def main() -> None:
     help="Privacy mode (disables tracing).",
 )
 @click.option(
-    "--trace-insecure", is_flag=True, help="Skip TLS verification for the trace endpoint."
+    "--trace-insecure",
+    is_flag=True,
+    help="OTLP/gRPC endpoint (grpc://, bare host:port): plaintext instead of TLS. https:// "
+    "OTLP/HTTP endpoint: TLS without checking the certificate.",
 )
 @click.option(
     "--fetch-allow-private",
@@ -293,12 +312,14 @@ def main() -> None:
     type=click.Path(path_type=Path),
     default=Path("/tmp/exec-daemon/terminals"),
     show_default=True,
+    help="The daemon's own folder: terminal output files, state (mounted read-only in sandboxes).",
 )
 @click.option(
     "--artifacts-folder",
     type=click.Path(path_type=Path),
     default=Path("/opt/cursor/artifacts"),
     show_default=True,
+    help="Where the agent's artifacts (screenshots, recordings) are kept for UploadArtifacts.",
 )
 def serve(
     workspace: Path | None,
@@ -354,7 +375,7 @@ async def _serve(config: DaemonConfig) -> None:
     await serve_daemon(config)
 
 
-@main.command()
+@main.command(short_help="Run environment.json's install command.")
 @click.option(
     "--workspace",
     type=click.Path(file_okay=False, path_type=Path),
@@ -374,12 +395,12 @@ def generate_token() -> None:
     click.echo(secrets.token_hex(32))
 
 
-@main.command()
+@main.command(short_help="Exit 0 when the daemon answers a Ping.")
 @click.option(
     "--url",
     default=f"http://127.0.0.1:{DEFAULT_PORT}",
     show_default=True,
-    help="The daemon's RPC address.",
+    help="The daemon's RPC address (http:// when no scheme is given).",
 )
 @click.option(
     "--token",
@@ -390,6 +411,7 @@ def generate_token() -> None:
 @click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait.")
 def ping(url: str, token: str, timeout: float) -> None:
     """Exit 0 when the daemon answers a Ping (health checks), printing its answer as JSON."""
+    url = with_scheme(url)
     from connectrpc.errors import ConnectError
     from google.protobuf.json_format import MessageToDict
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from exec_daemon.cli import main
+from exec_daemon.cli import main, serve
 from tests.daemon_process import running_daemon
 
 SEED_FLAGS = {
@@ -102,11 +102,35 @@ async def test_ping_exits_0_when_the_daemon_answers_and_1_otherwise(
 
     with running_daemon(workspace, tmp_path / "state") as daemon:
         answered = ping(daemon.url, daemon.token)
+        without_scheme = ping(f"127.0.0.1:{daemon.port}", daemon.token)
         refused = ping(daemon.url, "wrong-token")
     assert answered.returncode == 0, answered.stderr
     assert json.loads(answered.stdout)["workspace"] == str(workspace)
+    assert without_scheme.returncode == 0, without_scheme.stderr
     assert refused.returncode == 1
     assert "unauthenticated" in refused.stderr.lower()
     stopped = ping(daemon.url, daemon.token)
     assert stopped.returncode == 1
     assert daemon.url in stopped.stderr
+
+
+def test_help_names_every_command_whole_and_every_serve_option_says_what_it_does() -> None:
+    overview = CliRunner().invoke(main, ["--help"], terminal_width=80).output
+    summaries = dict(
+        line.split(None, 1) for line in overview.split("Commands:")[1].splitlines() if line.strip()
+    )
+    assert set(summaries) == {"generate-token", "install", "ping", "serve"}
+    assert not any(summary.rstrip().endswith("...") for summary in summaries.values()), summaries
+    serve_help = CliRunner().invoke(main, ["serve", "--help"], terminal_width=200).output
+    options = re.findall(r"^  (-\S.*?)(?:\s{2,}(.*))?$", serve_help, re.MULTILINE)
+    undocumented = [flags for flags, text in options if not text.strip()]
+    assert undocumented == [], undocumented
+    text = " ".join(serve_help.split())
+    assert "--mcp-config JSON|PATH" in text and "path" in text.split("--mcp-config", 1)[1][:200]
+    insecure = text.split("--trace-insecure", 1)[1][:200]
+    assert "plaintext" in insecure and "Skip TLS verification" not in insecure
+
+
+def test_serve_listens_on_loopback_unless_told_otherwise() -> None:
+    with serve.make_context("serve", ["--auth-token", "t"]) as context:
+        assert context.params["host"] == "127.0.0.1"
