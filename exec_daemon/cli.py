@@ -370,9 +370,13 @@ def serve(
 
 
 async def _serve(config: DaemonConfig) -> None:
+    from exec_daemon.server import PortUnavailable
     from exec_daemon.server import serve as serve_daemon
 
-    await serve_daemon(config)
+    try:
+        await serve_daemon(config)
+    except PortUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command(short_help="Run environment.json's install command.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from exec_daemon.cli import main, serve
-from tests.daemon_process import running_daemon
+from tests.daemon_process import free_port, running_daemon
 
 SEED_FLAGS = {
     "--port": "8080", "--pty-websocket-port": "8081", "--auth-token": None, "--log-level": "info",
@@ -134,3 +135,36 @@ def test_help_names_every_command_whole_and_every_serve_option_says_what_it_does
 def test_serve_listens_on_loopback_unless_told_otherwise() -> None:
     with serve.make_context("serve", ["--auth-token", "t"]) as context:
         assert context.params["host"] == "127.0.0.1"
+
+
+def test_a_port_in_use_ends_the_start_with_one_line_before_anything_is_served(
+    tmp_path: Path,
+) -> None:
+    def serve_on(port: int, pty_port: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "exec_daemon", "serve", "--workspace", str(tmp_path),
+             "--port", str(port), "--pty-websocket-port", str(pty_port),
+             "--terminals-folder", str(tmp_path / "terminals"), "--no-claude-md-enabled"],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "EXEC_DAEMON_AUTH_TOKEN": "t"},
+            timeout=30,
+        )  # fmt: skip
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        rpc_taken = serve_on(busy, free_port())
+        pty_taken = serve_on(free_port(), busy)
+    same = free_port()
+    twice = serve_on(same, same)
+    for result, port, flag in (
+        (rpc_taken, busy, "--port"),
+        (pty_taken, busy, "--pty-websocket-port"),
+        (twice, same, "--pty-websocket-port"),
+    ):
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"Error: cannot listen on 127.0.0.1:{port} ({flag}): Address already in use\n"
+        )
