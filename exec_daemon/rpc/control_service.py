@@ -136,10 +136,17 @@ class ControlService(ControlServiceBase):
     ) -> ReadTextFileResponse:
         limit = self._daemon.config.max_message_bytes
         try:
-            content = await files.read_text_file(self._daemon.workspace, request.path, limit)
+            window = await files.read_text_file(
+                self._daemon.workspace, request.path, request.offset, request.length, limit
+            )
         except CodedError as failure:
             raise _connect_error(failure) from None
-        return ReadTextFileResponse(content=await redact_outgoing_text(self._daemon, content))
+        return ReadTextFileResponse(
+            content=await redact_outgoing_text(self._daemon, window.text),
+            total_size=window.total_size,
+            eof=window.next_offset >= window.total_size,
+            next_offset=window.next_offset,
+        )
 
     async def write_text_file(
         self,
