@@ -106,13 +106,17 @@ class TextWindow:
     text: str
     total_size: int
     next_offset: int
+    # Up to `context_bytes` of the text just before the window (for redaction at its edge).
+    before: str = ""
 
 
 # The longest UTF-8 encoding of one character.
 _UTF8_MAX_BYTES = 4
 
 
-def _read_text_sync(path: Path, offset: int, length: int, max_bytes: int) -> TextWindow:
+def _read_text_sync(
+    path: Path, offset: int, length: int, max_bytes: int, context_bytes: int
+) -> TextWindow:
     """`length` bytes (0: the rest, which must fit in `max_bytes`) from `offset`, shortened to
     end on a whole character."""
     whole_rest = length == 0
@@ -150,17 +154,24 @@ def _read_text_sync(path: Path, offset: int, length: int, max_bytes: int) -> Tex
             ) from None
         data = data[: exc.start]
         text = data.decode("utf-8")
-    return TextWindow(text, size, offset + len(data))
+    start = max(0, offset - context_bytes)
+    before = _read_bounded(path, start, offset - start)[0] if context_bytes and offset else b""
+    return TextWindow(text, size, offset + len(data), before.decode("utf-8", "ignore"))
 
 
 async def read_text_file(
-    workspace: str, path: str, offset: int, length: int, max_message_bytes: int
+    workspace: str,
+    path: str,
+    offset: int,
+    length: int,
+    max_message_bytes: int,
+    context_bytes: int = 0,
 ) -> TextWindow:
     """A window of the file's text (the rest of it when `length` is 0), bounded by the message
-    size and ending on a whole character."""
+    size and ending on a whole character, with up to `context_bytes` of what precedes it."""
     limit = max(max_message_bytes - MESSAGE_OVERHEAD, 1)
     resolved = resolve_path(workspace, path)
-    return await asyncio.to_thread(_read_text_sync, resolved, offset, length, limit)
+    return await asyncio.to_thread(_read_text_sync, resolved, offset, length, limit, context_bytes)
 
 
 async def read_binary_file(
