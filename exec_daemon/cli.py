@@ -120,6 +120,20 @@ def networks_option(value: str) -> tuple[str, ...]:
     return parts
 
 
+def mcp_config_option(value: str | None) -> str | None:
+    """--mcp-config's JSON: the text itself, or read now from the file it names, so that what the
+    agent may later write there changes nothing (the servers it names run commands)."""
+    if value is None or value.lstrip().startswith("{"):
+        return value
+    try:
+        return Path(value).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise click.BadParameter(
+            f"neither JSON text (it would start with '{{') nor a readable file: {value}: {why}"
+        ) from None
+
+
 def make_undumpable() -> None:
     """PR_SET_DUMPABLE 0: processes of other users (the agent's, unless root) cannot read this
     process' /proc entries (environ, mem, fds) nor ptrace it. Inherited by forks, reset by exec."""
@@ -242,9 +256,10 @@ def main() -> None:
 @click.option(
     "--mcp-config",
     default=None,
+    callback=lambda _ctx, _param, value: mcp_config_option(value),
     metavar="JSON|PATH",
     help="MCP servers in mcp.json's shape: the JSON text itself (starting with '{'), or the path "
-    "of a file holding it (comments allowed).",
+    "of a file holding it, read once at start (comments allowed).",
 )
 @click.option("--mcp-oauth-server-urls", default=None, help="MCP servers using OAuth (JSON).")
 @click.option("--http-mcp-tools-file", default=None, help="HTTP MCP tool definitions file.")

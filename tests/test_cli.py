@@ -168,3 +168,22 @@ def test_a_port_in_use_ends_the_start_with_one_line_before_anything_is_served(
         assert result.stderr == (
             f"Error: cannot listen on 127.0.0.1:{port} ({flag}): Address already in use\n"
         )
+
+
+def test_mcp_config_takes_json_text_or_a_file_read_once_at_start(tmp_path: Path) -> None:
+    def mcp_config(value: str) -> object:
+        with serve.make_context("serve", ["--auth-token", "t", "--mcp-config", value]) as context:
+            return context.params["mcp_config"]
+
+    path = tmp_path / "servers.json"
+    path.write_text('{"mcpServers": {"f": {"command": "from-file"}}} // the operator\'s\n')
+    assert mcp_config(str(path)) == path.read_text()
+    assert mcp_config(' {"x": {"command": "inline"}}') == ' {"x": {"command": "inline"}}'
+    missing = CliRunner().invoke(
+        main, ["serve", "--auth-token", "t", "--mcp-config", str(tmp_path / "nope.json")]
+    )
+    assert missing.exit_code == 2
+    assert (
+        f"Invalid value for '--mcp-config': neither JSON text (it would start with '{{') nor a "
+        f"readable file: {tmp_path / 'nope.json'}: No such file or directory"
+    ) in " ".join(missing.output.split())

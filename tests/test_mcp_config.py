@@ -109,20 +109,3 @@ def test_mcp_json_with_comments_and_trailing_commas_is_read(tmp_path: Path) -> N
     settings = settings_for(tmp_path)
     assert settings.problems == ()
     assert settings.servers["docs"].args == ("--a", "//not-a-comment")
-
-
-def test_mcp_config_takes_json_text_or_the_path_of_a_file(tmp_path: Path) -> None:
-    path = tmp_path / "servers.json"
-    path.write_text('{"mcpServers": {"f": {"command": "from-file"}}} // operator\'s\n')
-    from_file = settings_for(tmp_path, mcp_config=str(path))
-    assert from_file.problems == ()
-    assert from_file.servers["f"].command == "from-file"
-    assert from_file.servers["f"].source == f"--mcp-config {path}"
-    text = settings_for(tmp_path, mcp_config=' {"x": {"command": "inline"}}').servers
-    assert text["x"].command == "inline"
-    missing = settings_for(tmp_path, mcp_config=str(tmp_path / "nope.json"))
-    assert missing.servers == {}
-    assert missing.problems == (
-        f"--mcp-config: neither JSON text (it would start with '{{') nor a readable file: "
-        f"{tmp_path / 'nope.json'}: No such file or directory",
-    )

@@ -2,9 +2,9 @@
 
 The shape is Cursor's mcp.json: `{"mcpServers": {"name": {"command", "args", "env", "cwd"} |
 {"url", "headers"}}}`, read from `~/.cursor/mcp.json`, then `<workspace>/.cursor/mcp.json`, then
-`--mcp-config` (a later source replaces a server of the same name). `--mcp-config` is either the
-JSON text itself (it starts with `{`) or the path of a file holding it. Every source may carry
-comments (`//`, `/* */`) and trailing commas, as environment.json may. Strings may use
+`--mcp-config` (a later source replaces a server of the same name; given as a path, its file is
+read once when the daemon starts: exec_daemon/cli.py). Every source may carry comments (`//`,
+`/* */`) and trailing commas, as environment.json may. Strings may use
 `${env:NAME}`, `${workspaceFolder}` and `${userHome}`. Beyond Cursor's keys a server may set
 `timeout` (seconds one MCP request may take, default 300) and `startupTimeout` (seconds to
 start and finish the MCP handshake, default 30); `"disabled": true` skips it.
@@ -102,12 +102,7 @@ def load_settings(config: DaemonConfig, env: Mapping[str, str]) -> McpSettings:
         if text is not None:
             sources.append((str(path), text))
     if config.mcp_config:
-        given = _mcp_config_source(config.mcp_config)
-        if isinstance(given, str):
-            problems.append(given)
-            log.warning("MCP config ignored: %s", given)
-        else:
-            sources.append(given)
+        sources.append(("--mcp-config", config.mcp_config))
     for source, text in sources:
         try:
             servers.update(parse_servers(text, source, substitute))
@@ -133,20 +128,6 @@ def _read_optional(path: Path) -> str | None:
     except OSError as exc:
         log.warning("cannot read %s: %s", path, exc)
         return None
-
-
-def _mcp_config_source(value: str) -> tuple[str, str] | str:
-    """(source name, text) of `--mcp-config`, JSON text or a file's path; else the problem."""
-    if value.lstrip().startswith("{"):
-        return "--mcp-config", value
-    try:
-        return f"--mcp-config {value}", Path(value).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return (
-            f"--mcp-config: neither JSON text (it would start with '{{') nor a readable file: "
-            f"{value}: {why}"
-        )
 
 
 def _json_object(text: str) -> Any:
