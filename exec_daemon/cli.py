@@ -222,6 +222,7 @@ def main() -> None:
     type=click.Choice(["debug", "info", "warn", "error"]),
     default="info",
     show_default=True,
+    help="The least severe log lines written (to stderr).",
 )
 @click.option(
     "--workspace",
