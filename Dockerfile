@@ -74,7 +74,7 @@ USER ubuntu
 WORKDIR /workspace
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/exec-daemon/bin
 ENTRYPOINT ["/exec-daemon/bin/exec-daemon"]
-CMD ["serve", "--workspace", "/workspace", "--port", "26053", "--pty-websocket-port", "26054"]
+CMD ["serve", "--workspace", "/workspace", "--host", "0.0.0.0", "--port", "26053", "--pty-websocket-port", "26054"]
 
 # ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
@@ -146,5 +146,5 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
 # The entrypoint starts as root (D-Bus's system bus), runs the desktop and the daemon as ubuntu.
 # The token: EXEC_DAEMON_AUTH_TOKEN, or a file named by EXEC_DAEMON_AUTH_TOKEN_FILE (never argv).
 ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/share/exec-daemon/desktop-init"]
-CMD ["serve", "--workspace", "/workspace", "--port", "26053", "--pty-websocket-port", "26054", \
+CMD ["serve", "--workspace", "/workspace", "--host", "0.0.0.0", "--port", "26053", "--pty-websocket-port", "26054", \
      "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]

@@ -120,6 +120,20 @@ def networks_option(value: str) -> tuple[str, ...]:
     return parts
 
 
+def mcp_config_option(value: str | None) -> str | None:
+    """--mcp-config's JSON: the text itself, or read now from the file it names, so that what the
+    agent may later write there changes nothing (the servers it names run commands)."""
+    if value is None or value.lstrip().startswith("{"):
+        return value
+    try:
+        return Path(value).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise click.BadParameter(
+            f"neither JSON text (it would start with '{{') nor a readable file: {value}: {why}"
+        ) from None
+
+
 def make_undumpable() -> None:
     """PR_SET_DUMPABLE 0: processes of other users (the agent's, unless root) cannot read this
     process' /proc entries (environ, mem, fds) nor ptrace it. Inherited by forks, reset by exec."""
@@ -158,6 +172,11 @@ def setup_logging(level: str) -> None:
         logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
+def with_scheme(url: str) -> str:
+    """`url`, with http:// in front when it names no scheme (`127.0.0.1:8080`)."""
+    return url if "://" in url else f"http://{url}"
+
+
 @click.group()
 @click.version_option(__version__, prog_name="exec-daemon")
 def main() -> None:
@@ -173,7 +192,12 @@ def main() -> None:
     show_default=True,
     help="HTTP server port (Connect, gRPC, gRPC-Web).",
 )
-@click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (loopback by default; 0.0.0.0 for every interface).",
+)
 @click.option(
     "--pty-websocket-port",
     type=int,
@@ -198,6 +222,7 @@ def main() -> None:
     type=click.Choice(["debug", "info", "warn", "error"]),
     default="info",
     show_default=True,
+    help="The least severe log lines written (to stderr).",
 )
 @click.option(
     "--workspace",
@@ -229,7 +254,14 @@ def main() -> None:
 @click.option(
     "--cursor-self-control-enabled", is_flag=True, help="Deprecated: use CUA-based testing."
 )
-@click.option("--mcp-config", default=None, help="MCP server configuration (JSON).")
+@click.option(
+    "--mcp-config",
+    default=None,
+    callback=lambda _ctx, _param, value: mcp_config_option(value),
+    metavar="JSON|PATH",
+    help="MCP servers in mcp.json's shape: the JSON text itself (starting with '{'), or the path "
+    "of a file holding it, read once at start (comments allowed).",
+)
 @click.option("--mcp-oauth-server-urls", default=None, help="MCP servers using OAuth (JSON).")
 @click.option("--http-mcp-tools-file", default=None, help="HTTP MCP tool definitions file.")
 @click.option("--cloud-rules-enabled", is_flag=True, help="Enable cloud rules.")
@@ -277,7 +309,10 @@ def main() -> None:
     help="Privacy mode (disables tracing).",
 )
 @click.option(
-    "--trace-insecure", is_flag=True, help="Skip TLS verification for the trace endpoint."
+    "--trace-insecure",
+    is_flag=True,
+    help="OTLP/gRPC endpoint (grpc://, bare host:port): plaintext instead of TLS. https:// "
+    "OTLP/HTTP endpoint: TLS without checking the certificate.",
 )
 @click.option(
     "--fetch-allow-private",
@@ -293,12 +328,14 @@ def main() -> None:
     type=click.Path(path_type=Path),
     default=Path("/tmp/exec-daemon/terminals"),
     show_default=True,
+    help="The daemon's own folder: terminal output files, state (mounted read-only in sandboxes).",
 )
 @click.option(
     "--artifacts-folder",
     type=click.Path(path_type=Path),
     default=Path("/opt/cursor/artifacts"),
     show_default=True,
+    help="Where the agent's artifacts (screenshots, recordings) are kept for UploadArtifacts.",
 )
 def serve(
     workspace: Path | None,
@@ -349,12 +386,16 @@ def serve(
 
 
 async def _serve(config: DaemonConfig) -> None:
+    from exec_daemon.server import PortUnavailable
     from exec_daemon.server import serve as serve_daemon
 
-    await serve_daemon(config)
+    try:
+        await serve_daemon(config)
+    except PortUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
 
 
-@main.command()
+@main.command(short_help="Run environment.json's install command.")
 @click.option(
     "--workspace",
     type=click.Path(file_okay=False, path_type=Path),
@@ -374,12 +415,12 @@ def generate_token() -> None:
     click.echo(secrets.token_hex(32))
 
 
-@main.command()
+@main.command(short_help="Exit 0 when the daemon answers a Ping.")
 @click.option(
     "--url",
     default=f"http://127.0.0.1:{DEFAULT_PORT}",
     show_default=True,
-    help="The daemon's RPC address.",
+    help="The daemon's RPC address (http:// when no scheme is given).",
 )
 @click.option(
     "--token",
@@ -390,6 +431,7 @@ def generate_token() -> None:
 @click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait.")
 def ping(url: str, token: str, timeout: float) -> None:
     """Exit 0 when the daemon answers a Ping (health checks), printing its answer as JSON."""
+    url = with_scheme(url)
     from connectrpc.errors import ConnectError
     from google.protobuf.json_format import MessageToDict
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Iterable, Sequence
 
 from hypercorn.asyncio import serve as hypercorn_serve
@@ -47,6 +49,39 @@ KEEP_ALIVE_SECONDS = 600.0
 GRACEFUL_SECONDS = 1.0
 # The HTTP server must have stopped within this long after SIGTERM, or it is cancelled.
 STOP_SECONDS = 3.0
+
+
+class PortUnavailable(Exception):
+    """A port the daemon must listen on cannot be bound (in use, or not allowed)."""
+
+
+def check_ports_free(host: str, ports: dict[str, int]) -> None:
+    """Binds every port at once (so the same port given twice is caught too), then lets go.
+
+    Done before anything is announced or started: a port in use ends the start with one line
+    instead of a traceback after "serving ..." was logged.
+    """
+    with contextlib.ExitStack() as held:
+        for flag, port in ports.items():
+            try:
+                infos = socket.getaddrinfo(
+                    host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+                )
+            except socket.gaierror as exc:
+                raise PortUnavailable(f"--host {host}: {exc.strerror}") from None
+            for family, kind, proto, _name, address in infos:
+                sock = held.enter_context(socket.socket(family, kind, proto))
+                # As the servers themselves do: a port left in TIME_WAIT is free.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                try:
+                    sock.bind(address)
+                    sock.listen()
+                except OSError as exc:
+                    raise PortUnavailable(
+                        f"cannot listen on {host}:{port} ({flag}): {exc.strerror}"
+                    ) from None
 
 
 def new_daemon(config: DaemonConfig) -> Daemon:
@@ -113,11 +148,15 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
 
 async def serve(config: DaemonConfig) -> None:
     """Runs until SIGTERM or SIGINT, then stops accepting, cancels calls and ends their processes."""
+    check_ports_free(
+        config.host, {"--port": config.port, "--pty-websocket-port": config.pty_websocket_port}
+    )
     hypercorn_fixes.install()
     daemon = new_daemon(config)
     app = build_app(daemon)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(ignore_cancelled_connections)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info(
@@ -154,6 +193,19 @@ async def serve(config: DaemonConfig) -> None:
         await daemon.aclose()
         # Whatever any call or helper started and that outlived its owner's own ending.
         await terminate_selected(marked_by_this_daemon())
+
+
+def ignore_cancelled_connections(
+    loop: asyncio.AbstractEventLoop, context: dict[str, object]
+) -> None:
+    """At shutdown hypercorn cancels the connections still open after its graceful timeout, and
+    CPython 3.11's asyncio.start_server then logs each one as an "exception" (its done-callback
+    calls `task.exception()` on the cancelled task, CPython gh-113538, fixed in 3.12): a
+    CancelledError traceback per idle client on a clean SIGTERM. A cancellation is not an error."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        log.debug("connection cancelled at shutdown: %s", context.get("message"))
+        return
+    loop.default_exception_handler(context)
 
 
 async def _stop_within(task: asyncio.Task[None], seconds: float) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import http.client
 import json
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -108,6 +109,46 @@ async def test_http11_rejection_keeps_the_connection_usable(server: InProcessDae
     rejected, accepted = await asyncio.to_thread(exchange)
     assert rejected.startswith(b"HTTP/1.1 401")
     assert accepted.startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("content_type", ["application/grpc", "application/grpc+proto"])
+@pytest.mark.parametrize("token_is_right", [True, False])
+async def test_grpc_over_http11_gets_one_clear_answer_and_no_traceback(
+    server: InProcessDaemon,
+    content_type: str,
+    token_is_right: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    token = server.token if token_is_right else "wrong"
+
+    def exchange() -> tuple[int, dict[str, str], bytes, int]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            headers = {"content-type": content_type, "authorization": f"Bearer {token}"}
+            conn.request("POST", PING, body=b"\0\0\0\0\0", headers={**headers, "te": "trailers"})
+            response = conn.getresponse()
+            answer = (response.status, dict(response.getheaders()), response.read())
+            # The same connection still serves a Connect call.
+            conn.request(
+                "POST",
+                PING,
+                body=b"{}",
+                headers={"content-type": "application/json", "authorization": f"Bearer {token}"},
+            )
+            return (*answer, conn.getresponse().status)
+        finally:
+            conn.close()
+
+    caplog.set_level("INFO")
+    status, headers, body, next_status = await asyncio.to_thread(exchange)
+    assert status == 505
+    assert headers["grpc-status"] == "12"
+    assert body.decode() == "gRPC needs HTTP/2 (h2c with prior knowledge on this port); " + (
+        "over HTTP/1.1 use Connect or gRPC-Web\n"
+    )
+    assert next_status == (200 if token_is_right else 401)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert sum("gRPC needs HTTP/2" in r.getMessage() for r in caplog.records) == 1
 
 
 async def test_grpc_rejection_comes_before_any_message_is_sent(server: InProcessDaemon) -> None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from click.testing import CliRunner
 
-from exec_daemon.cli import main
-from tests.daemon_process import running_daemon
+from exec_daemon.cli import main, serve
+from tests.daemon_process import free_port, running_daemon
 
 SEED_FLAGS = {
     "--port": "8080", "--pty-websocket-port": "8081", "--auth-token": None, "--log-level": "info",
@@ -102,11 +103,89 @@ async def test_ping_exits_0_when_the_daemon_answers_and_1_otherwise(
 
     with running_daemon(workspace, tmp_path / "state") as daemon:
         answered = ping(daemon.url, daemon.token)
+        without_scheme = ping(f"127.0.0.1:{daemon.port}", daemon.token)
         refused = ping(daemon.url, "wrong-token")
     assert answered.returncode == 0, answered.stderr
     assert json.loads(answered.stdout)["workspace"] == str(workspace)
+    assert without_scheme.returncode == 0, without_scheme.stderr
     assert refused.returncode == 1
     assert "unauthenticated" in refused.stderr.lower()
     stopped = ping(daemon.url, daemon.token)
     assert stopped.returncode == 1
     assert daemon.url in stopped.stderr
+
+
+def test_help_names_every_command_whole_and_every_serve_option_says_what_it_does() -> None:
+    overview = CliRunner().invoke(main, ["--help"], terminal_width=80).output
+    summaries = dict(
+        line.split(None, 1) for line in overview.split("Commands:")[1].splitlines() if line.strip()
+    )
+    assert set(summaries) == {"generate-token", "install", "ping", "serve"}
+    assert not any(summary.rstrip().endswith("...") for summary in summaries.values()), summaries
+    serve_help = CliRunner().invoke(main, ["serve", "--help"], terminal_width=200).output
+    options = re.findall(r"^  (-\S.*?)(?:\s{2,}(.*))?$", serve_help, re.MULTILINE)
+    undocumented = [
+        flags for flags, text in options if not re.sub(r"\[default: .*?\]", "", text).strip()
+    ]
+    assert undocumented == [], undocumented
+    text = " ".join(serve_help.split())
+    assert "--mcp-config JSON|PATH" in text and "path" in text.split("--mcp-config", 1)[1][:200]
+    insecure = text.split("--trace-insecure", 1)[1][:200]
+    assert "plaintext" in insecure and "Skip TLS verification" not in insecure
+
+
+def test_serve_listens_on_loopback_unless_told_otherwise() -> None:
+    with serve.make_context("serve", ["--auth-token", "t"]) as context:
+        assert context.params["host"] == "127.0.0.1"
+
+
+def test_a_port_in_use_ends_the_start_with_one_line_before_anything_is_served(
+    tmp_path: Path,
+) -> None:
+    def serve_on(port: int, pty_port: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "exec_daemon", "serve", "--workspace", str(tmp_path),
+             "--port", str(port), "--pty-websocket-port", str(pty_port),
+             "--terminals-folder", str(tmp_path / "terminals"), "--no-claude-md-enabled"],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "EXEC_DAEMON_AUTH_TOKEN": "t"},
+            timeout=30,
+        )  # fmt: skip
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        rpc_taken = serve_on(busy, free_port())
+        pty_taken = serve_on(free_port(), busy)
+    same = free_port()
+    twice = serve_on(same, same)
+    for result, port, flag in (
+        (rpc_taken, busy, "--port"),
+        (pty_taken, busy, "--pty-websocket-port"),
+        (twice, same, "--pty-websocket-port"),
+    ):
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"Error: cannot listen on 127.0.0.1:{port} ({flag}): Address already in use\n"
+        )
+
+
+def test_mcp_config_takes_json_text_or_a_file_read_once_at_start(tmp_path: Path) -> None:
+    def mcp_config(value: str) -> object:
+        with serve.make_context("serve", ["--auth-token", "t", "--mcp-config", value]) as context:
+            return context.params["mcp_config"]
+
+    path = tmp_path / "servers.json"
+    path.write_text('{"mcpServers": {"f": {"command": "from-file"}}} // the operator\'s\n')
+    assert mcp_config(str(path)) == path.read_text()
+    assert mcp_config(' {"x": {"command": "inline"}}') == ' {"x": {"command": "inline"}}'
+    missing = CliRunner().invoke(
+        main, ["serve", "--auth-token", "t", "--mcp-config", str(tmp_path / "nope.json")]
+    )
+    assert missing.exit_code == 2
+    assert (
+        f"Invalid value for '--mcp-config': neither JSON text (it would start with '{{') nor a "
+        f"readable file: {tmp_path / 'nope.json'}: No such file or directory"
+    ) in " ".join(missing.output.split())

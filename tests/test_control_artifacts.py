@@ -165,13 +165,22 @@ async def test_failed_uploads_are_listed_with_their_reason(
     client: ExecDaemonClient, daemon: RunningDaemon, http_server: Server
 ) -> None:
     put_artifacts(daemon, {"ok.txt": b"fine", "fail.txt": b"refused"})
-    response = await upload(client, http_server.url, "ok.txt", "fail.txt", "nope.txt", "../x")
+    in_workspace = daemon.workspace / "report.png"
+    in_workspace.write_bytes(b"\x89PNG")
+    response = await upload(
+        client, http_server.url, "ok.txt", "fail.txt", "nope.txt", "../x", str(in_workspace)
+    )
     assert [a.path for a in response.uploaded] == ["ok.txt"]
     reasons = {failure.path: failure.reason for failure in response.failures}
+    where = (
+        f"artifacts are the files under {artifacts_folder(daemon)} (--artifacts-folder), named "
+        f"relative to it; workspace files are not artifacts"
+    )
     assert reasons == {
         "fail.txt": "the server answered HTTP 500",
-        "nope.txt": "no such artifact",
-        "../x": "not inside the artifacts folder",
+        "nope.txt": f"no such artifact: {where}",
+        "../x": f"not inside the artifacts folder: {where}",
+        str(in_workspace): f"not inside the artifacts folder: {where}",
     }
     assert sorted(response.failed) == sorted(reasons)
     listed = await list_artifacts(client)
@@ -187,7 +196,10 @@ async def test_an_unreachable_upload_server_fails_each_file(
         closed_port = sock.getsockname()[1]
     response = await upload(client, f"http://127.0.0.1:{closed_port}")
     assert [failure.path for failure in response.failures] == ["a.txt"]
-    assert "ConnectError" in response.failures[0].reason
+    assert response.failures[0].reason.startswith(
+        f"cannot upload to 127.0.0.1:{closed_port}: ConnectError: "
+    )
+    assert "refused" in response.failures[0].reason.lower()
 
 
 async def test_an_upload_without_a_url_is_refused(client: ExecDaemonClient) -> None:
@@ -257,3 +269,47 @@ async def test_the_cursor_server_is_downloaded_from_the_url_given(
     assert missing.value.code == Code.UNAVAILABLE and "HTTP 404" in str(missing.value)
     assert bad_commit.value.code == Code.INVALID_ARGUMENT
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name], "no partial files"
+
+
+async def test_a_failed_download_says_which_host_and_why(workspace: Path, tmp_path: Path) -> None:
+    with contextlib.closing(__import__("socket").socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    with running_daemon(workspace, tmp_path / "state", env={"HOME": str(home)}) as running:
+        async with running.client() as client:
+            with pytest.raises(ConnectError) as refused:
+                await client.control.download_cursor_server(
+                    DownloadCursorServerRequest(
+                        commit="abc", url=f"http://127.0.0.1:{closed_port}/s.tgz?sig=SECRET"
+                    ),
+                    headers=client.headers,
+                )
+    assert refused.value.code == Code.UNAVAILABLE
+    message = refused.value.message
+    assert message.startswith(f"cannot download from 127.0.0.1:{closed_port}: ConnectError: ")
+    assert "refused" in message.lower()
+    assert "SECRET" not in message
+
+
+async def test_links_out_of_the_artifacts_folder_are_not_uploaded(
+    client: ExecDaemonClient, daemon: RunningDaemon, http_server: Server
+) -> None:
+    secret = daemon.state_dir / "not-an-artifact"
+    secret.write_text("daemon-only")
+    outside = daemon.state_dir / "outside"
+    outside.mkdir(exist_ok=True)
+    (outside / "inner.txt").write_text("daemon-only")
+    folder = artifacts_folder(daemon)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "link.txt").symlink_to(secret)
+    (folder / "linked-folder").symlink_to(outside)
+    http_server.puts.clear()
+    response = await upload(client, http_server.url, "link.txt", "linked-folder/inner.txt")
+    reasons = {failure.path: failure.reason for failure in response.failures}
+    assert reasons == {
+        "link.txt": "a symbolic link: artifacts are regular files",
+        "linked-folder/inner.txt": "its folder is a symbolic link out of the artifacts folder",
+    }
+    assert list(response.uploaded) == [] and http_server.puts == {}

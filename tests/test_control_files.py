@@ -8,7 +8,9 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -19,6 +21,7 @@ from agent.v1.control_pb2 import (
     ListDirectoryRequest,
     ReadBinaryFileRequest,
     ReadTextFileRequest,
+    ReadTextFileResponse,
     WriteBinaryFileRequest,
     WriteTextFileRequest,
 )
@@ -231,3 +234,80 @@ async def test_workspace_changes_hash_without_git(client: ExecDaemonClient, spac
         GetWorkspaceChangesHashRequest(), headers=client.headers
     )
     assert first.hash and second.hash != first.hash
+
+
+async def test_a_text_file_larger_than_grpcs_default_limit_is_read_in_windows_over_grpc(
+    daemon: RunningDaemon, space: Path
+) -> None:
+    # 5 MiB of 1-, 2-, 3- and 4-byte characters: windows of 1 MiB end inside some of them.
+    line = "ascii é € 😀 " * 40 + "\n"
+    text = line * (5 * 1024 * 1024 // len(line.encode()) + 1)
+    (space / "big.txt").write_text(text)
+    read_text = grpc_read_text(daemon)
+    windows: list[ReadTextFileResponse] = []
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{daemon.port}") as channel:
+        call = read_text(channel)
+        offset = 0
+        while not windows or not windows[-1].eof:
+            request = ReadTextFileRequest(path=f"{space.name}/big.txt", offset=offset, length=2**20)
+            windows.append(await call(request, metadata=bearer(daemon)))
+            offset = windows[-1].next_offset
+        with pytest.raises(grpc.aio.AioRpcError) as whole:
+            await call(ReadTextFileRequest(path=f"{space.name}/big.txt"), metadata=bearer(daemon))
+    assert "".join(window.content for window in windows) == text
+    assert len(windows) == 6 and {w.total_size for w in windows} == {len(text.encode())}
+    # gRPC's own 4 MiB limit, named by the client: paging is the way around it.
+    assert whole.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_text_windows_refuse_to_start_inside_a_character_and_name_the_size_limit(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "notes.txt").write_text("€" * 100_000)
+    with running_daemon(workspace, tmp_path / "state", "--max-message-bytes", "131072") as small:
+        async with small.client() as client:
+
+            async def read(**fields: object) -> str:
+                request = ReadTextFileRequest(path="notes.txt", **fields)  # type: ignore[arg-type]
+                return (
+                    await client.control.read_text_file(request, headers=client.headers)
+                ).content
+
+            assert await read(offset=3, length=7) == "€€"
+            errors = {}
+            for name, fields in {
+                "inside": {"offset": 1, "length": 9},
+                "short": {"length": 2},
+                "whole": {},
+            }.items():
+                with pytest.raises(ConnectError) as raised:
+                    await read(**fields)
+                errors[name] = (raised.value.code, raised.value.message)
+    assert errors["inside"] == (
+        Code.INVALID_ARGUMENT,
+        f"offset 1 is inside a UTF-8 character of {workspace / 'notes.txt'}",
+    )
+    assert (
+        errors["short"][0] == Code.INVALID_ARGUMENT
+        and "shorter than the character" in errors["short"][1]
+    )
+    assert errors["whole"] == (
+        Code.RESOURCE_EXHAUSTED,
+        f"{workspace / 'notes.txt'} has 300000 bytes from offset 0, more than one response carries "
+        "(65536 bytes: --max-message-bytes less 64 KiB); read it in windows with offset and length",
+    )  # fmt: skip
+
+
+def bearer(daemon: RunningDaemon) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {daemon.token}")]
+
+
+def grpc_read_text(daemon: RunningDaemon) -> Any:
+    def bind(channel: grpc.aio.Channel) -> Any:
+        return channel.unary_unary(
+            "/agent.v1.ControlService/ReadTextFile",
+            request_serializer=ReadTextFileRequest.SerializeToString,
+            response_deserializer=ReadTextFileResponse.FromString,
+        )
+
+    return bind

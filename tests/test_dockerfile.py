@@ -174,6 +174,8 @@ def test_cmd_serves_the_workspace_on_the_seeds_exposed_ports() -> None:
         params = parse_command_line(serve, [*cmd[1:], "--auth-token", "t"])
         assert str(params["workspace"]) == "/workspace"
         assert (params["port"], params["pty_websocket_port"]) == (26053, 26054)
+        # `serve` listens on loopback by default; the image is reached through published ports.
+        assert params["host"] == "0.0.0.0"
     exposed = {int(port) for ports in arguments_of("final", "EXPOSE") for port in ports.split()}
     assert exposed == set(SEED_PORTS.values())
     params = parse_command_line(serve, [*exec_form("final", "CMD")[1:], "--auth-token", "t"])

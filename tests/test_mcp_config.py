@@ -97,3 +97,15 @@ def test_oauth_servers_and_backend_tools_shapes(tmp_path: Path) -> None:
     assert [(tool.server, tool.name) for tool in settings.backend_tools] == [("linear", "search")]
     named = settings_for(tmp_path, mcp_oauth_server_urls=json.dumps({"notion": "https://n/mcp"}))
     assert dict(named.oauth_servers) == {"notion": "https://n/mcp"}
+
+
+def test_mcp_json_with_comments_and_trailing_commas_is_read(tmp_path: Path) -> None:
+    cursor = tmp_path / "workspace" / ".cursor"
+    cursor.mkdir(parents=True)
+    (cursor / "mcp.json").write_text(
+        '{\n  // the docs server\n  "mcpServers": {\n    "docs": {"command": "docs-mcp", /* stdio */'
+        ' "args": ["--a", "//not-a-comment"],},\n  },\n}\n'
+    )
+    settings = settings_for(tmp_path)
+    assert settings.problems == ()
+    assert settings.servers["docs"].args == ("--a", "//not-a-comment")

@@ -17,6 +17,7 @@ from agent.v1.control_pb2 import (
     GetDiffRequest,
     ReadBinaryFileRequest,
     ReadTextFileRequest,
+    ReadTextFileResponse,
     UpdateEnvironmentVariablesRequest,
 )
 from agent.v1.mcp_pb2 import McpArgs
@@ -463,3 +464,28 @@ async def test_get_diff_and_read_text_file_are_redacted(repo_daemon: RunningDaem
     assert binary.data == (repo_daemon.workspace / "config.env").read_bytes()
     for secret in ALL_SECRETS:
         assert secret not in diff and secret not in text.content
+
+
+async def test_read_text_file_windows_never_show_a_piece_of_a_secret(
+    repo_daemon: RunningDaemon,
+) -> None:
+    text = "".join(f"line {n} TOKEN={SECRET_A} é\n" for n in range(40))
+    (repo_daemon.workspace / "windows.env").write_text(text)
+    async with repo_daemon.client() as client:
+
+        async def window(offset: int, length: int) -> ReadTextFileResponse:
+            request = ReadTextFileRequest(path="windows.env", offset=offset, length=length)
+            return await client.control.read_text_file(request, headers=client.headers)
+
+        # Every window size cuts some secret somewhere; following next_offset loses nothing.
+        for length in (len(SECRET_A) + 1, 37, 64, 100):
+            pages, offset = [], 0
+            while not pages or not pages[-1].eof:
+                pages.append(await window(offset, length))
+                offset = pages[-1].next_offset
+            assert "".join(page.content for page in pages) == text.replace(SECRET_A, REDACTED)
+        # A window started inside a secret shows none of its end either.
+        inside = await window(text.index(SECRET_A) + 3, 64)
+    assert inside.content.startswith(REDACTED + " é\n")
+    assert SECRET_A[3:] not in inside.content
+    assert SECRET_A[-4:] not in inside.content

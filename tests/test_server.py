@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -111,6 +112,30 @@ async def test_sigterm_ends_streams_and_exits_zero_quickly(workspace: Path, tmp_
             await asyncio.wait_for(stream.ended.wait(), 5)
     assert code == 0
     assert "shutting down" in daemon.log()
+
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+EMPTY_SETTINGS_FRAME = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+async def test_sigterm_with_clients_that_never_close_logs_no_traceback(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "state") as daemon:
+        # An HTTP/2 connection that stays silent after its preface, and an HTTP/1.1 request whose
+        # body never comes: hypercorn cancels both once its graceful time is over.
+        half_sent = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+        half_sent.sendall(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\nabc")
+        idle_h2 = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+        idle_h2.sendall(H2_PREFACE + EMPTY_SETTINGS_FRAME)
+        with idle_h2, half_sent:
+            # The server's SETTINGS frame: the connection is being served.
+            assert await asyncio.to_thread(idle_h2.recv, 9)
+            code = await asyncio.to_thread(daemon.stop, signal.SIGTERM)
+    assert code == 0
+    log = daemon.log()
+    assert "shutting down" in log
+    assert "Traceback" not in log and " ERROR " not in log
 
 
 async def test_sigint_exits_zero(workspace: Path, tmp_path: Path) -> None:

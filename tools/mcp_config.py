@@ -2,7 +2,9 @@
 
 The shape is Cursor's mcp.json: `{"mcpServers": {"name": {"command", "args", "env", "cwd"} |
 {"url", "headers"}}}`, read from `~/.cursor/mcp.json`, then `<workspace>/.cursor/mcp.json`, then
-`--mcp-config` (a later source replaces a server of the same name). Strings may use
+`--mcp-config` (a later source replaces a server of the same name; given as a path, its file is
+read once when the daemon starts: exec_daemon/cli.py). Every source may carry comments (`//`,
+`/* */`) and trailing commas, as environment.json may. Strings may use
 `${env:NAME}`, `${workspaceFolder}` and `${userHome}`. Beyond Cursor's keys a server may set
 `timeout` (seconds one MCP request may take, default 300) and `startupTimeout` (seconds to
 start and finish the MCP handshake, default 30); `"disabled": true` skips it.
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.environment_file import strip_comments
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +131,9 @@ def _read_optional(path: Path) -> str | None:
 
 
 def _json_object(text: str) -> Any:
+    """JSON with comments and trailing commas, as environment.json is read."""
     try:
-        return json.loads(text)
+        return json.loads(strip_comments(text))
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON ({exc.msg} at line {exc.lineno})") from None
 

@@ -136,6 +136,17 @@ class SecretMatcher:
                 return length
         return 0
 
+    def straddling_end(self, before: str, text: str) -> int:
+        """How many characters at the start of `text` belong to a secret that begins in
+        `before` (the text just before it)."""
+        if self._text is None or not before or not text:
+            return 0
+        before = before[-(self.longest - 1) :]
+        for _index, start, stop in self._matches(before + text[: self.longest]):
+            if start < len(before) < stop:
+                return stop - len(before)
+        return 0
+
     def _matches(self, text: str) -> list[tuple[int, int, int]]:
         """(secret index, start, end) in characters, leftmost-longest, not overlapping."""
         assert self._text is not None and self._bytes is not None
@@ -433,6 +444,36 @@ async def redact_outgoing_text(daemon: Daemon, text: str) -> str:
     if len(text) <= _SLICE:
         return matcher.redact(text)
     return await asyncio.to_thread(matcher.redact, text)
+
+
+def secret_context_bytes(daemon: Daemon) -> int:
+    """How much text before a window redaction needs to see (0 when redaction is off)."""
+    if not daemon.config.secret_redaction_enabled:
+        return 0
+    return 4 * daemon.service(SecretStore).matcher.longest
+
+
+async def redact_outgoing_window(
+    daemon: Daemon, text: str, *, before: str, at_end: bool
+) -> tuple[str, int]:
+    """A window of a longer text (ReadTextFile's pages), redacted: (what to send, how many
+    characters of `text` it covers). What may begin a secret at the window's end is left for the
+    next window, which then holds the secret whole (masked instead when nothing else is in the
+    window); the end of a secret begun in `before` (the text preceding the window) is masked."""
+    if not daemon.config.secret_redaction_enabled or not text:
+        return text, len(text)
+    matcher = daemon.service(SecretStore).matcher
+    if not matcher:
+        return text, len(text)
+    covered = len(text)
+    if not at_end:
+        window = max(0, len(text) - matcher.longest)
+        covered = window + matcher.held_tail_start(text[window:])
+        if covered == 0:
+            return REDACTED, len(text)
+    head = min(matcher.straddling_end(before, text), covered)
+    body = await redact_outgoing_text(daemon, text[head:covered])
+    return (REDACTED if head else "") + body, covered
 
 
 # Encoded images: a secret's bytes occurring inside compressed pixels are no text anyone reads,

@@ -16,10 +16,12 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISLNK, S_ISREG
 from typing import TYPE_CHECKING
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.http_failures import http_failure
 
 if TYPE_CHECKING:
     import httpx
@@ -133,17 +135,30 @@ def _select(
         return [(rel, st) for rel, st in _walk(store.folder) if not store.is_uploaded(rel, st)], []
     chosen, refused = [], []
     root = os.path.normpath(store.folder)
+    real_root = os.path.realpath(root)
+    where = (
+        f"artifacts are the files under {root} (--artifacts-folder), named relative to it; "
+        f"workspace files are not artifacts"
+    )
     for path in paths:
         absolute = os.path.normpath(os.path.join(root, path))
         if not absolute.startswith(root + os.sep):
-            refused.append((path, "not inside the artifacts folder"))
+            refused.append((path, f"not inside the artifacts folder: {where}"))
             continue
         try:
-            info = os.stat(absolute)
+            info = os.lstat(absolute)
         except OSError:
-            refused.append((path, "no such artifact"))
+            refused.append((path, f"no such artifact: {where}"))
             continue
-        if not os.path.isfile(absolute):
+        # What it resolves to counts: a link (of the file or of a folder on its way) could
+        # make any file the daemon can read an "artifact".
+        if S_ISLNK(info.st_mode):
+            refused.append((path, "a symbolic link: artifacts are regular files"))
+            continue
+        if not os.path.realpath(absolute).startswith(real_root + os.sep):
+            refused.append((path, "its folder is a symbolic link out of the artifacts folder"))
+            continue
+        if not S_ISREG(info.st_mode):
             refused.append((path, "not a regular file"))
             continue
         chosen.append((os.path.relpath(absolute, root), info))
@@ -151,7 +166,9 @@ def _select(
 
 
 async def _file_chunks(path: Path) -> AsyncIterator[bytes]:
-    file = await asyncio.to_thread(path.open, "rb")
+    # O_NOFOLLOW: a file swapped for a link after it was chosen is not followed either.
+    descriptor = await asyncio.to_thread(os.open, path, os.O_RDONLY | os.O_NOFOLLOW)
+    file = os.fdopen(descriptor, "rb")
     try:
         while chunk := await asyncio.to_thread(file.read, UPLOAD_CHUNK_BYTES):
             yield chunk
@@ -172,7 +189,7 @@ async def _put(
         return f"the upload did not finish within {UPLOAD_TIMEOUT_SECONDS:.0f} s"
     except httpx.HTTPError as exc:
         log.info("uploading %s failed: %r", path, exc)
-        return f"the upload failed ({type(exc).__name__})"
+        return http_failure("upload to", url, exc)
     except OSError as exc:
         return f"cannot read the file ({exc.strerror})"
     if not response.is_success:

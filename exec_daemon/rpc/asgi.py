@@ -30,6 +30,10 @@ _GRPC_STATUS = {Code.UNAUTHENTICATED: 16, Code.UNIMPLEMENTED: 12}
 _HTTP_STATUS = {Code.UNAUTHENTICATED: 401, Code.UNIMPLEMENTED: 404}
 _ACCEPT_ENCODING_HEADERS = {b"accept-encoding", b"grpc-accept-encoding", b"connect-accept-encoding"}
 DRAIN_SECONDS = 10.0
+GRPC_NEEDS_HTTP2 = (
+    "gRPC needs HTTP/2 (h2c with prior knowledge on this port); over HTTP/1.1 use Connect or "
+    "gRPC-Web"
+)
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -37,6 +41,20 @@ def _header(scope: Scope, name: bytes) -> bytes:
         if key == name:
             return bytes(value)
     return b""
+
+
+def _is_http1(scope: Scope) -> bool:
+    return str(scope.get("http_version", "1.1")).startswith("1")
+
+
+def is_grpc_over_http1(scope: Scope) -> bool:
+    """gRPC proper (not gRPC-Web) on an HTTP/1.x connection: its trailers cannot be sent there."""
+    content_type = _header(scope, b"content-type")
+    return (
+        _is_http1(scope)
+        and content_type.startswith(b"application/grpc")
+        and not content_type.startswith(b"application/grpc-web")
+    )
 
 
 def bearer_token_matches(scope: Scope, expected: bytes) -> bool:
@@ -50,6 +68,9 @@ async def send_error(scope: Scope, send: Send, code: Code, message: str) -> None
     """Writes a call-level error in whichever protocol the request speaks."""
     content_type = _header(scope, b"content-type").decode("latin-1")
     headers: list[tuple[bytes, bytes]]
+    if is_grpc_over_http1(scope):
+        await _send_grpc_over_http1_error(send, code, message)
+        return
     if content_type.startswith("application/grpc"):
         status_headers = [
             (b"grpc-status", str(_GRPC_STATUS[code]).encode()),
@@ -81,6 +102,20 @@ async def send_error(scope: Scope, send: Send, code: Code, message: str) -> None
         headers = [(b"content-type", b"application/json")]
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_grpc_over_http1_error(send: Send, code: Code, message: str) -> None:
+    """HTTP/1.1 has no trailers for hypercorn: the status goes in the headers (as in a gRPC
+    trailers-only response) of a plain HTTP 505 whose body says the same in words."""
+    body = f"{message}\n".encode()
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"grpc-status", str(_GRPC_STATUS[code]).encode()),
+        (b"grpc-message", quote(message).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 505, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -122,6 +157,9 @@ class FrontDoor:
             return
         if scope["type"] != "http":
             return
+        if is_grpc_over_http1(scope):
+            await self._refuse(scope, receive, send, Code.UNIMPLEMENTED, GRPC_NEEDS_HTTP2)
+            return
         if not bearer_token_matches(scope, self._token):
             await self._refuse(
                 scope, receive, send, Code.UNAUTHENTICATED, "missing or wrong bearer token"
@@ -150,7 +188,7 @@ class FrontDoor:
         self, scope: Scope, receive: Receive, send: Send, code: Code, message: str
     ) -> None:
         log.info("refused %s %s: %s", scope.get("method"), scope.get("path"), message)
-        if scope.get("http_version", "1.1").startswith("1"):
+        if _is_http1(scope):
             await drain_body(receive, self._drain_limit)
         await send_error(scope, send, code, message)
 

@@ -48,7 +48,11 @@ from agent.v1.control_pb2 import (
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
 from exec_daemon import __version__
-from exec_daemon.guards.redaction import redact_outgoing_text
+from exec_daemon.guards.redaction import (
+    redact_outgoing_text,
+    redact_outgoing_window,
+    secret_context_bytes,
+)
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.rpc import artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
@@ -136,10 +140,28 @@ class ControlService(ControlServiceBase):
     ) -> ReadTextFileResponse:
         limit = self._daemon.config.max_message_bytes
         try:
-            content = await files.read_text_file(self._daemon.workspace, request.path, limit)
+            window = await files.read_text_file(
+                self._daemon.workspace,
+                request.path,
+                request.offset,
+                request.length,
+                limit,
+                context_bytes=secret_context_bytes(self._daemon),
+            )
         except CodedError as failure:
             raise _connect_error(failure) from None
-        return ReadTextFileResponse(content=await redact_outgoing_text(self._daemon, content))
+        at_end = window.next_offset >= window.total_size
+        content, covered = await redact_outgoing_window(
+            self._daemon, window.text, before=window.before, at_end=at_end
+        )
+        # A possible start of a secret left for the next window is read again there.
+        next_offset = window.next_offset - len(window.text[covered:].encode("utf-8"))
+        return ReadTextFileResponse(
+            content=content,
+            total_size=window.total_size,
+            eof=next_offset >= window.total_size,
+            next_offset=next_offset,
+        )
 
     async def write_text_file(
         self,

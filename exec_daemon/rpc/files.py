@@ -101,24 +101,77 @@ def _read_bounded(path: Path, offset: int, length: int) -> tuple[bytes, int]:
         raise _rpc_failure(exc, path, "read") from None
 
 
-def _read_text_sync(path: Path, max_bytes: int) -> str:
-    data, size = _read_bounded(path, 0, max_bytes + 1)
-    if len(data) > max_bytes:
+@dataclass(frozen=True)
+class TextWindow:
+    text: str
+    total_size: int
+    next_offset: int
+    # Up to `context_bytes` of the text just before the window (for redaction at its edge).
+    before: str = ""
+
+
+# The longest UTF-8 encoding of one character.
+_UTF8_MAX_BYTES = 4
+
+
+def _read_text_sync(
+    path: Path, offset: int, length: int, max_bytes: int, context_bytes: int
+) -> TextWindow:
+    """`length` bytes (0: the rest, which must fit in `max_bytes`) from `offset`, shortened to
+    end on a whole character."""
+    whole_rest = length == 0
+    data, size = _read_bounded(
+        path, offset, max_bytes + 1 if whole_rest else min(length, max_bytes)
+    )
+    if whole_rest and len(data) > max_bytes:
         raise CodedError(
             ErrorCode.RESOURCE_EXHAUSTED,
-            f"{path} is {size} bytes, more than one message holds; use ReadBinaryFile windows",
+            f"{path} has {size - offset} bytes from offset {offset}, more than one response "
+            f"carries ({max_bytes} bytes: --max-message-bytes less {MESSAGE_OVERHEAD // 1024} "
+            f"KiB); read it in windows with offset and length",
+        )
+    if data and 0x80 <= data[0] < 0xC0:
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"offset {offset} is inside a UTF-8 character of {path}"
         )
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CodedError(
-            ErrorCode.INVALID_ARGUMENT, f"{path} is not UTF-8 text; use ReadBinaryFile"
-        ) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        cut_inside_last_character = (
+            offset + len(data) < size
+            and exc.reason == "unexpected end of data"
+            and exc.start > len(data) - _UTF8_MAX_BYTES
+        )
+        if not cut_inside_last_character:
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{path} is not UTF-8 text (at byte {offset + exc.start}); use ReadBinaryFile",
+            ) from None
+        if exc.start == 0:
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"length {length} is shorter than the character at offset {offset} of {path}",
+            ) from None
+        data = data[: exc.start]
+        text = data.decode("utf-8")
+    start = max(0, offset - context_bytes)
+    before = _read_bounded(path, start, offset - start)[0] if context_bytes and offset else b""
+    return TextWindow(text, size, offset + len(data), before.decode("utf-8", "ignore"))
 
 
-async def read_text_file(workspace: str, path: str, max_message_bytes: int) -> str:
+async def read_text_file(
+    workspace: str,
+    path: str,
+    offset: int,
+    length: int,
+    max_message_bytes: int,
+    context_bytes: int = 0,
+) -> TextWindow:
+    """A window of the file's text (the rest of it when `length` is 0), bounded by the message
+    size and ending on a whole character, with up to `context_bytes` of what precedes it."""
     limit = max(max_message_bytes - MESSAGE_OVERHEAD, 1)
-    return await asyncio.to_thread(_read_text_sync, resolve_path(workspace, path), limit)
+    resolved = resolve_path(workspace, path)
+    return await asyncio.to_thread(_read_text_sync, resolved, offset, length, limit, context_bytes)
 
 
 async def read_binary_file(

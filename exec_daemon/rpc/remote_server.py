@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.http_failures import http_failure, where
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple
                 if not response.is_success:
                     raise CodedError(
                         ErrorCode.UNAVAILABLE,
-                        f"the download failed: the server answered HTTP {response.status_code}",
+                        f"the download failed: {where(url)} answered HTTP {response.status_code}",
                     )
                 async for chunk in response.aiter_bytes(CHUNK_BYTES):
                     size += len(chunk)
@@ -113,9 +114,7 @@ async def download_cursor_server(daemon: Daemon, commit: str, url: str) -> tuple
         ) from None
     except httpx.HTTPError as exc:
         log.info("downloading the Cursor server from %s failed: %r", url, exc)
-        raise CodedError(
-            ErrorCode.UNAVAILABLE, f"the download failed ({type(exc).__name__})"
-        ) from None
+        raise CodedError(ErrorCode.UNAVAILABLE, http_failure("download from", url, exc)) from None
     except OSError as exc:
         raise CodedError(ErrorCode.INTERNAL, f"writing {target} failed: {exc.strerror}") from None
     finally:

@@ -65,16 +65,26 @@ class ListDirectoryResponse(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[DirectoryEntry, _Mapping]]] = ...) -> None: ...
 
 class ReadTextFileRequest(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "offset", "length")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
     path: str
-    def __init__(self, path: _Optional[str] = ...) -> None: ...
+    offset: int
+    length: int
+    def __init__(self, path: _Optional[str] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class ReadTextFileResponse(_message.Message):
-    __slots__ = ("content",)
+    __slots__ = ("content", "total_size", "eof", "next_offset")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     content: str
-    def __init__(self, content: _Optional[str] = ...) -> None: ...
+    total_size: int
+    eof: bool
+    next_offset: int
+    def __init__(self, content: _Optional[str] = ..., total_size: _Optional[int] = ..., eof: _Optional[bool] = ..., next_offset: _Optional[int] = ...) -> None: ...
 
 class WriteTextFileRequest(_message.Message):
     __slots__ = ("path", "content")
