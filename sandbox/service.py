@@ -133,6 +133,10 @@ class SandboxService:
 
     def resolve(self, requested: SandboxPolicy | None) -> EffectivePolicy:
         """The effective policy of a call; raises SandboxRejected (reason for the user)."""
+        if not self.enabled:
+            # Without --sandbox-enabled, sandbox.json changes nothing (resolve_policy): no read
+            # of it on every shell call.
+            return resolve_policy(requested, sandbox_enabled=False, workspace=self.workspace)
         user, project = self.configs.load()
         return resolve_policy(
             requested,
