@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -21,9 +23,10 @@ HIGH_WATER_BYTES = 4 << 20
 LOW_WATER_BYTES = 1 << 20
 # Consecutive chunks of one stream are sent as one delta up to this size.
 DELTA_BYTES = 512 << 10
-# While output keeps coming, deltas go out at most this often (the first one after a quiet
-# spell at once): a fast stream then travels in a few large deltas instead of thousands of
-# pipe-sized ones, each of which costs both ends far more than its bytes.
+# While output keeps coming, deltas go out at most this often: a fast stream then travels in a
+# few large deltas instead of thousands of pipe-sized ones, each of which costs both ends far
+# more than its bytes. The first output of a call, or the first after a quiet spell, goes out
+# at once; a held delta goes as soon as the command ends or DELTA_BYTES are waiting.
 FLUSH_SECONDS = 0.01
 
 
@@ -47,11 +50,15 @@ class ForegroundCall:
         self.capture = capture
         self._pending: deque[tuple[str, bytes]] = deque()
         self._pending_bytes = 0
+        # Set when output arrives or the command ends.
         self._wake = asyncio.Event()
+        # Set when held output must go now: the command ended or a full delta is waiting.
+        self._flush_now = asyncio.Event()
         self._paused = False
         self.execution: Execution | None = None
         self.started = time.monotonic()
-        self._last_flush = 0.0
+        # When the latest delta went out (none yet: the first one is never held).
+        self._last_delta = -math.inf
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
@@ -63,6 +70,8 @@ class ForegroundCall:
         if self._pending_bytes > HIGH_WATER_BYTES and not self._paused and self.execution:
             self.execution.pause_output()
             self._paused = True
+        if self._pending_bytes >= DELTA_BYTES:
+            self._flush_now.set()
         self._wake.set()
 
     async def forward(self, emit: bool = True) -> None:
@@ -115,7 +124,7 @@ class ForegroundCall:
         """Streams until the command ends, times out (it is then interrupted) or the call is
         cancelled (abort / disconnect: interrupted too, the partial output still answered)."""
         self.execution = execution
-        done.add_done_callback(lambda _done: self._wake.set())
+        done.add_done_callback(self._command_ended)
         ending: Ending = "exited"
         try:
             async with asyncio.timeout(timeout_s):
@@ -139,15 +148,26 @@ class ForegroundCall:
         status = done.result() if done.done() and not done.cancelled() else None
         return ending, status
 
+    def _command_ended(self, _done: asyncio.Future[ExitStatus]) -> None:
+        self._flush_now.set()
+        self._wake.set()
+
     async def _stream_until(self, done: asyncio.Future[ExitStatus]) -> None:
-        while True:
-            hold = self._last_flush + FLUSH_SECONDS - time.monotonic()
-            if hold > 0 and not done.done() and self._pending_bytes < DELTA_BYTES:
-                await asyncio.sleep(hold)
-            await self.forward()
-            self._last_flush = time.monotonic()
-            if done.done():
-                await self.forward()
-                return
-            self._wake.clear()
+        while not done.done():
             await self._wake.wait()
+            self._wake.clear()
+            if self._pending:
+                await self._hold(done)
+                await self.forward()
+                self._last_delta = time.monotonic()
+
+    async def _hold(self, done: asyncio.Future[ExitStatus]) -> None:
+        """Waits until FLUSH_SECONDS passed since the latest delta, or the command ended, or a
+        full delta is waiting; more output meanwhile joins the pending one."""
+        hold = self._last_delta + FLUSH_SECONDS - time.monotonic()
+        if hold <= 0 or done.done() or self._pending_bytes >= DELTA_BYTES:
+            return
+        self._flush_now.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(hold):
+                await self._flush_now.wait()
