@@ -218,8 +218,8 @@ def check(answer, output_bytes=None):
     if answer.exit_code != 0:
         sys.exit(f"wrong answer from swe-rex: exit code {answer.exit_code}")
     text = answer.stdout if hasattr(answer, "stdout") else answer.output
-    # run_in_session strips the output's last newline; base64's output ends with exactly one.
-    if output_bytes is not None and len(text.rstrip("\n")) + 1 != output_bytes:
+    # run_in_session wraps the output in the pty's "\r\n"s; base64's output ends with one "\n".
+    if output_bytes is not None and len(text.strip()) + 1 != output_bytes:
         sys.exit(f"wrong answer from swe-rex: {len(text)} bytes of output, not {output_bytes}")
     return text
 
@@ -235,7 +235,7 @@ async def main():
         await asyncio.sleep(0.1)
     await runtime.create_session(CreateBashSessionRequest())
     out = {}
-    for name, make in (("run_in_session", lambda c: runtime.run_in_session(BashAction(command=c, check="ignore"))),
+    for name, make in (("run_in_session", lambda c: runtime.run_in_session(BashAction(command=c, check="silent"))),
                        ("execute", lambda c: runtime.execute(Command(command=c, shell=True)))):
         for _ in range(20):
             check(await make("true"))
@@ -255,7 +255,7 @@ async def main():
                              "bytes": len(result.stdout), "streaming": False}
     small = "head -c 7500000 /dev/urandom | base64"
     started = time.perf_counter()
-    result = await runtime.run_in_session(BashAction(command=small, check="ignore", timeout=300))
+    result = await runtime.run_in_session(BashAction(command=small, check="silent", timeout=300))
     seconds = time.perf_counter() - started
     check(result, 10_131_579)
     out["run_in_session_output_10mb"] = {"seconds": round(seconds, 3),
