@@ -119,8 +119,19 @@ async def test_list_mcp_tools_reports_each_server(
             served.client() as client,
         ):
             started = asyncio.get_running_loop().time()
-            response = await list_tools(client)
+            first = await list_tools(client)
             took = asyncio.get_running_loop().time() - started
+            # Servers still starting after the wait are listed on a later call (from the cache
+            # once their listing ends); on a loaded machine a Python server may take > 2 s.
+            deadline = started + 60
+            response = first
+            while any(
+                server.state == McpServerState.MCP_SERVER_STATE_STARTING
+                for server in response.servers
+                if server.name != "silent"
+            ):
+                assert asyncio.get_running_loop().time() < deadline, response
+                response = await list_tools(client)
             again = await list_tools(client)
 
     servers = servers_of(response)
@@ -151,10 +162,11 @@ async def test_list_mcp_tools_reports_each_server(
     assert servers["locked"].state == McpServerState.MCP_SERVER_STATE_NEEDS_AUTH
     assert "401" in servers["locked"].error
 
-    # The server that never completes its handshake held the answer no longer than the wait.
+    # The server that never completes its handshake held no answer longer than the wait.
     assert servers["silent"].state == McpServerState.MCP_SERVER_STATE_STARTING
     assert "not listed within 2 s" in servers["silent"].error
-    assert took < 10
+    assert servers_of(first)["silent"].state == McpServerState.MCP_SERVER_STATE_STARTING
+    assert took < 2 + 3
 
     docs = servers["docs"]
     assert docs.state == McpServerState.MCP_SERVER_STATE_BACKEND

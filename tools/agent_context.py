@@ -35,8 +35,9 @@ orchestrator. Such a file or folder is skipped with a diagnostic. Every read is 
 (MAX_FILE_BYTES; a larger file is a diagnostic), and so are the folders walked.
 
 Cost: parsed files are kept by path and reused while their stat (mtime, ctime, size, inode) is
-unchanged, folder listings while every listed folder's mtime is: an unchanged workspace costs
-stats, no reads.
+unchanged, folder listings while every listed folder's is; a request asked again gets the same
+answer while no file or folder it looked at changed: an unchanged workspace costs one stat per
+path looked at, no reads and no parsing.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import asyncio
 import os
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +137,8 @@ class AgentContext:
     skills: list[Skill] = field(default_factory=list)
     subagents: list[Subagent] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # What callers build from this context, kept with it while it stays fresh (the RPC answer).
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 _SPECS: dict[tuple[str, ...], pathspec.PathSpec] = {}
@@ -180,19 +184,33 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     return metadata, body
 
 
-def _stat_key(info: os.stat_result) -> tuple[int, int, int, int]:
+StatKey = tuple[int, int, int, int] | None
+
+
+def _stat_key(path: str) -> StatKey:
+    """What tells one version of a file or folder from another (None: it does not exist)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
     return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
+
+
+def unchanged(seen: dict[str, StatKey]) -> bool:
+    return all(_stat_key(path) == key for path, key in seen.items())
 
 
 class ContextFiles:
     """Reads files for the context: bounded, through the agent's read rules, contained in their
-    root, parsed once per version (stat) of the file. Thread-safe (one reader at a time)."""
+    root, parsed once per version (stat) of the file. `seen` records the version of every path
+    looked at (for a cheap "nothing changed" check). One reader at a time: hold `lock`."""
 
     def __init__(self, rules: PathRules) -> None:
         self._rules = rules
-        self._parsed: dict[tuple[str, str], tuple[tuple[int, int, int, int], Any]] = {}
-        self._listings: dict[tuple[str, int, bool], tuple[list[tuple[str, int]], list[str]]] = {}
+        self._parsed: dict[tuple[str, str], tuple[StatKey, Any]] = {}
+        self._listings: dict[tuple[str, int, bool], tuple[dict[str, StatKey], list[str]]] = {}
         self.lock = threading.Lock()
+        self.seen: dict[str, StatKey] = {}
 
     def parse(
         self,
@@ -203,11 +221,9 @@ class ContextFiles:
     ) -> T | None:
         """`parser(path, text)` of the file at `path` (None when missing or refused, with a
         diagnostic for the latter; a parser's ValueError is a diagnostic too)."""
-        try:
-            info = os.stat(path)
-        except OSError:
+        key = self.seen[path] = _stat_key(path)
+        if key is None:
             return None
-        key = _stat_key(info)
         cache_key = (path, getattr(parser, "__qualname__", repr(parser)))
         cached = self._parsed.get(cache_key)
         if cached is None or cached[0] != key:
@@ -257,12 +273,10 @@ class ContextFiles:
     ) -> list[str]:
         """Paths under `folder` (files, or with `dirs` the direct subfolders), sorted, at most
         MAX_FOLDER_FILES, when the folder really lies inside `root`; no symlinked subfolder is
-        entered. The listing is reused while no listed folder's mtime changed."""
-        try:
-            real = os.path.realpath(folder)
-            os.stat(real)
-        except OSError:
+        entered. The listing is reused while no listed folder changed."""
+        if (self.seen.setdefault(folder, _stat_key(folder))) is None:
             return []
+        real = os.path.realpath(folder)
         if not _under(real, root):
             diagnostics.append(
                 Diagnostic(folder, f"not read: the folder points outside {root} (to {real})")
@@ -270,11 +284,12 @@ class ContextFiles:
             return []
         cache_key = (folder, depth, dirs)
         cached = self._listings.get(cache_key)
-        if cached is not None and _folders_unchanged(cached[0]):
-            entries = cached[1]
+        if cached is not None and unchanged(cached[0]):
+            visited, entries = cached
         else:
             visited, entries = _walk(folder, depth, dirs)
             self._listings[cache_key] = (visited, entries)
+        self.seen.update(visited)
         if len(entries) > MAX_FOLDER_FILES:
             diagnostics.append(
                 Diagnostic(folder, f"only the first {MAX_FOLDER_FILES} entries are read")
@@ -289,24 +304,14 @@ def _too_large(path: str, size: int) -> Diagnostic:
     )
 
 
-def _folders_unchanged(visited: list[tuple[str, int]]) -> bool:
-    for folder, mtime in visited:
-        try:
-            if os.stat(folder).st_mtime_ns != mtime:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def _walk(folder: str, depth: int, dirs: bool) -> tuple[list[tuple[str, int]], list[str]]:
-    visited: list[tuple[str, int]] = []
+def _walk(folder: str, depth: int, dirs: bool) -> tuple[dict[str, StatKey], list[str]]:
+    visited: dict[str, StatKey] = {}
     found: list[str] = []
     pending = [(folder, 0)]
     while pending and len(found) <= MAX_FOLDER_FILES:
         current, level = pending.pop()
+        visited[current] = _stat_key(current)
         try:
-            visited.append((current, os.stat(current).st_mtime_ns))
             entries = list(os.scandir(current))
         except OSError:
             continue
@@ -465,14 +470,14 @@ class ContextReader:
         self.roots = roots
 
     def collect(self, paths: Sequence[str], requested: Sequence[str]) -> AgentContext:
-        with self.files.lock:
-            context = AgentContext()
-            relative = _relative_paths(self.roots.workspace, paths, context.diagnostics)
-            rules = self._rules(relative, context.diagnostics)
-            context.rules = [_apply(rule, relative, set(requested)) for rule in rules]
-            context.skills = self._skills(context.diagnostics)
-            context.subagents = self._subagents(context.diagnostics)
-            return context
+        """The context (the caller holds `files.lock`; `files.seen` gets what was looked at)."""
+        context = AgentContext()
+        relative = _relative_paths(self.roots.workspace, paths, context.diagnostics)
+        rules = self._rules(relative, context.diagnostics)
+        context.rules = [_apply(rule, relative, set(requested)) for rule in rules]
+        context.skills = self._skills(context.diagnostics)
+        context.subagents = self._subagents(context.diagnostics)
+        return context
 
     def _rules(self, relative: list[str], diagnostics: list[Diagnostic]) -> list[Rule]:
         workspace = self.roots.workspace
@@ -629,13 +634,22 @@ def _apply(rule: Rule, relative: list[str], requested: set[str]) -> AppliedRule:
     return AppliedRule(rule, applies, matched, rule.body if applies else "")
 
 
+# Answers kept for repeated requests (the same paths asked again while nothing changed).
+MAX_ANSWERS = 64
+AnswerKey = tuple[Roots, tuple[str, ...], tuple[str, ...]]
+
+
 class AgentContexts:
     """Per-daemon service (`daemon.service(AgentContexts)`): the context for a request, from
-    files parsed once per version."""
+    files parsed once per version; the same request again, with no file or folder it looked at
+    changed (one stat each), gets the same AgentContext back."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         self._files = ContextFiles(daemon.service(AgentPaths))
+        self._answers: OrderedDict[AnswerKey, tuple[dict[str, StatKey], AgentContext]] = (
+            OrderedDict()
+        )
 
     def roots(self) -> Roots:
         home = self._daemon.env.get("HOME") or ""
@@ -646,5 +660,19 @@ class AgentContexts:
         )
 
     async def context(self, paths: Sequence[str], requested: Sequence[str]) -> AgentContext:
-        reader = ContextReader(self._files, self.roots())
-        return await asyncio.to_thread(reader.collect, list(paths), list(requested))
+        key = (self.roots(), tuple(paths), tuple(requested))
+        return await asyncio.to_thread(self._answer, key)
+
+    def _answer(self, key: AnswerKey) -> AgentContext:
+        roots, paths, requested = key
+        with self._files.lock:
+            cached = self._answers.get(key)
+            if cached is not None and unchanged(cached[0]):
+                self._answers.move_to_end(key)
+                return cached[1]
+            self._files.seen = {}
+            context = ContextReader(self._files, roots).collect(paths, requested)
+            self._answers[key] = (self._files.seen, context)
+            if len(self._answers) > MAX_ANSWERS:
+                self._answers.popitem(last=False)
+            return context

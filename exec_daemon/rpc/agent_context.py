@@ -27,7 +27,7 @@ from agent.v1.context_pb2 import (
 )
 from exec_daemon.kernel.agents import AgentModes
 from exec_daemon.kernel.state import Daemon
-from tools.agent_context import AgentContexts, AppliedRule
+from tools.agent_context import AgentContext, AgentContexts, AppliedRule
 from tools.agent_context_watch import ContextChange, ContextWatcher
 from tools.agent_state import AgentStates
 
@@ -51,7 +51,31 @@ async def get_agent_context(
     daemon: Daemon, request: GetAgentContextRequest
 ) -> GetAgentContextResponse:
     found = await daemon.service(AgentContexts).context(request.paths, request.requested_rules)
-    response = GetAgentContextResponse(
+    cached = found.memo.get("response")
+    if cached is None:
+        cached = found.memo["response"] = _context_response(found)
+    if not request.agent_id:
+        return cached  # type: ignore[no-any-return]
+    response = GetAgentContextResponse()
+    response.CopyFrom(cached)
+    if request.agent_id:
+        response.mode = daemon.service(AgentModes).mode(request.agent_id)
+        response.reflections.extend(
+            AgentReflection(
+                at_ms=item.at_ms,
+                unexpected_action_outcomes=item.unexpected_action_outcomes,
+                relevant_instructions=item.relevant_instructions,
+                scenario_analysis=item.scenario_analysis,
+                critical_synthesis=item.critical_synthesis,
+                next_steps=item.next_steps,
+            )
+            for item in daemon.service(AgentStates).reflections(request.agent_id)
+        )
+    return response
+
+
+def _context_response(found: AgentContext) -> GetAgentContextResponse:
+    return GetAgentContextResponse(
         rules=[_rule(applied) for applied in found.rules],
         skills=[
             AgentSkill(
@@ -81,20 +105,6 @@ async def get_agent_context(
             ContextDiagnostic(path=item.path, message=item.message) for item in found.diagnostics
         ],
     )
-    if request.agent_id:
-        response.mode = daemon.service(AgentModes).mode(request.agent_id)
-        response.reflections.extend(
-            AgentReflection(
-                at_ms=item.at_ms,
-                unexpected_action_outcomes=item.unexpected_action_outcomes,
-                relevant_instructions=item.relevant_instructions,
-                scenario_analysis=item.scenario_analysis,
-                critical_synthesis=item.critical_synthesis,
-                next_steps=item.next_steps,
-            )
-            for item in daemon.service(AgentStates).reflections(request.agent_id)
-        )
-    return response
 
 
 def _rule(applied: AppliedRule) -> AgentRule:
