@@ -5,6 +5,7 @@ the agent's mode and reflections. The daemon serves a temp workspace in the test
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,10 @@ async def test_rules_symlinked_out_of_the_workspace_are_not_read(
     (space / ".cursor" / "agents").mkdir()
     (space / ".cursor" / "agents" / "spy.md").symlink_to(outside / "secret.txt")
 
+    os.link(outside / "secret.txt", space / ".cursorrules")
+    (space / "pkg" / "AGENTS.md").symlink_to("/proc/self/environ")
+    os.mkfifo(space / "CLAUDE.md")
+
     response = await context(served, "pkg/a.py")
     contents = [rule.content for rule in response.rules]
     assert contents == ["Shared inside."]
@@ -279,6 +284,9 @@ async def test_rules_symlinked_out_of_the_workspace_are_not_read(
     assert f"{space / '.cursor' / 'rules'}: not read: the folder points outside" in text
     assert f"{space / 'AGENTS.md'}: not read: it points outside {space}" in text
     assert f"{space / '.cursor' / 'agents' / 'spy.md'}: not read: it points outside" in text
+    assert f"{space / '.cursorrules'}: not read: the file has other hard links" in text
+    assert f"{space / 'pkg' / 'AGENTS.md'}: not read:" in text
+    assert f"{space / 'CLAUDE.md'}: not read: not a regular file" in text
 
 
 async def test_edits_are_seen_on_the_next_call(served: InProcessDaemon, space: Path) -> None:
@@ -290,6 +298,11 @@ async def test_edits_are_seen_on_the_next_call(served: InProcessDaemon, space: P
     assert [r.content for r in (await context(served)).rules] == ["Second, longer.", "New file."]
     rule.unlink()
     assert [r.content for r in (await context(served)).rules] == ["New file."]
+    # A nested AGENTS.md created where none was is found by the same request asked again.
+    assert len((await context(served, "deep/er/file.py")).rules) == 1
+    write(space / "deep" / "AGENTS.md", "Deep.")
+    asked = await context(served, "deep/er/file.py")
+    assert [r.content for r in asked.rules] == ["New file.", "Deep."]
 
 
 async def test_mode_and_reflections_read_back(served: InProcessDaemon) -> None:

@@ -31,7 +31,8 @@ Safety: every file is opened through exec_daemon/kernel/paths.py with the agent'
 under (the workspace, or the home folder for `~/...` sources): the agent can write the
 workspace, so a rules folder or rule file symlinked to `/etc`, `~/.ssh` or another checkout
 would otherwise put files nobody reviewed as rules (or secrets) in front of the model and the
-orchestrator. Such a file or folder is skipped with a diagnostic. Every read is bounded
+orchestrator. Such a file or folder is skipped with a diagnostic, and so is a file with more
+than one hard link (its other name may be anywhere on the file system). Every read is bounded
 (MAX_FILE_BYTES; a larger file is a diagnostic), and so are the folders walked.
 
 Cost: parsed files are kept by path and reused while their stat (mtime, ctime, size, inode) is
@@ -256,6 +257,10 @@ class ContextFiles:
                 return Diagnostic(path, f"not read: it points outside {root} (to {opened.real})")
             if not stat.S_ISREG(opened.info.st_mode):
                 return Diagnostic(path, "not read: not a regular file")
+            if opened.info.st_nlink > 1:
+                # A hard link has no "real path" elsewhere to check: it may be any file of the
+                # same file system, made a rule by whoever linked it.
+                return Diagnostic(path, "not read: the file has other hard links")
             if opened.info.st_size > MAX_FILE_BYTES:
                 return _too_large(path, opened.info.st_size)
             data = os.pread(opened.fd, MAX_FILE_BYTES + 1, 0)
