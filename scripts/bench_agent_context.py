@@ -41,7 +41,7 @@ from agent.v1.context_pb2 import (
 from exec_daemon.client import ExecDaemonClient
 from scripts.benchmarking import add_quick_flag, expect
 from tests.daemon_process import free_port, running_daemon
-from tests.polling import wait_until
+from tests.test_mcp import wait_for_port
 
 RULES = 200
 NESTED = 50
@@ -149,27 +149,13 @@ async def bench_mcp(client: ExecDaemonClient) -> dict[str, Any]:
     }
 
 
-def wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    import socket
-
-    def listening() -> bool:
-        expect(process.poll() is None, "the HTTP MCP server exited")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-        except OSError:
-            return False
-        return True
-
-    wait_until(listening, 30, "the HTTP MCP server to listen")
-
-
 @contextlib.contextmanager
 def http_mcp_server() -> Iterator[int]:
     """The demo MCP server over streamable HTTP on a free loopback port."""
     port = free_port()
     process = subprocess.Popen([*SERVER, "--http", str(port)], cwd=REPO)
     try:
-        wait_listening(port, process)
+        wait_for_port(port, process, 30)
         yield port
     finally:
         process.terminate()

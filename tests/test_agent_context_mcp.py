@@ -24,18 +24,12 @@ from agent.v1.context_pb2 import (
 )
 from exec_daemon.client import ExecDaemonClient
 from tests.inprocess import InProcessDaemon, serve_in_process
+from tests.test_agent_context import home
 from tests.test_mcp import http_server_port, stdio_server
 from tools import mcp_catalog
 
-__all__ = ["http_server_port"]  # the module-scoped demo server over HTTP, from test_mcp.py
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    monkeypatch.setenv("HOME", str(path))
-    return path
+# Fixtures: the module-scoped demo server over HTTP; a temp HOME for the daemon.
+__all__ = ["home", "http_server_port"]
 
 
 @contextlib.asynccontextmanager
