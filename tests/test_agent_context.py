@@ -5,18 +5,26 @@ the agent's mode and reflections. The daemon serves a temp workspace in the test
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 
 from agent.v1.agent_pb2 import ReflectArgs, ReflectToolCall, SwitchModeArgs, SwitchModeToolCall
-from agent.v1.context_pb2 import GetAgentContextRequest, GetAgentContextResponse, RuleKind
+from agent.v1.context_pb2 import (
+    GetAgentContextRequest,
+    GetAgentContextResponse,
+    RuleKind,
+    WatchAgentContextRequest,
+)
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.inprocess import InProcessDaemon, serve_in_process
-from tools import agent_state
+from tools import agent_context_watch, agent_state
 
 
 @pytest.fixture
@@ -326,3 +334,50 @@ async def test_mode_and_reflections_read_back(served: InProcessDaemon) -> None:
     other = await context(served, agent_id="agent-2")
     assert other.mode == "agent" and not other.reflections
     assert (await context(served)).mode == ""
+
+
+async def test_bad_requests_get_a_typed_answer(served: InProcessDaemon, space: Path) -> None:
+    write(space / "AGENTS.md", "Root.")
+    response = await context(served, "a\x00b/c.py", "ok.py")
+    assert [rule.content for rule in response.rules] == ["Root."]
+    assert "contains a NUL byte: ignored" in diagnostics(response)
+    with pytest.raises(ConnectError) as refused:
+        await context(served, *[f"f{index}.py" for index in range(1001)])
+    assert refused.value.code == Code.INVALID_ARGUMENT
+    assert "1001 paths: at most 1000 per request" in refused.value.message
+
+
+async def test_watch_reports_a_skill_added_in_home_after_a_resubscribe(
+    served: InProcessDaemon, home: Path
+) -> None:
+    (home / ".cursor" / "skills").mkdir(parents=True)
+    async with served.client() as client:
+        request, headers = WatchAgentContextRequest(), client.headers
+        first = client.control.watch_agent_context(request, headers=headers)
+        opened = await asyncio.wait_for(anext(first), 20)
+        assert str((home / ".cursor").resolve()) in opened.watching
+        await first.aclose()  # type: ignore[attr-defined]
+        second = client.control.watch_agent_context(request, headers=headers)
+        await asyncio.wait_for(anext(second), 20)
+        write(home / ".cursor" / "skills" / "deploy" / "SKILL.md", "---\nname: d\n---\n")
+        change = await asyncio.wait_for(anext(second), 20)
+        assert list(change.kinds) == ["skills"]
+        await second.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_watch_that_cannot_start_answers_unavailable(
+    served: InProcessDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_watch(*paths: str, **options: Any) -> AsyncIterator[set[Any]]:
+        raise OSError("OS file watch limit reached")
+        yield set()
+
+    monkeypatch.setattr(agent_context_watch, "awatch", no_watch)
+    async with served.client() as client:
+        stream = client.control.watch_agent_context(
+            WatchAgentContextRequest(), headers=client.headers
+        )
+        with pytest.raises(ConnectError) as failed:
+            await asyncio.wait_for(anext(stream), 20)
+    assert failed.value.code == Code.UNAVAILABLE
+    assert "OS file watch limit reached" in failed.value.message

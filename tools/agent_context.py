@@ -57,6 +57,7 @@ import frontmatter
 import pathspec
 import yaml
 
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, PathRules, open_checked
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import AgentPaths
@@ -192,7 +193,7 @@ def _stat_key(path: str) -> StatKey:
     """What tells one version of a file or folder from another (None: it does not exist)."""
     try:
         info = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte
         return None
     return (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
 
@@ -444,6 +445,9 @@ def _relative_paths(
     """The request's paths as normalised workspace-relative paths ("" for the root itself)."""
     found = []
     for path in paths:
+        if "\x00" in path:
+            diagnostics.append(Diagnostic(repr(path), "contains a NUL byte: ignored"))
+            continue
         full = os.path.normpath(os.path.join(workspace, path))
         if not _under(full, workspace):
             diagnostics.append(Diagnostic(path, "outside the workspace: no rule is matched to it"))
@@ -639,8 +643,12 @@ def _apply(rule: Rule, relative: list[str], requested: set[str]) -> AppliedRule:
     return AppliedRule(rule, applies, matched, rule.body if applies else "")
 
 
-# Answers kept for repeated requests (the same paths asked again while nothing changed).
+# Answers kept for repeated requests (the same paths asked again while nothing changed), for
+# requests up to MAX_CACHED_REQUEST characters.
 MAX_ANSWERS = 64
+MAX_CACHED_REQUEST = 64 * 1024
+# Paths and requested rules one request may name.
+MAX_REQUEST_ITEMS = 1000
 AnswerKey = tuple[Roots, tuple[str, ...], tuple[str, ...]]
 
 
@@ -665,6 +673,13 @@ class AgentContexts:
         )
 
     async def context(self, paths: Sequence[str], requested: Sequence[str]) -> AgentContext:
+        """Raises CodedError (invalid_argument) for a request naming too many paths or rules."""
+        for what, items in (("paths", paths), ("requested_rules", requested)):
+            if len(items) > MAX_REQUEST_ITEMS:
+                raise CodedError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"{len(items)} {what}: at most {MAX_REQUEST_ITEMS} per request",
+                )
         key = (self.roots(), tuple(paths), tuple(requested))
         return await asyncio.to_thread(self._answer, key)
 
@@ -677,7 +692,8 @@ class AgentContexts:
                 return cached[1]
             self._files.seen = {}
             context = ContextReader(self._files, roots).collect(paths, requested)
-            self._answers[key] = (self._files.seen, context)
+            if sum(map(len, paths)) + sum(map(len, requested)) <= MAX_CACHED_REQUEST:
+                self._answers[key] = (self._files.seen, context)
             if len(self._answers) > MAX_ANSWERS:
                 self._answers.popitem(last=False)
             return context

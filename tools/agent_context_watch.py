@@ -22,6 +22,7 @@ from pathlib import PurePath
 
 from watchfiles import Change, DefaultFilter, awatch
 
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from tools.mcp_config import ServerSpec, load_settings
 
@@ -74,13 +75,15 @@ class ContextWatcher:
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
-        self._subscribers: set[asyncio.Queue[ContextChange]] = set()
+        self._subscribers: set[asyncio.Queue[ContextChange | None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._ready = asyncio.Event()
         self._sequence = 0
         self._mcp_servers: Mapping[str, ServerSpec] = {}
         self.roots: list[str] = []
+        # Why the watch ended on its own (subscribers then get None from their queue).
+        self.failure = ""
 
     def _roots(self) -> list[str]:
         workspace = os.path.realpath(self._daemon.workspace)
@@ -100,22 +103,30 @@ class ContextWatcher:
         tools_file = self._daemon.config.http_mcp_tools_file
         return frozenset({os.path.realpath(tools_file)} if tools_file else ())
 
-    async def subscribe(self) -> asyncio.Queue[ContextChange]:
-        """A queue of changes, once the watch is in place."""
-        queue: asyncio.Queue[ContextChange] = asyncio.Queue(QUEUE_SIZE)
+    async def subscribe(self) -> asyncio.Queue[ContextChange | None]:
+        """A queue of changes once the watch is in place; None in it: the watch ended (see
+        `failure`). Raises CodedError (unavailable) when the watch cannot start."""
+        if self._task is not None and not self._task.done() and self._stop.is_set():
+            # The last subscriber just left: let that watch end, then start a new one.
+            await asyncio.wait([self._task], timeout=5.0)
+        queue: asyncio.Queue[ContextChange | None] = asyncio.Queue(QUEUE_SIZE)
         self._subscribers.add(queue)
         if self._task is None or self._task.done():
             self._stop = asyncio.Event()
             self._ready = asyncio.Event()
-            self.roots = self._roots()
-            self._mcp_servers = self._load_mcp_servers()
+            self.failure = ""
+            self.roots = await asyncio.to_thread(self._roots)
+            self._mcp_servers = await asyncio.to_thread(self._load_mcp_servers)
             self._task = asyncio.create_task(self._watch(), name="agent-context-watch")
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait([ready, self._task], return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
+        if self.failure:
+            self.unsubscribe(queue)
+            raise CodedError(ErrorCode.UNAVAILABLE, self.failure)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[ContextChange]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[ContextChange | None]) -> None:
         self._subscribers.discard(queue)
         if not self._subscribers:
             self._stop.set()
@@ -141,10 +152,14 @@ class ContextWatcher:
                 self._ready.set()
                 if changes:
                     await self._publish(sorted({path for _change, path in changes}), extra)
-        except Exception:
+        except Exception as exc:
             log.warning("the agent-context watch stopped", exc_info=True)
+            # e.g. OSError "OS file watch limit reached" on a huge tree (fs.inotify limits).
+            self.failure = f"the agent-context watch stopped: {exc}"
         finally:
             self._ready.set()
+            for queue in list(self._subscribers):
+                _put_latest(queue, None)
 
     async def _publish(self, paths: list[str], extra: frozenset[str]) -> None:
         kinds = sorted({kind for path in paths if (kind := change_kind(path, extra))})
@@ -157,11 +172,17 @@ class ContextWatcher:
             change.mcp_removed = sorted(set(old) - set(new))
             change.mcp_changed = sorted(n for n in set(old) & set(new) if old[n] != new[n])
         for queue in list(self._subscribers):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(change)
+            _put_latest(queue, change)
 
     async def aclose(self) -> None:
         self._stop.set()
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._task, 5.0)
+
+
+def _put_latest(queue: asyncio.Queue[ContextChange | None], item: ContextChange | None) -> None:
+    """Queues `item`; a subscriber QUEUE_SIZE changes behind loses its oldest one."""
+    if queue.full():
+        queue.get_nowait()
+    queue.put_nowait(item)

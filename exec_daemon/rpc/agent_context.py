@@ -9,7 +9,7 @@ them into the messages of proto/agent/v1/context.proto.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from agent.v1.context_pb2 import (
     AgentContextChange,
@@ -26,6 +26,7 @@ from agent.v1.context_pb2 import (
     SubagentDefinition,
 )
 from exec_daemon.kernel.agents import AgentModes
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
 from tools.agent_context import AgentContext, AgentContexts, AppliedRule
 from tools.agent_context_watch import ContextChange, ContextWatcher
@@ -50,6 +51,7 @@ _STATES = {
 async def get_agent_context(
     daemon: Daemon, request: GetAgentContextRequest
 ) -> GetAgentContextResponse:
+    """Raises CodedError for a request it refuses (too many paths)."""
     found = await daemon.service(AgentContexts).context(request.paths, request.requested_rules)
     cached = found.memo.get("response")
     if cached is None:
@@ -152,25 +154,26 @@ async def list_mcp_tools(daemon: Daemon) -> tuple[list[McpServerInfo], list[str]
     return servers, problems
 
 
-async def watch_agent_context(daemon: Daemon) -> AsyncIterator[AgentContextChange]:
+async def watch_agent_context(daemon: Daemon) -> AsyncGenerator[AgentContextChange, None]:
     """First the folders watched, then one message per (debounced) change, until the daemon
-    stops or the client goes."""
+    stops or the client goes. Raises CodedError (unavailable) when the watch fails."""
     watcher = daemon.service(ContextWatcher)
     queue = await watcher.subscribe()
+    stopping = asyncio.ensure_future(daemon.stopping.wait())
     try:
         yield AgentContextChange(watching=watcher.roots)
-        stopping = asyncio.ensure_future(daemon.stopping.wait())
-        try:
-            while True:
-                got = asyncio.ensure_future(queue.get())
-                await asyncio.wait([got, stopping], return_when=asyncio.FIRST_COMPLETED)
-                if not got.done():
-                    got.cancel()
-                    return
-                yield _change(got.result())
-        finally:
-            stopping.cancel()
+        while True:
+            got = asyncio.ensure_future(queue.get())
+            await asyncio.wait([got, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if not got.done():
+                got.cancel()
+                return
+            change = got.result()
+            if change is None:
+                raise CodedError(ErrorCode.UNAVAILABLE, watcher.failure or "the watch ended")
+            yield _change(change)
     finally:
+        stopping.cancel()
         watcher.unsubscribe(queue)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -304,7 +304,10 @@ class ControlService(ControlServiceBase):
         request: GetAgentContextRequest,
         ctx: RequestContext[GetAgentContextRequest, GetAgentContextResponse],
     ) -> GetAgentContextResponse:
-        return await agent_context.get_agent_context(self._daemon, request)
+        try:
+            return await agent_context.get_agent_context(self._daemon, request)
+        except CodedError as failure:
+            raise _connect_error(failure) from None
 
     async def list_mcp_tools(
         self,
@@ -319,7 +322,7 @@ class ControlService(ControlServiceBase):
         request: WatchAgentContextRequest,
         ctx: RequestContext[WatchAgentContextRequest, AgentContextChange],
     ) -> AsyncIterator[AgentContextChange]:
-        return agent_context.watch_agent_context(self._daemon)
+        return _connect_errors(agent_context.watch_agent_context(self._daemon))
 
 
 def _artifact(info: artifacts.ArtifactInfo) -> Artifact:
@@ -330,6 +333,19 @@ def _artifact(info: artifacts.ArtifactInfo) -> Artifact:
         modified_ms=info.modified_ms,
         uploaded=info.uploaded,
     )
+
+
+async def _connect_errors(
+    stream: AsyncGenerator[AgentContextChange, None],
+) -> AsyncIterator[AgentContextChange]:
+    """The stream, its CodedError answered as the RPC's Connect error."""
+    try:
+        async for item in stream:
+            yield item
+    except CodedError as failure:
+        raise _connect_error(failure) from None
+    finally:
+        await stream.aclose()
 
 
 async def _single_call(request: ExecRequest) -> AsyncIterator[ExecStreamElement]:
