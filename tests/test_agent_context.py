@@ -262,6 +262,20 @@ async def test_a_10_mb_rules_file_is_diagnosed_not_read(
     assert response.ByteSize() < 64 * 1024
 
 
+async def test_an_answer_carries_at_most_4_mib_of_rules(
+    served: InProcessDaemon, space: Path
+) -> None:
+    rules = space / ".cursor" / "rules"
+    for index in range(20):
+        write(rules / f"r{index:02d}.mdc", "---\nalwaysApply: true\n---\n" + "z" * 250_000)
+    response = await context(served)
+    carried = [rule.name for rule in response.rules if rule.content]
+    assert carried == [f"r{index:02d}" for index in range(16)]
+    assert all(rule.applies for rule in response.rules)
+    assert f"{rules / 'r19.mdc'}: applies, but its content is left out" in diagnostics(response)
+    assert response.ByteSize() < 5 * 1024 * 1024
+
+
 async def test_rules_symlinked_out_of_the_workspace_are_not_read(
     served: InProcessDaemon, space: Path, tmp_path: Path
 ) -> None:

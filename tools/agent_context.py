@@ -67,6 +67,11 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_FOLDER_FILES = 1000
 MAX_SKILL_FILES = 200
 MAX_DEPTH = 8
+# The content one answer carries at most (rules beyond it come without content, diagnosed), and
+# what the parsed-file cache keeps (the least recently used files go first).
+MAX_ANSWER_CONTENT = 4 * 1024 * 1024
+MAX_CACHED_BYTES = 32 * 1024 * 1024
+MAX_CACHED_LISTINGS = 1024
 
 RULE_SUFFIXES = (".mdc", ".md")
 T = TypeVar("T")
@@ -150,6 +155,8 @@ def _glob_spec(globs: tuple[str, ...]) -> pathspec.PathSpec:
     """Globs as gitignore patterns ("*.ts" matches at any depth, "src/**" under src)."""
     found = _SPECS.get(globs)
     if found is None:
+        if len(_SPECS) >= MAX_CACHED_LISTINGS:
+            _SPECS.clear()
         found = _SPECS[globs] = pathspec.PathSpec.from_lines("gitignore", globs)
     return found
 
@@ -209,8 +216,11 @@ class ContextFiles:
 
     def __init__(self, rules: PathRules) -> None:
         self._rules = rules
-        self._parsed: dict[tuple[str, str], tuple[StatKey, Any]] = {}
-        self._listings: dict[tuple[str, int, bool], tuple[dict[str, StatKey], list[str]]] = {}
+        self._parsed: OrderedDict[tuple[str, str], tuple[StatKey, Any]] = OrderedDict()
+        self._parsed_bytes = 0
+        self._listings: OrderedDict[tuple[str, int, bool], tuple[dict[str, StatKey], list[str]]] = (
+            OrderedDict()
+        )
         self.lock = threading.Lock()
         self.seen: dict[str, StatKey] = {}
 
@@ -230,12 +240,25 @@ class ContextFiles:
         cached = self._parsed.get(cache_key)
         if cached is None or cached[0] != key:
             cached = (key, self._read_and_parse(path, root, parser))
-            self._parsed[cache_key] = cached
+            self._keep(cache_key, cached)
+        else:
+            self._parsed.move_to_end(cache_key)
         value = cached[1]
         if isinstance(value, Diagnostic):
             diagnostics.append(value)
             return None
         return value  # type: ignore[no-any-return]
+
+    def _keep(self, cache_key: tuple[str, str], entry: tuple[StatKey, Any]) -> None:
+        """Caches a parsed file (its size counted), dropping the least recently used ones."""
+        old = self._parsed.pop(cache_key, None)
+        if old is not None:
+            self._parsed_bytes -= _cost(old[0])
+        self._parsed[cache_key] = entry
+        self._parsed_bytes += _cost(entry[0])
+        while self._parsed_bytes > MAX_CACHED_BYTES and len(self._parsed) > 1:
+            _name, (stat_key, _value) = self._parsed.popitem(last=False)
+            self._parsed_bytes -= _cost(stat_key)
 
     def _read_and_parse(self, path: str, root: str, parser: Callable[[str, str], Any]) -> Any:
         text = self._read(path, root)
@@ -295,12 +318,19 @@ class ContextFiles:
         else:
             visited, entries = _walk(folder, depth, dirs)
             self._listings[cache_key] = (visited, entries)
+            if len(self._listings) > MAX_CACHED_LISTINGS:
+                self._listings.popitem(last=False)
         self.seen.update(visited)
         if len(entries) > MAX_FOLDER_FILES:
             diagnostics.append(
                 Diagnostic(folder, f"only the first {MAX_FOLDER_FILES} entries are read")
             )
         return entries[:MAX_FOLDER_FILES]
+
+
+def _cost(key: StatKey) -> int:
+    """What a cached file costs (at most its size, which the read stops at)."""
+    return min(key[2], MAX_FILE_BYTES) if key is not None else 0
 
 
 def _too_large(path: str, size: int) -> Diagnostic:
@@ -484,6 +514,7 @@ class ContextReader:
         relative = _relative_paths(self.roots.workspace, paths, context.diagnostics)
         rules = self._rules(relative, context.diagnostics)
         context.rules = [_apply(rule, relative, set(requested)) for rule in rules]
+        _bound_content(context)
         context.skills = self._skills(context.diagnostics)
         context.subagents = self._subagents(context.diagnostics)
         return context
@@ -625,6 +656,22 @@ def _scoped(rule: Rule, scope: str) -> Rule:
     return Rule(
         rule.path, rule.format, rule.kind, rule.name, rule.description, rule.globs, rule.body, scope
     )
+
+
+def _bound_content(context: AgentContext) -> None:
+    """Leaves out the content of the rules past MAX_ANSWER_CONTENT (in order), diagnosed."""
+    total = 0
+    for applied in context.rules:
+        total += len(applied.content)
+        if total > MAX_ANSWER_CONTENT and applied.content:
+            applied.content = ""
+            context.diagnostics.append(
+                Diagnostic(
+                    applied.rule.path,
+                    f"applies, but its content is left out: the answer's rules are over "
+                    f"{MAX_ANSWER_CONTENT // (1024 * 1024)} MiB (ask for fewer paths)",
+                )
+            )
 
 
 def _apply(rule: Rule, relative: list[str], requested: set[str]) -> AppliedRule:
