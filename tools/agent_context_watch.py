@@ -153,9 +153,10 @@ class ContextWatcher:
                 if changes:
                     await self._publish(sorted({path for _change, path in changes}), extra)
         except Exception as exc:
-            log.warning("the agent-context watch stopped", exc_info=True)
             # e.g. OSError "OS file watch limit reached" on a huge tree (fs.inotify limits).
             self.failure = f"the agent-context watch stopped: {exc}"
+            log.warning("%s", self.failure)
+            log.debug("the agent-context watch stopped", exc_info=True)
         finally:
             self._ready.set()
             for queue in list(self._subscribers):
