@@ -23,6 +23,7 @@ from agent.v1.context_pb2 import (
     WatchAgentContextRequest,
 )
 from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.guards.redaction import SECRET_NAMES_VARIABLE
 from tests.inprocess import InProcessDaemon, serve_in_process
 from tools import agent_context_watch, agent_state
 
@@ -260,6 +261,25 @@ async def test_a_10_mb_rules_file_is_diagnosed_not_read(
     assert f"{rules / 'huge.mdc'}: not read: 1048578" in text
     assert f"{space / 'AGENTS.md'}: not read: 307200 bytes" in text
     assert response.ByteSize() < 64 * 1024
+
+
+async def test_injected_secrets_are_redacted_with_redaction_on(
+    space: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("DEPLOY_KEY", secret)
+    monkeypatch.setenv(SECRET_NAMES_VARIABLE, "DEPLOY_KEY")
+    write(space / "AGENTS.md", f"Deploy with {secret} please.")
+    write(
+        space / ".cursor" / "agents" / "ops.md", f"---\ndescription: uses {secret}\n---\n{secret}"
+    )
+    async for served in serving(space, secret_redaction_enabled=True):
+        for _ in range(2):  # the second answer comes from the cache
+            response = await context(served)
+            assert response.rules[0].content == "Deploy with [REDACTED] please."
+            assert response.subagents[0].description == "uses [REDACTED]"
+            assert response.subagents[0].prompt == "[REDACTED]"
+            assert secret not in str(response)
 
 
 async def test_an_answer_carries_at_most_4_mib_of_rules(

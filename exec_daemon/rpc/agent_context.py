@@ -25,6 +25,7 @@ from agent.v1.context_pb2 import (
     RuleKind,
     SubagentDefinition,
 )
+from exec_daemon.guards.redaction import SecretMatcher, SecretStore, redact_message
 from exec_daemon.kernel.agents import AgentModes
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
@@ -53,9 +54,16 @@ async def get_agent_context(
 ) -> GetAgentContextResponse:
     """Raises CodedError for a request it refuses (too many paths)."""
     found = await daemon.service(AgentContexts).context(request.paths, request.requested_rules)
-    cached = found.memo.get("response")
-    if cached is None:
-        cached = found.memo["response"] = _context_response(found)
+    matcher = _secret_matcher(daemon)
+    memo = found.memo.get("response")
+    if memo is not None and memo[0] is matcher:
+        cached = memo[1]
+    else:
+        cached = _context_response(found)
+        if matcher is not None:
+            await asyncio.to_thread(redact_message, cached, matcher)
+        # Kept with the context while it is fresh, for as long as the secrets are the same.
+        found.memo["response"] = (matcher, cached)
     if not request.agent_id:
         return cached  # type: ignore[no-any-return]
     response = GetAgentContextResponse()
@@ -74,6 +82,14 @@ async def get_agent_context(
             for item in daemon.service(AgentStates).reflections(request.agent_id)
         )
     return response
+
+
+def _secret_matcher(daemon: Daemon) -> SecretMatcher | None:
+    """The injected secrets to mask (--secret-redaction-enabled): rule files, prompts and MCP
+    descriptions are files and programs the agent can write, like ReadTextFile's."""
+    if not daemon.config.secret_redaction_enabled:
+        return None
+    return daemon.service(SecretStore).matcher
 
 
 def _context_response(found: AgentContext) -> GetAgentContextResponse:
@@ -151,6 +167,10 @@ async def list_mcp_tools(daemon: Daemon) -> tuple[list[McpServerInfo], list[str]
         )
         for report in reports
     ]
+    matcher = _secret_matcher(daemon)
+    if matcher is not None:
+        for server in servers:
+            redact_message(server, matcher)
     return servers, problems
 
 
