@@ -49,7 +49,7 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -619,9 +619,7 @@ class ContextReader:
                             skill_folder, f"only the first {MAX_SKILL_FILES} files are listed"
                         )
                     )
-                skill = Skill(
-                    skill.name, skill.description, skill_md, files[:MAX_SKILL_FILES], origin
-                )
+                skill = replace(skill, files=files[:MAX_SKILL_FILES], origin=origin)
                 _keep_first(skills, skill.name, skill, diagnostics)
         return list(skills.values())
 
@@ -636,7 +634,7 @@ class ContextReader:
                     continue
                 agent = self.files.parse(path, root, parse_subagent, diagnostics)
                 if agent is not None:
-                    agent = Subagent(**{**agent.__dict__, "origin": origin})
+                    agent = replace(agent, origin=origin)
                     _keep_first(agents, agent.name, agent, diagnostics)
         return list(agents.values())
 
@@ -651,11 +649,7 @@ def _keep_first(found: dict[str, Any], name: str, item: Any, diagnostics: list[D
 
 
 def _scoped(rule: Rule, scope: str) -> Rule:
-    if rule.scope == scope:
-        return rule
-    return Rule(
-        rule.path, rule.format, rule.kind, rule.name, rule.description, rule.globs, rule.body, scope
-    )
+    return rule if rule.scope == scope else replace(rule, scope=scope)
 
 
 def _bound_content(context: AgentContext) -> None:

@@ -68,19 +68,19 @@ async def get_agent_context(
         return cached  # type: ignore[no-any-return]
     response = GetAgentContextResponse()
     response.CopyFrom(cached)
-    if request.agent_id:
-        response.mode = daemon.service(AgentModes).mode(request.agent_id)
-        response.reflections.extend(
-            AgentReflection(
-                at_ms=item.at_ms,
-                unexpected_action_outcomes=item.unexpected_action_outcomes,
-                relevant_instructions=item.relevant_instructions,
-                scenario_analysis=item.scenario_analysis,
-                critical_synthesis=item.critical_synthesis,
-                next_steps=item.next_steps,
-            )
-            for item in daemon.service(AgentStates).reflections(request.agent_id)
+    response.mode = daemon.service(AgentModes).mode(request.agent_id)
+    for item in daemon.service(AgentStates).reflections(request.agent_id):
+        reflection = AgentReflection(
+            at_ms=item.at_ms,
+            unexpected_action_outcomes=item.unexpected_action_outcomes,
+            relevant_instructions=item.relevant_instructions,
+            scenario_analysis=item.scenario_analysis,
+            critical_synthesis=item.critical_synthesis,
+            next_steps=item.next_steps,
         )
+        if matcher is not None:
+            redact_message(reflection, matcher)
+        response.reflections.append(reflection)
     return response
 
 
