@@ -347,6 +347,19 @@ async def test_edits_are_seen_on_the_next_call(served: InProcessDaemon, space: P
     assert [r.content for r in asked.rules] == ["New file.", "Deep."]
 
 
+async def test_a_rule_hidden_by_cursorignore_is_not_read(
+    served: InProcessDaemon, space: Path
+) -> None:
+    rules = space / ".cursor" / "rules"
+    write(rules / "open.mdc", "---\nalwaysApply: true\n---\nOpen.")
+    write(rules / "private.mdc", "---\nalwaysApply: true\n---\nPrivate.")
+    assert [r.content for r in (await context(served)).rules] == ["Open.", "Private."]
+    write(space / ".cursorignore", ".cursor/rules/private.mdc\n")
+    response = await context(served)
+    assert [r.content for r in response.rules] == ["Open."]
+    assert "hidden from the agent by .cursorignore" in diagnostics(response)
+
+
 async def test_mode_and_reflections_read_back(served: InProcessDaemon) -> None:
     async with served.client() as client:
         await client.run(

@@ -60,7 +60,7 @@ import yaml
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, PathRules, open_checked
 from exec_daemon.kernel.state import Daemon
-from tools.workspace import AgentPaths
+from tools.workspace import CURSORIGNORE, AgentPaths
 
 MAX_FILE_BYTES = 256 * 1024
 # Files taken from one folder tree (rules, agents) and listed per skill, and folder depth walked.
@@ -248,6 +248,11 @@ class ContextFiles:
             diagnostics.append(value)
             return None
         return value  # type: ignore[no-any-return]
+
+    def forget(self) -> None:
+        """Drops every parsed file (they are read and checked again on next use)."""
+        self._parsed.clear()
+        self._parsed_bytes = 0
 
     def _keep(self, cache_key: tuple[str, str], entry: tuple[StatKey, Any]) -> None:
         """Caches a parsed file (its size counted), dropping the least recently used ones."""
@@ -704,6 +709,7 @@ class AgentContexts:
         self._answers: OrderedDict[AnswerKey, tuple[dict[str, StatKey], AgentContext]] = (
             OrderedDict()
         )
+        self._ignore_key: StatKey = None
 
     def roots(self) -> Roots:
         home = self._daemon.env.get("HOME") or ""
@@ -731,7 +737,13 @@ class AgentContexts:
             if cached is not None and unchanged(cached[0]):
                 self._answers.move_to_end(key)
                 return cached[1]
-            self._files.seen = {}
+            # What the agent's read rules hide may change with .cursorignore: read all again.
+            ignore = os.path.join(roots.workspace, CURSORIGNORE)
+            ignore_key = _stat_key(ignore)
+            if ignore_key != self._ignore_key:
+                self._files.forget()
+                self._ignore_key = ignore_key
+            self._files.seen = {ignore: ignore_key}
             context = ContextReader(self._files, roots).collect(paths, requested)
             if sum(map(len, paths)) + sum(map(len, requested)) <= MAX_CACHED_REQUEST:
                 self._answers[key] = (self._files.seen, context)
