@@ -209,6 +209,15 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
         # The untouched server kept its listing (and its connection).
         assert after["local"].tools == before["local"].tools
 
+        # Removing one server and reconfiguring the other: both said, the list follows.
+        write_mcp_json(space, {"added": stdio_server(env={"DEMO_FLAVOUR": "2"})})
+        change = await next_change(stream)
+        assert list(change.mcp_servers_removed) == ["local"]
+        assert list(change.mcp_servers_changed) == ["added"]
+        after = servers_of(await list_tools(client))
+        assert set(after) == {"added"}
+        assert after["added"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
+
         # A rule edit is reported too, as a rules change.
         rules = space / ".cursor" / "rules"
         rules.mkdir(parents=True)
