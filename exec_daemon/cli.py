@@ -292,7 +292,8 @@ def main() -> None:
     "--claude-md-enabled/--no-claude-md-enabled",
     default=True,
     show_default=True,
-    help="Load CLAUDE.md / AGENTS.md.",
+    help="Also serve Claude Code's memory files (CLAUDE.md, .claude/CLAUDE.md, CLAUDE.local.md, "
+    "~/.claude/CLAUDE.md, .claude/rules/) in GetAgentContext; AGENTS.md is always served.",
 )
 @click.option("--trace-endpoint", default=None, help="OpenTelemetry trace endpoint.")
 @click.option(
@@ -366,11 +367,6 @@ def serve(
     for name in FOR_THE_IMAGE:
         if options.get(name) not in (None, False):
             log.info("--%s: the VM image's init starts the browser", name.replace("_", "-"))
-    if options.get("claude_md_enabled"):
-        log.warning(
-            "--claude-md-enabled (the default): loading CLAUDE.md / AGENTS.md is not built yet; "
-            "no workspace rules reach the agent from this daemon"
-        )
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,

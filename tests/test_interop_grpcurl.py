@@ -54,10 +54,14 @@ def json_documents(text: str) -> list[Any]:
 
 
 def grpcurl(
-    daemon: RunningDaemon, *args: str, token: str | None = None, stdin: str | None = None
+    daemon: RunningDaemon,
+    *args: str,
+    token: str | None = None,
+    stdin: str | None = None,
+    options: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     token = daemon.token if token is None else token
-    command = [str(GRPCURL), "-plaintext", "-H", f"authorization: Bearer {token}"]
+    command = [str(GRPCURL), "-plaintext", "-H", f"authorization: Bearer {token}", *options]
     if stdin is not None:
         command += ["-d", "@"]
     command += [f"127.0.0.1:{daemon.port}", *args]
@@ -188,3 +192,35 @@ def test_buf_curl_bidi_exec_stream_with_reflection_v1(
         "id": 1,
         "toolCallResult": {"readTodosToolCall": {"args": {}, "result": {"success": {}}}},
     }
+
+
+def test_grpcurl_agent_context_rpcs_as_the_readme_shows(daemon: RunningDaemon) -> None:
+    rules = daemon.workspace / ".cursor" / "rules"
+    rules.mkdir(parents=True, exist_ok=True)
+    (rules / "ts.mdc").write_text('---\nglobs: "*.ts"\n---\nStrict TS.')
+    (rules / "migrations.mdc").write_text("---\ndescription: DB migrations\n---\nSteps.")
+    asked = {"paths": ["src/app.ts"], "agentId": "agent-1"}
+    found = grpcurl(daemon, "agent.v1.ControlService/GetAgentContext", stdin=json.dumps(asked))
+    assert found.returncode == 0, found.stderr
+    (answer,) = json_documents(found.stdout)
+    rules_by_name = {rule["name"]: rule for rule in answer["rules"]}
+    assert rules_by_name["ts"]["kind"] == "RULE_KIND_AUTO_ATTACHED"
+    assert rules_by_name["ts"]["content"] == "Strict TS."
+    assert "content" not in rules_by_name["migrations"]
+    assert answer["mode"] == "agent"
+
+    requested = grpcurl(
+        daemon, "agent.v1.ControlService/GetAgentContext", stdin='{"requestedRules":["migrations"]}'
+    )
+    (answer,) = json_documents(requested.stdout)
+    assert {rule["name"]: rule.get("content") for rule in answer["rules"]}["migrations"] == "Steps."
+
+    listed = grpcurl(daemon, "agent.v1.ControlService/ListMcpTools")
+    assert listed.returncode == 0, listed.stderr
+    assert json_documents(listed.stdout) == [{}]  # no MCP server configured
+
+    watched = grpcurl(
+        daemon, "agent.v1.ControlService/WatchAgentContext", options=("-max-time", "3")
+    )
+    first = json_documents(watched.stdout)[0]
+    assert str(daemon.workspace.resolve()) in first["watching"]

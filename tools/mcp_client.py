@@ -430,6 +430,22 @@ class McpServers:
             f"MCP server '{spec.name}' answered 401 Unauthorized (check its headers)",
         )
 
+    async def reload(self) -> tuple[list[str], list[str], list[str]]:
+        """Reads the MCP config again (an mcp.json changed): servers whose entry is the same keep
+        their connection; removed and changed ones are closed. Returns (added, removed, changed)."""
+        settings = load_settings(self.daemon.config, self.daemon.env.snapshot())
+        old, new = self.settings.servers, settings.servers
+        added = sorted(set(new) - set(old))
+        removed = sorted(set(old) - set(new))
+        changed = sorted(name for name in set(old) & set(new) if old[name] != new[name])
+        self.settings = settings
+        for name in removed + changed:
+            connection = self._connections.pop(name)
+            await connection.aclose()
+        for name in added + changed:
+            self._connections[name] = McpConnection(new[name], self)
+        return added, removed, changed
+
     async def restart(self, server: str) -> None:
         connection = self._connections.get(server)
         if connection is not None:

@@ -58,6 +58,8 @@ class BackendTool:
     server: str
     name: str
     description: str = ""
+    # Its input JSON Schema as JSON text, when the file gives one.
+    input_schema: str = ""
 
 
 @dataclass(frozen=True)
@@ -287,11 +289,20 @@ def _backend_tools(path: str | None, problems: list[str]) -> list[BackendTool]:
             "",
         )
         description = item.get("description")
+        schema = next(
+            (
+                item[key]
+                for key in ("inputSchema", "input_schema")
+                if isinstance(item.get(key), dict)
+            ),
+            None,
+        )
         tools.append(
             BackendTool(
                 server=owner,
                 name=item["name"],
                 description=description if isinstance(description, str) else "",
+                input_schema=json.dumps(schema) if schema is not None else "",
             )
         )
     return tools

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
+from agent.v1.context_pb2 import (
+    AgentContextChange,
+    GetAgentContextRequest,
+    GetAgentContextResponse,
+    ListMcpToolsRequest,
+    ListMcpToolsResponse,
+    WatchAgentContextRequest,
+)
 from agent.v1.control_connect import ControlService as ControlServiceBase
 from agent.v1.control_pb2 import (
     Artifact,
@@ -54,7 +62,7 @@ from exec_daemon.guards.redaction import (
     secret_context_bytes,
 )
 from exec_daemon.kernel.errors import CodedError
-from exec_daemon.rpc import artifacts, changes, files, github_token, remote_server
+from exec_daemon.rpc import agent_context, artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
 from tools import mcp
@@ -289,6 +297,33 @@ class ControlService(ControlServiceBase):
             raise _connect_error(failure) from None
         return DownloadCursorServerResponse(path=str(path), size_bytes=size, sha256=digest)
 
+    # --- The agent's context (logic in agent_context.py) ---
+
+    async def get_agent_context(
+        self,
+        request: GetAgentContextRequest,
+        ctx: RequestContext[GetAgentContextRequest, GetAgentContextResponse],
+    ) -> GetAgentContextResponse:
+        try:
+            return await agent_context.get_agent_context(self._daemon, request)
+        except CodedError as failure:
+            raise _connect_error(failure) from None
+
+    async def list_mcp_tools(
+        self,
+        request: ListMcpToolsRequest,
+        ctx: RequestContext[ListMcpToolsRequest, ListMcpToolsResponse],
+    ) -> ListMcpToolsResponse:
+        servers, problems = await agent_context.list_mcp_tools(self._daemon)
+        return ListMcpToolsResponse(servers=servers, problems=problems)
+
+    def watch_agent_context(
+        self,
+        request: WatchAgentContextRequest,
+        ctx: RequestContext[WatchAgentContextRequest, AgentContextChange],
+    ) -> AsyncIterator[AgentContextChange]:
+        return _connect_errors(agent_context.watch_agent_context(self._daemon))
+
 
 def _artifact(info: artifacts.ArtifactInfo) -> Artifact:
     return Artifact(
@@ -298,6 +333,19 @@ def _artifact(info: artifacts.ArtifactInfo) -> Artifact:
         modified_ms=info.modified_ms,
         uploaded=info.uploaded,
     )
+
+
+async def _connect_errors(
+    stream: AsyncGenerator[AgentContextChange, None],
+) -> AsyncIterator[AgentContextChange]:
+    """The stream, its CodedError answered as the RPC's Connect error."""
+    try:
+        async for item in stream:
+            yield item
+    except CodedError as failure:
+        raise _connect_error(failure) from None
+    finally:
+        await stream.aclose()
 
 
 async def _single_call(request: ExecRequest) -> AsyncIterator[ExecStreamElement]:

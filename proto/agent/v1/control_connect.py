@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol, TYPE_CHECKING
 
+from agent.v1.context_pb2 import AgentContextChange, GetAgentContextRequest, GetAgentContextResponse, ListMcpToolsRequest, ListMcpToolsResponse, WatchAgentContextRequest
 from agent.v1.exec_pb2 import ExecServerMessage
 from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.code import Code
@@ -91,6 +92,24 @@ class ControlService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def update_environment_variables(self, request: UpdateEnvironmentVariablesRequest, ctx: RequestContext[UpdateEnvironmentVariablesRequest, UpdateEnvironmentVariablesResponse], /) -> UpdateEnvironmentVariablesResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_agent_context(self, request: GetAgentContextRequest, ctx: RequestContext[GetAgentContextRequest, GetAgentContextResponse], /) -> GetAgentContextResponse:
+        """
+        The agent's rules, skills and subagent definitions for the paths it works on (context.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_mcp_tools(self, request: ListMcpToolsRequest, ctx: RequestContext[ListMcpToolsRequest, ListMcpToolsResponse], /) -> ListMcpToolsResponse:
+        """
+        Every configured MCP server with its state and its tools' input schemas.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_agent_context(self, request: WatchAgentContextRequest, ctx: RequestContext[WatchAgentContextRequest, AgentContextChange], /) -> AsyncIterator[AgentContextChange]:
+        """
+        One message each time a rules, skills, subagent or mcp.json file changes (debounced).
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -282,6 +301,39 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.update_environment_variables,
+                ),
+                "/agent.v1.ControlService/GetAgentContext": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetAgentContext",
+                        service_name="agent.v1.ControlService",
+                        input=GetAgentContextRequest,
+                        output=GetAgentContextResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_agent_context,
+                ),
+                "/agent.v1.ControlService/ListMcpTools": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListMcpTools",
+                        service_name="agent.v1.ControlService",
+                        input=ListMcpToolsRequest,
+                        output=ListMcpToolsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_mcp_tools,
+                ),
+                "/agent.v1.ControlService/WatchAgentContext": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchAgentContext",
+                        service_name="agent.v1.ControlService",
+                        input=WatchAgentContextRequest,
+                        output=AgentContextChange,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_agent_context,
                 ),
             },
             interceptors=interceptors,
@@ -647,6 +699,75 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def get_agent_context(
+        self,
+        request: GetAgentContextRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetAgentContextResponse:
+        """
+        The agent's rules, skills and subagent definitions for the paths it works on (context.proto).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetAgentContext",
+                service_name="agent.v1.ControlService",
+                input=GetAgentContextRequest,
+                output=GetAgentContextResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_mcp_tools(
+        self,
+        request: ListMcpToolsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListMcpToolsResponse:
+        """
+        Every configured MCP server with its state and its tools' input schemas.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListMcpTools",
+                service_name="agent.v1.ControlService",
+                input=ListMcpToolsRequest,
+                output=ListMcpToolsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_agent_context(
+        self,
+        request: WatchAgentContextRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[AgentContextChange]:
+        """
+        One message each time a rules, skills, subagent or mcp.json file changes (debounced).
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchAgentContext",
+                service_name="agent.v1.ControlService",
+                input=WatchAgentContextRequest,
+                output=AgentContextChange,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -701,6 +822,24 @@ class ControlServiceSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def update_environment_variables(self, request: UpdateEnvironmentVariablesRequest, ctx: RequestContext[UpdateEnvironmentVariablesRequest, UpdateEnvironmentVariablesResponse], /) -> UpdateEnvironmentVariablesResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_agent_context(self, request: GetAgentContextRequest, ctx: RequestContext[GetAgentContextRequest, GetAgentContextResponse], /) -> GetAgentContextResponse:
+        """
+        The agent's rules, skills and subagent definitions for the paths it works on (context.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_mcp_tools(self, request: ListMcpToolsRequest, ctx: RequestContext[ListMcpToolsRequest, ListMcpToolsResponse], /) -> ListMcpToolsResponse:
+        """
+        Every configured MCP server with its state and its tools' input schemas.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_agent_context(self, request: WatchAgentContextRequest, ctx: RequestContext[WatchAgentContextRequest, AgentContextChange], /) -> Iterator[AgentContextChange]:
+        """
+        One message each time a rules, skills, subagent or mcp.json file changes (debounced).
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -890,6 +1029,39 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.update_environment_variables,
+                ),
+                "/agent.v1.ControlService/GetAgentContext": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetAgentContext",
+                        service_name="agent.v1.ControlService",
+                        input=GetAgentContextRequest,
+                        output=GetAgentContextResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_agent_context,
+                ),
+                "/agent.v1.ControlService/ListMcpTools": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListMcpTools",
+                        service_name="agent.v1.ControlService",
+                        input=ListMcpToolsRequest,
+                        output=ListMcpToolsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_mcp_tools,
+                ),
+                "/agent.v1.ControlService/WatchAgentContext": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="WatchAgentContext",
+                        service_name="agent.v1.ControlService",
+                        input=WatchAgentContextRequest,
+                        output=AgentContextChange,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.watch_agent_context,
                 ),
             },
             interceptors=interceptors,
@@ -1251,6 +1423,75 @@ class ControlServiceClientSync(ConnectClientSync):
                 output=UpdateEnvironmentVariablesResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_agent_context(
+        self,
+        request: GetAgentContextRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetAgentContextResponse:
+        """
+        The agent's rules, skills and subagent definitions for the paths it works on (context.proto).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetAgentContext",
+                service_name="agent.v1.ControlService",
+                input=GetAgentContextRequest,
+                output=GetAgentContextResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_mcp_tools(
+        self,
+        request: ListMcpToolsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListMcpToolsResponse:
+        """
+        Every configured MCP server with its state and its tools' input schemas.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListMcpTools",
+                service_name="agent.v1.ControlService",
+                input=ListMcpToolsRequest,
+                output=ListMcpToolsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_agent_context(
+        self,
+        request: WatchAgentContextRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[AgentContextChange]:
+        """
+        One message each time a rules, skills, subagent or mcp.json file changes (debounced).
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchAgentContext",
+                service_name="agent.v1.ControlService",
+                input=WatchAgentContextRequest,
+                output=AgentContextChange,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
             ),
             headers=headers,
             timeout_ms=timeout_ms,
