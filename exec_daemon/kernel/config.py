@@ -57,6 +57,8 @@ class DaemonConfig:
     # Where background shells and terminals write their output (the agent can read it back).
     terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))
+    # Origins (scheme://host[:port]) whose web pages may call the RPC port from a browser.
+    cors_allowed_origins: tuple[str, ...] = ()
 
 
 def off_without(feature: str, flag: str) -> str:
