@@ -356,6 +356,15 @@ def main() -> None:
     "pages may call the RPC port from a browser (CORS; the calls still need the token). "
     "None by default.",
 )
+@click.option(
+    "--sandbox-build-cache-folder",
+    type=click.Path(path_type=Path),
+    default=Path("/tmp/exec-daemon-build-caches"),
+    show_default=True,
+    help="Where sandboxed commands keep the caches of npm, pip, uv, cargo, go and gradle (shared "
+    "by every sandboxed command; unconfined ones keep their own unless sandbox.json sets "
+    "enableSharedBuildCache).",
+)
 def serve(
     workspace: Path | None,
     log_level: str,

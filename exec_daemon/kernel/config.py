@@ -59,6 +59,10 @@ class DaemonConfig:
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))
     # Origins (scheme://host[:port]) whose web pages may call the RPC port from a browser.
     cors_allowed_origins: tuple[str, ...] = ()
+    # The build caches sandboxed commands share (npm, pip, uv, cargo, go, gradle: sandbox/caches.py).
+    sandbox_build_cache_folder: Path = field(
+        default_factory=lambda: Path("/tmp/exec-daemon-build-caches")
+    )
 
 
 def off_without(feature: str, flag: str) -> str:

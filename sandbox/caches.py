@@ -1,0 +1,169 @@
+"""Build caches for sandboxed package managers (npm, pip, uv, cargo, go, gradle).
+
+Home is read-only inside the sandbox, where these tools keep their caches, so without this
+`npm install`, `pip install`, `cargo build` or `go build` could not cache what they fetch
+(npm fails outright). `workspace_readwrite` sandboxes therefore get writable caches:
+
+- By default, a cache folder of the sandboxes' own, `--sandbox-build-cache-folder` (one per
+  daemon, shared by every sandboxed command, made by the daemon at start: a real directory of
+  its user, mode 0700): each tool's variable points into it (CACHE_VARIABLES). Unconfined
+  commands never use it, so what a sandboxed command leaves there (a cargo `config.toml` in
+  `CARGO_HOME`, a gradle init script) only ever reaches other sandboxed commands.
+- With `"enableSharedBuildCache": true` in sandbox.json (the reference's field), sandboxed
+  commands share the tools' own caches with unconfined ones: the cache folders of home
+  (HOME_CACHES, or where the command's environment moves them) become writable, each only after
+  its real path is checked: inside home, not home itself, and neither inside nor around
+  anything protected (rc files, `.ssh`, `.gitconfig`, `.cursor/`, the workspace), so a cache
+  folder that is, or lies under, a symbolic link to such a place is refused (with a note).
+  Only cache folders are opened, never `~/.cargo` or `~/.gradle` themselves, where cargo's
+  `config.toml` and gradle's init scripts live.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exec_daemon.kernel.paths import ensure_daemon_folder
+from exec_daemon.kernel.protected import protected_reason
+
+# Default mode: each variable -> its folder under the sandboxes' cache folder.
+CACHE_VARIABLES: dict[str, str] = {
+    "npm_config_cache": "npm",
+    "PIP_CACHE_DIR": "pip",
+    "UV_CACHE_DIR": "uv",
+    "CARGO_HOME": "cargo",
+    "GOMODCACHE": "go/mod",
+    "GOCACHE": "go/build",
+    "GRADLE_USER_HOME": "gradle",
+}
+
+# Shared mode: each variable -> (the default base, the cache folders under that base). When the
+# command's environment sets the variable, its value is the base instead. `~` is home,
+# `$XDG_CACHE_HOME` the environment's or ~/.cache, `$GOPATH` the first of the environment's or ~/go.
+HOME_CACHES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "npm_config_cache": ("~/.npm", ("",)),
+    "PIP_CACHE_DIR": ("$XDG_CACHE_HOME/pip", ("",)),
+    "UV_CACHE_DIR": ("$XDG_CACHE_HOME/uv", ("",)),
+    "CARGO_HOME": ("~/.cargo", ("registry", "git")),
+    "GOMODCACHE": ("$GOPATH/pkg/mod", ("",)),
+    "GOCACHE": ("$XDG_CACHE_HOME/go-build", ("",)),
+    "GRADLE_USER_HOME": ("~/.gradle", ("caches", "wrapper")),
+}
+
+
+@dataclass
+class CacheGrant:
+    """What a sandboxed command gets for its caches: variables to set, folders it may write."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    writable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class SandboxCacheFolder:
+    """The sandboxes' own cache folder, made at the daemon's start and checked at every use."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = os.path.abspath(path)
+        self._identity: tuple[int, int] | None = None
+        self.error: str | None = None
+
+    def prepare(self) -> None:
+        """Creates it (a real folder of the daemon's user, 0700); remembers which it is."""
+        try:
+            ensure_daemon_folder(self.path, mode=0o700)
+            info = os.lstat(self.path)
+        except OSError as exc:
+            self.error = f"{self.path}: {exc.strerror or exc}"
+            return
+        self._identity = (info.st_dev, info.st_ino)
+
+    def intact(self) -> bool:
+        """Still the folder made at start: not replaced (e.g. by a symlink) since."""
+        if self._identity is None:
+            return False
+        try:
+            info = os.lstat(self.path)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == self._identity and os.path.realpath(
+            self.path
+        ) == self.path
+
+    def grant(self) -> CacheGrant:
+        if self._identity is None and self.error is None:
+            self.prepare()  # a caller that did not start the service first
+        if not self.intact():
+            why = self.error or f"{self.path} was replaced since the daemon made it"
+            return CacheGrant(notes=[f"build caches are off: {why}"])
+        return CacheGrant(
+            env={name: os.path.join(self.path, sub) for name, sub in CACHE_VARIABLES.items()},
+            writable=[self.path],
+        )
+
+
+def shared_grant(
+    env: Mapping[str, str],
+    homes: Sequence[str],
+    workspace: str,
+    protected: Sequence[str],
+) -> CacheGrant:
+    """Shared mode: the home cache folders that pass the checks, created when missing."""
+    grant = CacheGrant()
+    home = os.path.realpath(env.get("HOME") or homes[0])
+    for variable, (default, subfolders) in HOME_CACHES.items():
+        base = env.get(variable) or _expand(default, env, home)
+        for sub in subfolders:
+            path = os.path.join(base, sub) if sub else base
+            real, refusal = _checked(path, homes, workspace, protected)
+            if refusal is None:
+                try:
+                    os.makedirs(real, mode=0o755, exist_ok=True)
+                except OSError as exc:
+                    refusal = f"cannot be created: {exc.strerror}"
+                else:
+                    # Made where it was checked to be, not where a symlink put it since.
+                    if os.path.realpath(path) != real:
+                        refusal = "changed while it was being created"
+            if refusal is not None:
+                grant.notes.append(f"build cache {path} is not writable here: {refusal}")
+            else:
+                grant.writable.append(real)
+    return grant
+
+
+def _expand(default: str, env: Mapping[str, str], home: str) -> str:
+    cache_home = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    gopath = (env.get("GOPATH") or os.path.join(home, "go")).split(os.pathsep)[0]
+    text = default.replace("$XDG_CACHE_HOME", cache_home).replace("$GOPATH", gopath)
+    return home + text[1:] if text.startswith("~") else text
+
+
+def _checked(
+    path: str, homes: Sequence[str], workspace: str, protected: Sequence[str]
+) -> tuple[str, str | None]:
+    """(the real path, why it must not be made writable, or None)."""
+    real = os.path.realpath(path)
+    if not os.path.isabs(path):
+        return real, "not an absolute path"
+    if real in homes:
+        return real, "it resolves to home itself, where the rc files are"
+    if not any(_under(real, home) for home in homes):
+        return real, f"it resolves to {real}, outside home"
+    if _under(workspace, real):
+        return real, f"it resolves to {real}, which holds the workspace"
+    for target in protected:
+        if _under(real, target) or _under(target, real):
+            return real, f"it resolves to {real}, which holds or lies in protected {target}"
+    reason = protected_reason(workspace, real)
+    if reason is not None:
+        return real, f"it resolves to {real}: {reason}"
+    return real, None
+
+
+def _under(path: str, root: str) -> bool:
+    """`path` is `root` or inside it (both absolute and normalised)."""
+    return os.path.commonpath([path, root]) == root
