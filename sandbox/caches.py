@@ -10,11 +10,12 @@ Home is read-only inside the sandbox, where these tools keep their caches, so wi
   commands never use it, so what a sandboxed command leaves there (a cargo `config.toml` in
   `CARGO_HOME`, a gradle init script) only ever reaches other sandboxed commands.
 - With `"enableSharedBuildCache": true` in sandbox.json (the reference's field), sandboxed
-  commands share the tools' own caches with unconfined ones: the cache folders of home
-  (HOME_CACHES, or where the command's environment moves them) become writable, each only after
-  its real path is checked: inside home, not home itself, and neither inside nor around
-  anything protected (rc files, `.ssh`, `.gitconfig`, `.cursor/`, the workspace), so a cache
-  folder that is, or lies under, a symbolic link to such a place is refused (with a note).
+  commands share the tools' own caches with unconfined ones: the default cache folders of home
+  (HOME_CACHES) become writable, each only after its real path is checked: reached from home
+  without a symbolic link, not home itself, and neither inside nor around anything protected
+  (rc files, `.ssh`, `.gitconfig`, `.cursor/`, the workspace); a refused one gets a note. The
+  environment's variables (npm_config_cache, XDG_CACHE_HOME, ...) are not followed: the agent
+  can set them, and would then choose which folder of home (say `~/.local/bin`) turns writable.
   Only cache folders are opened, never `~/.cargo` or `~/.gradle` themselves, where cargo's
   `config.toml` and gradle's init scripts live.
 """
@@ -22,7 +23,7 @@ Home is read-only inside the sandbox, where these tools keep their caches, so wi
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,18 +41,20 @@ CACHE_VARIABLES: dict[str, str] = {
     "GRADLE_USER_HOME": "gradle",
 }
 
-# Shared mode: each variable -> (the default base, the cache folders under that base). When the
-# command's environment sets the variable, its value is the base instead. `~` is home,
-# `$XDG_CACHE_HOME` the environment's or ~/.cache, `$GOPATH` the first of the environment's or ~/go.
-HOME_CACHES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "npm_config_cache": ("~/.npm", ("",)),
-    "PIP_CACHE_DIR": ("$XDG_CACHE_HOME/pip", ("",)),
-    "UV_CACHE_DIR": ("$XDG_CACHE_HOME/uv", ("",)),
-    "CARGO_HOME": ("~/.cargo", ("registry", "git")),
-    "GOMODCACHE": ("$GOPATH/pkg/mod", ("",)),
-    "GOCACHE": ("$XDG_CACHE_HOME/go-build", ("",)),
-    "GRADLE_USER_HOME": ("~/.gradle", ("caches", "wrapper")),
-}
+# Shared mode: the tools' default cache folders, relative to home. Only cache folders: never
+# `.cargo` or `.gradle` themselves (cargo's config.toml and bin/, gradle's init.d/ and
+# gradle.properties run code or configure it).
+HOME_CACHES = (
+    ".npm",
+    ".cache/pip",
+    ".cache/uv",
+    ".cargo/registry",
+    ".cargo/git",
+    "go/pkg/mod",
+    ".cache/go-build",
+    ".gradle/caches",
+    ".gradle/wrapper",
+)
 
 
 @dataclass
@@ -105,63 +108,42 @@ class SandboxCacheFolder:
         )
 
 
-def shared_grant(
-    env: Mapping[str, str],
-    homes: Sequence[str],
-    workspace: str,
-    protected: Sequence[str],
-) -> CacheGrant:
-    """Shared mode: the home cache folders that pass the checks, created when missing."""
+def shared_grant(home: str, workspace: str, protected: Sequence[str]) -> CacheGrant:
+    """Shared mode: the cache folders of `home` (a real path) that pass the checks, created
+    when missing."""
     grant = CacheGrant()
-    home = os.path.realpath(env.get("HOME") or homes[0])
-    for variable, (default, subfolders) in HOME_CACHES.items():
-        base = env.get(variable) or _expand(default, env, home)
-        for sub in subfolders:
-            path = os.path.join(base, sub) if sub else base
-            real, refusal = _checked(path, homes, workspace, protected)
-            if refusal is None:
-                try:
-                    os.makedirs(real, mode=0o755, exist_ok=True)
-                except OSError as exc:
-                    refusal = f"cannot be created: {exc.strerror}"
-                else:
-                    # Made where it was checked to be, not where a symlink put it since.
-                    if os.path.realpath(path) != real:
-                        refusal = "changed while it was being created"
-            if refusal is not None:
-                grant.notes.append(f"build cache {path} is not writable here: {refusal}")
+    for relative in HOME_CACHES:
+        path = os.path.join(home, relative)
+        refusal = _refusal(path, workspace, protected)
+        if refusal is None:
+            try:
+                os.makedirs(path, mode=0o755, exist_ok=True)
+            except OSError as exc:
+                refusal = f"cannot be created: {exc.strerror}"
             else:
-                grant.writable.append(real)
+                # Made where it was checked to be, not where a symlink put it since.
+                refusal = _refusal(path, workspace, protected)
+        if refusal is not None:
+            grant.notes.append(f"build cache {path} is not writable here: {refusal}")
+        else:
+            grant.writable.append(path)
     return grant
 
 
-def _expand(default: str, env: Mapping[str, str], home: str) -> str:
-    cache_home = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    gopath = (env.get("GOPATH") or os.path.join(home, "go")).split(os.pathsep)[0]
-    text = default.replace("$XDG_CACHE_HOME", cache_home).replace("$GOPATH", gopath)
-    return home + text[1:] if text.startswith("~") else text
-
-
-def _checked(
-    path: str, homes: Sequence[str], workspace: str, protected: Sequence[str]
-) -> tuple[str, str | None]:
-    """(the real path, why it must not be made writable, or None)."""
+def _refusal(path: str, workspace: str, protected: Sequence[str]) -> str | None:
+    """Why `path` (under a real home) must not be made writable, or None."""
     real = os.path.realpath(path)
-    if not os.path.isabs(path):
-        return real, "not an absolute path"
-    if real in homes:
-        return real, "it resolves to home itself, where the rc files are"
-    if not any(_under(real, home) for home in homes):
-        return real, f"it resolves to {real}, outside home"
+    if real != path:
+        return f"it resolves to {real} through a symbolic link"
     if _under(workspace, real):
-        return real, f"it resolves to {real}, which holds the workspace"
+        return f"it resolves to {real}, which holds the workspace"
     for target in protected:
         if _under(real, target) or _under(target, real):
-            return real, f"it resolves to {real}, which holds or lies in protected {target}"
+            return f"it resolves to {real}, which holds or lies in protected {target}"
     reason = protected_reason(workspace, real)
     if reason is not None:
-        return real, f"it resolves to {real}: {reason}"
-    return real, None
+        return f"it resolves to {real}: {reason}"
+    return None
 
 
 def _under(path: str, root: str) -> bool:

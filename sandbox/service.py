@@ -195,7 +195,7 @@ class SandboxService:
                 private=list(self._private),
                 outside=self.outside_paths(),
                 own=own,
-                caches=self._cache_grant(policy, env),
+                caches=self._cache_grant(policy),
             )
         except BaseException:
             parent.close()
@@ -206,14 +206,15 @@ class SandboxService:
         self._live.add(run)
         return run
 
-    def _cache_grant(self, policy: EffectivePolicy, env: Mapping[str, str]) -> CacheGrant | None:
-        """The build caches of a command (sandbox/caches.py): for `workspace_readwrite` only."""
+    def _cache_grant(self, policy: EffectivePolicy) -> CacheGrant | None:
+        """The build caches of a command (sandbox/caches.py): for `workspace_readwrite` only.
+        Shared ones are those of the daemon's home, whatever HOME the command says."""
         if policy.type != SandboxType.WORKSPACE_READWRITE:
             return None
         if not policy.shared_build_cache:
             return self.build_caches.grant()
-        homes = _real_homes(self.daemon.env.get("HOME") or "")
-        return shared_grant(env, homes, os.path.realpath(self.workspace), self.outside_paths())
+        home = _real_homes(self.daemon.env.get("HOME") or "")[0]
+        return shared_grant(home, os.path.realpath(self.workspace), self.outside_paths())
 
     def _hold_placeholders(self, plan: Plan) -> None:
         for option, value in itertools.pairwise(plan.options):
@@ -248,7 +249,7 @@ class SandboxService:
         effective = policy.to_proto() if reported else None
         if effective is not None and policy.sandboxed:
             # Why a build cache is not writable (e.g. a home cache folder that leads elsewhere).
-            caches = self._cache_grant(policy, self.daemon.env.snapshot())
+            caches = self._cache_grant(policy)
             effective.notes.extend(caches.notes if caches is not None else ())
         return SandboxDecision(confinement=confinement, effective_policy=effective, imposed=imposed)
 

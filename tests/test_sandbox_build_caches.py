@@ -217,13 +217,13 @@ def home() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def shared_daemon(tmp_path: Path, home: Path) -> Any:
+def shared_daemon(tmp_path: Path, home: Path, **env: str) -> Any:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / ".cursor").mkdir()
     (workspace / ".cursor" / "sandbox.json").write_text('{"enableSharedBuildCache": true}')
     args = ["--sandbox-enabled", "--sandbox-build-cache-folder", str(tmp_path / "caches")]
-    env = {"HOME": str(home), "XDG_CACHE_HOME": "", "npm_config_cache": "", "GOPATH": ""}
+    env = {"HOME": str(home), "XDG_CACHE_HOME": "", "npm_config_cache": "", "GOPATH": "", **env}
     return running_daemon(workspace, tmp_path / "state", *args, env=env)
 
 
@@ -269,6 +269,20 @@ async def test_a_shared_cache_folder_leading_to_protected_files_is_refused(
     assert any("is not writable here: it resolves to" in note for note in notes), notes
     assert (home / ".bashrc").read_text() == "# the user's\n"
     assert os.listdir(home / ".ssh") == []
+
+
+async def test_shared_caches_do_not_follow_the_variables_the_agent_can_set(
+    tmp_path: Path, home: Path
+) -> None:
+    """A cache variable naming a folder on PATH does not make it writable."""
+    (home / ".local" / "bin").mkdir(parents=True)
+    on_path = home / ".local" / "bin"
+    env = {"npm_config_cache": str(on_path), "XDG_CACHE_HOME": str(on_path)}
+    with shared_daemon(tmp_path, home, **env) as own:
+        async with own.client() as connected:
+            result = await shell(connected, f"touch {on_path}/git ~/.npm/ok; ls ~/.npm")
+    assert "ok" in output(result)
+    assert not (on_path / "git").exists()
 
 
 def test_enable_shared_build_cache_must_be_a_boolean() -> None:
