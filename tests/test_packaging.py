@@ -116,6 +116,14 @@ def assert_serves(daemon: RunningDaemon, command: list[str]) -> None:
     assert status == 200 and b"/assets/terminal.js" in body
     status, body = http_get(f"{page}/assets/xterm.mjs")
     assert status == 200 and body == (ROOT / WEB_FILES[2]).read_bytes()
+    # Reflection reads the commented descriptors from the installed package.
+    described = subprocess.run(
+        [Path(sys.executable).parent / "grpcurl", "-plaintext", "-H",
+         f"authorization: Bearer {daemon.token}", f"127.0.0.1:{daemon.port}",
+         "describe", "agent.v1.ShellArgs"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert "// Milliseconds" in described.stdout, described.stderr
     assert "Traceback" not in daemon.log()
 
 
