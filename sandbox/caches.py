@@ -71,6 +71,7 @@ class SandboxCacheFolder:
 
     def __init__(self, path: Path | str) -> None:
         self.path = os.path.abspath(path)
+        self.real = self.path
         self._identity: tuple[int, int] | None = None
         self.error: str | None = None
 
@@ -78,23 +79,22 @@ class SandboxCacheFolder:
         """Creates it (a real folder of the daemon's user, 0700); remembers which it is."""
         try:
             ensure_daemon_folder(self.path, mode=0o700)
-            info = os.lstat(self.path)
+            self.real = os.path.realpath(self.path)
+            info = os.lstat(self.real)
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
             return
         self._identity = (info.st_dev, info.st_ino)
 
     def intact(self) -> bool:
-        """Still the folder made at start: not replaced (e.g. by a symlink) since."""
-        if self._identity is None:
+        """Still the folder made at start, where it was: not replaced (e.g. by a symlink)."""
+        if self._identity is None or os.path.realpath(self.path) != self.real:
             return False
         try:
-            info = os.lstat(self.path)
+            info = os.lstat(self.real)
         except OSError:
             return False
-        return (info.st_dev, info.st_ino) == self._identity and os.path.realpath(
-            self.path
-        ) == self.path
+        return (info.st_dev, info.st_ino) == self._identity
 
     def grant(self) -> CacheGrant:
         if self._identity is None and self.error is None:
@@ -103,8 +103,8 @@ class SandboxCacheFolder:
             why = self.error or f"{self.path} was replaced since the daemon made it"
             return CacheGrant(notes=[f"build caches are off: {why}"])
         return CacheGrant(
-            env={name: os.path.join(self.path, sub) for name, sub in CACHE_VARIABLES.items()},
-            writable=[self.path],
+            env={name: os.path.join(self.real, sub) for name, sub in CACHE_VARIABLES.items()},
+            writable=[self.real],
         )
 
 
