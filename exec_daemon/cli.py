@@ -27,6 +27,7 @@ from exec_daemon.kernel.config import (
 )
 from exec_daemon.kernel.processes import run_as_init_if_pid1
 from exec_daemon.kernel.secrets import AUTH_TOKEN_VARIABLE, TRACE_TOKEN_VARIABLE, keep_secret
+from exec_daemon.rpc.cors import parse_origin
 
 log = logging.getLogger("exec_daemon")
 
@@ -118,6 +119,15 @@ def networks_option(value: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     return parts
+
+
+def origins_option(values: tuple[str, ...]) -> tuple[str, ...]:
+    """--cors-allowed-origins: repeated and/or comma-separated, each an exact origin."""
+    parts = [part for value in values for part in value.split(",") if part.strip()]
+    try:
+        return tuple(dict.fromkeys(parse_origin(part) for part in parts))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def mcp_config_option(value: str | None) -> str | None:
@@ -337,6 +347,24 @@ def main() -> None:
     default=Path("/opt/cursor/artifacts"),
     show_default=True,
     help="Where the agent's artifacts (screenshots, recordings) are kept for UploadArtifacts.",
+)
+@click.option(
+    "--cors-allowed-origins",
+    multiple=True,
+    callback=lambda _ctx, _param, value: origins_option(value),
+    metavar="ORIGINS",
+    help="Origins (e.g. https://app.example.com,http://localhost:5173; repeatable) whose web "
+    "pages may call the RPC port from a browser (CORS; the calls still need the token). "
+    "None by default.",
+)
+@click.option(
+    "--sandbox-build-cache-folder",
+    type=click.Path(path_type=Path),
+    default=Path("/tmp/exec-daemon-build-caches"),
+    show_default=True,
+    help="Where sandboxed commands keep the caches of npm, pip, uv, cargo, go and gradle (shared "
+    "by every sandboxed command; unconfined ones keep their own unless sandbox.json sets "
+    "enableSharedBuildCache).",
 )
 def serve(
     workspace: Path | None,

@@ -29,6 +29,7 @@ from exec_daemon.rpc import hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
 from exec_daemon.rpc.control_service import ControlService
+from exec_daemon.rpc.cors import Cors
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
@@ -129,6 +130,7 @@ def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
         config.auth_token,
         compress_responses=config.compress_responses,
         drain_limit=read_max,
+        cors=Cors(config.cors_allowed_origins),
     )
 
 

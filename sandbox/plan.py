@@ -9,6 +9,8 @@ What a confined command gets:
   read-only for `workspace_readonly` when it lies inside a writable area (e.g. under /tmp);
   the workspace, its ancestors inside writable areas and `.git` pinned (a mount point cannot be
   renamed away and replaced by a lookalike the daemon would then use).
+- Build caches (`workspace_readwrite`, sandbox/caches.py): the folders of the grant writable
+  (pinned where they lie in a writable area) and its variables set.
 - Network (seccomp + namespaces): `none` allows only unix sockets (abstract ones scoped by
   Landlock ABI >= 6, pathname ones bound outside hidden); `proxy` adds TCP sockets in a private
   network namespace whose only way out is the daemon's proxy on 127.0.0.1:3128; `full` is the
@@ -23,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.caches import CacheGrant
 from sandbox.placeholders import MARK as PLACEHOLDER_MARK
 from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
 from sandbox.protected import ProtectedTarget, protected_targets
@@ -115,6 +118,7 @@ def build_plan(
     private: Sequence[str] = (),
     outside: Sequence[str] = (),
     own: Sequence[str] = (),
+    caches: CacheGrant | None = None,
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
@@ -123,12 +127,16 @@ def build_plan(
     ones): read-only where they lie in a writable area (elsewhere Landlock keeps them so; checked by name
     first, which keeps the usual case free of file system calls). `own`: paths the confined
     process itself must write (e.g. its shell's state directory): writable whatever the policy
-    says.
+    says. `caches`: the build caches (sandbox/caches.py), for `workspace_readwrite` only.
     """
     plan = Plan()
     root = os.path.realpath(workspace)
     own_paths = [os.path.realpath(path) for path in own if os.path.exists(path)]
     readwrite: list[str] = list(own_paths)
+    caches = caches if policy.type == SandboxType.WORKSPACE_READWRITE else None
+    if caches is not None:
+        readwrite += caches.writable
+        plan.notes += caches.notes
     if policy.type == SandboxType.WORKSPACE_READWRITE:
         readwrite.append(root)
         for path in policy.readwrite_paths:
@@ -144,6 +152,8 @@ def build_plan(
 
     mounts = _Mounts()
     _pin_renamable(root, writable, mounts)
+    for folder in caches.writable if caches is not None else ():
+        _pin_renamable(folder, writable, mounts)
     if writable(root):
         if policy.type != SandboxType.WORKSPACE_READWRITE:
             mounts.read_only[root] = "--ro"
@@ -186,6 +196,8 @@ def build_plan(
     plan.options = options + mounts.options()
 
     plan.env = {"CURSOR_SANDBOX": "native", "CURSOR_ORIG_UID": str(os.getuid())}
+    if caches is not None:
+        plan.env.update(caches.env)
     if mode == NetworkMode.PROXY:
         plan.env.update(dict.fromkeys(PROXY_VARIABLES, PROXY_URL))
         plan.unset_env = NO_PROXY_VARIABLES

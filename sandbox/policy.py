@@ -22,6 +22,9 @@ How they merge (nothing a file says can weaken what the call or the daemon enfor
   Allow-by-default with no deny entry is the host network; with deny entries, or deny-by-default
   with allow entries, traffic goes through the daemon's proxy; otherwise there is no network.
 - `disableTmpWrite` / `disable_tmp_write` and `block_git_writes`: any source setting them wins.
+- `enableSharedBuildCache`: the project's value if it sets one, else the user's (default false):
+  whether sandboxed commands share home's build caches with unconfined ones (sandbox/caches.py;
+  either way they get writable caches).
 - `maxProcesses`: how many processes and threads the sandbox may run at once (a fork bomb stops
   there), DEFAULT_MAX_PROCESSES unless the user's file says otherwise; the project's file can
   only lower it.
@@ -168,6 +171,7 @@ class EffectivePolicy:
     block_git_writes: bool = False
     disable_tmp_write: bool = False
     max_processes: int = DEFAULT_MAX_PROCESSES
+    shared_build_cache: bool = False
     # Entries that were ignored and why (returned to the caller with the effective policy).
     notes: tuple[str, ...] = ()
 
@@ -206,6 +210,7 @@ class SandboxConfig:
     network_allow: tuple[str, ...] = ()
     network_deny: tuple[str, ...] = ()
     max_processes: int | None = None
+    shared_build_cache: bool | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -234,9 +239,9 @@ def parse_config(text: str, source: str) -> SandboxConfig:
     default = network.get("default")
     if default is not None and default not in ("allow", "deny"):
         raise SandboxRejected(f"{source}: networkPolicy.default must be 'allow' or 'deny'")
-    for unsupported in ("enableSharedBuildCache",):
-        if data.get(unsupported):
-            notes.append(f"{source}: {unsupported} is not supported by this daemon")
+    shared_build_cache = data.get("enableSharedBuildCache")
+    if shared_build_cache is not None and not isinstance(shared_build_cache, bool):
+        raise SandboxRejected(f"{source}: enableSharedBuildCache must be true or false")
     return SandboxConfig(
         source=source,
         type=kind,
@@ -247,6 +252,7 @@ def parse_config(text: str, source: str) -> SandboxConfig:
         network_allow=_strings(network, "allow", source + ": networkPolicy"),
         network_deny=_strings(network, "deny", source + ": networkPolicy"),
         max_processes=_max_processes(data, source),
+        shared_build_cache=shared_build_cache,
         notes=tuple(notes),
     )
 
@@ -355,8 +361,16 @@ def resolve_policy(
         block_git_writes=request.block_git_writes,
         disable_tmp_write=request.disable_tmp_write or any(c.disable_tmp_write for c in configs),
         max_processes=_effective_max_processes(user, project),
+        shared_build_cache=_shared_build_cache(user, project),
         notes=tuple(notes),
     )
+
+
+def _shared_build_cache(user: SandboxConfig | None, project: SandboxConfig | None) -> bool:
+    for config in (project, user):
+        if config is not None and config.shared_build_cache is not None:
+            return config.shared_build_cache
+    return False
 
 
 def _effective_max_processes(user: SandboxConfig | None, project: SandboxConfig | None) -> int:

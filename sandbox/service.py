@@ -39,6 +39,7 @@ from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Sele
 from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
 from exec_daemon.kernel.state import Daemon
 from sandbox.build import HelperBuildError, ensure_helper
+from sandbox.caches import CacheGrant, SandboxCacheFolder, shared_grant
 from sandbox.placeholders import PlaceholderKeeper
 from sandbox.plan import Plan, build_plan
 from sandbox.policy import (
@@ -46,6 +47,7 @@ from sandbox.policy import (
     EffectivePolicy,
     SandboxRejected,
     SandboxSetupFailed,
+    SandboxType,
     resolve_policy,
 )
 from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
@@ -79,6 +81,7 @@ class SandboxService:
         self._start_lock = asyncio.Lock()
         self._live: set[SandboxRun] = set()
         self.placeholders = PlaceholderKeeper()
+        self.build_caches = SandboxCacheFolder(daemon.config.sandbox_build_cache_folder)
         # The daemon's own directories: read-only inside every sandbox (keep_private).
         self._private: dict[str, None] = dict.fromkeys(
             str(path) for path in (daemon.config.terminals_folder, daemon.config.artifacts_folder)
@@ -90,6 +93,8 @@ class SandboxService:
             if self.support is None:
                 self.support = await self._probe()
                 log.info("%s", self.support.status_line(self.enabled))
+                if self.enabled:
+                    await asyncio.to_thread(self.build_caches.prepare)
             return self.support
 
     async def _probe(self) -> KernelSupport:
@@ -190,6 +195,7 @@ class SandboxService:
                 private=list(self._private),
                 outside=self.outside_paths(),
                 own=own,
+                caches=self._cache_grant(policy),
             )
         except BaseException:
             parent.close()
@@ -199,6 +205,16 @@ class SandboxService:
         run = SandboxRun(self, policy, plan, self.helper, parent, child)
         self._live.add(run)
         return run
+
+    def _cache_grant(self, policy: EffectivePolicy) -> CacheGrant | None:
+        """The build caches of a command (sandbox/caches.py): for `workspace_readwrite` only.
+        Shared ones are those of the daemon's home, whatever HOME the command says."""
+        if policy.type != SandboxType.WORKSPACE_READWRITE:
+            return None
+        if not policy.shared_build_cache:
+            return self.build_caches.grant()
+        home = _real_homes(self.daemon.env.get("HOME") or "")[0]
+        return shared_grant(home, os.path.realpath(self.workspace), self.outside_paths())
 
     def _hold_placeholders(self, plan: Plan) -> None:
         for option, value in itertools.pairwise(plan.options):
@@ -230,11 +246,12 @@ class SandboxService:
         except SandboxRejected as rejected:
             return SandboxDecision(imposed=imposed, refusal=rejected.reason)
         reported = policy.sandboxed or asked is not None
-        return SandboxDecision(
-            confinement=confinement,
-            effective_policy=policy.to_proto() if reported else None,
-            imposed=imposed,
-        )
+        effective = policy.to_proto() if reported else None
+        if effective is not None and policy.sandboxed:
+            # Why a build cache is not writable (e.g. a home cache folder that leads elsewhere).
+            caches = self._cache_grant(policy)
+            effective.notes.extend(caches.notes if caches is not None else ())
+        return SandboxDecision(confinement=confinement, effective_policy=effective, imposed=imposed)
 
     def _confinement(self, policy: EffectivePolicy) -> Confinement:
         """How a call under `policy` is confined. Raises SandboxRejected (e.g. the kernel lacks

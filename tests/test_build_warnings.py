@@ -3,23 +3,15 @@ setuptools' warnings were ~45 lines on the first `./scripts/serve`."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.source_tree import copy_tracked_files
 
 
 def test_the_editable_build_prints_no_warning(tmp_path: Path) -> None:
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode()
-    source = tmp_path / "source"
-    for name in filter(None, tracked.split("\0")):
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
+    source = copy_tracked_files(tmp_path / "source")
     build = subprocess.run(
         [sys.executable, "-c", "import setuptools.build_meta as b; b.build_editable('out')"],
         cwd=source,

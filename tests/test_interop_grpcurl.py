@@ -69,13 +69,18 @@ def grpcurl(
 
 
 def buf_curl(
-    daemon: RunningDaemon, tmp_path: Path, reflect_protocol: str, *args: str, stdin: str = ""
+    daemon: RunningDaemon,
+    tmp_path: Path,
+    reflect_protocol: str,
+    *args: str,
+    stdin: str = "",
+    reflect_header: str = "*",
 ) -> subprocess.CompletedProcess[str]:
     command = [
         str(BUF), "curl",
         "--reflect-protocol", reflect_protocol,
         "-H", f"authorization: Bearer {daemon.token}",
-        "--reflect-header", "*",  # reflection requests need the token too
+        "--reflect-header", reflect_header,  # reflection requests need the token too
         *args,
     ]  # fmt: skip
     env = {
@@ -113,6 +118,17 @@ def test_grpcurl_describes_services_and_messages(daemon: RunningDaemon) -> None:
     assert ".agent.v1.ReadTodosToolCall read_todos_tool_call = 10;" in tool_call.stdout
 
 
+def test_grpcurl_describe_shows_the_protos_comments(daemon: RunningDaemon) -> None:
+    """Reflection serves descriptors with source info (agent/v1/descriptors.binpb)."""
+    shell_args = grpcurl(daemon, "describe", "agent.v1.ShellArgs")
+    assert shell_args.returncode == 0, shell_args.stderr
+    assert "// Milliseconds, 1..600000" in shell_args.stdout
+    # Comments on a service's methods too, in another file.
+    control = grpcurl(daemon, "describe", "agent.v1.ControlService.Exec")
+    assert control.returncode == 0, control.stderr
+    assert "// Runs one tool call with the same messages" in control.stdout
+
+
 def test_grpcurl_ping(daemon: RunningDaemon) -> None:
     pinged = grpcurl(daemon, "agent.v1.ControlService/Ping")
     assert pinged.returncode == 0, pinged.stderr
@@ -134,9 +150,10 @@ def test_grpcurl_bidi_exec_stream_fed_json_on_stdin(daemon: RunningDaemon) -> No
     assert streamed.returncode == 0, streamed.stderr
     answers = {answer["id"]: answer for answer in json_documents(streamed.stdout)}
     assert set(answers) == {1, 2}
-    # grpcurl 1.8 prints proto field names.
-    assert answers[1]["tool_call_result"]["read_todos_tool_call"]["result"] == {"success": {}}
-    written = answers[2]["tool_call_result"]["update_todos_tool_call"]["result"]["success"]
+    # Canonical (lowerCamelCase) JSON, as the wire contract says: grpcurl 1.8 takes each field's
+    # JSON name from the reflected descriptors (protoc's, which carry json_name).
+    assert answers[1]["toolCallResult"]["readTodosToolCall"]["result"] == {"success": {}}
+    written = answers[2]["toolCallResult"]["updateTodosToolCall"]["result"]["success"]
     assert [todo["id"] for todo in written["todos"]] == ["g"]
 
 
@@ -162,6 +179,19 @@ def test_buf_curl_lists_services(
     listed = buf_curl(daemon, tmp_path, reflect_protocol, "--list-services", daemon.url)
     assert listed.returncode == 0, listed.stderr
     assert set(listed.stdout.split()) == SERVICES
+
+
+def test_buf_curl_as_the_readme_shows_it(daemon: RunningDaemon, tmp_path: Path) -> None:
+    """Either reflect header works; without the token, reflection is refused, which buf curl
+    reports as the service missing from its schema (README.md names that symptom)."""
+    explicit = f"authorization: Bearer {daemon.token}"
+    url = f"{daemon.url}/agent.v1.ControlService/Ping"
+    pinged = buf_curl(daemon, tmp_path, "grpc-v1", url, reflect_header=explicit)
+    assert pinged.returncode == 0, pinged.stderr
+    assert json_documents(pinged.stdout)[0]["pid"] == daemon.process.pid
+    refused = buf_curl(daemon, tmp_path, "grpc-v1", url, reflect_header="x-unrelated: 1")
+    assert refused.returncode != 0
+    assert 'failed to find service named "agent.v1.ControlService"' in refused.stderr
 
 
 @pytest.mark.parametrize("protocol", ["connect", "grpc", "grpcweb"])

@@ -1,12 +1,11 @@
 """Node @connectrpc/connect-node (npm, installed at the repo root by scripts/setup) against the
 real daemon, with no codegen: tests/node/connect_client.mjs builds its service descriptors at
-run time from a FileDescriptorSet that protoc writes here from proto/agent/v1/*.proto."""
+run time from the FileDescriptorSet scripts/gen-protos writes (proto/agent/v1/descriptors.binpb)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,20 +29,11 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
 
 
 @pytest.fixture(scope="module")
-def descriptor_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def descriptor_set() -> Path:
     assert (REPO / "node_modules" / "@connectrpc" / "connect-node").is_dir(), (
         "npm packages missing: run ./scripts/setup (npm install at the repo root)"
     )
-    path = tmp_path_factory.mktemp("descriptors") / "agent.v1.binpb"
-    protos = sorted(str(p.relative_to(REPO)) for p in (REPO / "proto/agent/v1").glob("*.proto"))
-    subprocess.run(
-        [
-            sys.executable, "-m", "grpc_tools.protoc", "-Iproto", "--include_imports",
-            f"--descriptor_set_out={path}", *protos,
-        ],
-        cwd=REPO, check=True, timeout=60,
-    )  # fmt: skip
-    return path
+    return REPO / "proto" / "agent" / "v1" / "descriptors.binpb"
 
 
 def node_client(

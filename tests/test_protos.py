@@ -38,7 +38,7 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
     subprocess.run([str(ROOT / "scripts" / "gen-protos"), str(out)], check=True, cwd=ROOT)
     committed = ROOT / "proto" / "agent" / "v1"
     generated = out / "agent" / "v1"
-    names = sorted(p.name for p in generated.iterdir() if p.suffix in (".py", ".pyi"))
+    names = sorted(p.name for p in generated.iterdir() if p.suffix in (".py", ".pyi", ".binpb"))
     assert names, "gen-protos produced nothing"
     _match, mismatch, missing = filecmp.cmpfiles(generated, committed, names, shallow=False)
     assert not mismatch and not missing, (

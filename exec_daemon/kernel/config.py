@@ -57,6 +57,12 @@ class DaemonConfig:
     # Where background shells and terminals write their output (the agent can read it back).
     terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))
+    # Origins (scheme://host[:port]) whose web pages may call the RPC port from a browser.
+    cors_allowed_origins: tuple[str, ...] = ()
+    # The build caches sandboxed commands share (npm, pip, uv, cargo, go, gradle: sandbox/caches.py).
+    sandbox_build_cache_folder: Path = field(
+        default_factory=lambda: Path("/tmp/exec-daemon-build-caches")
+    )
 
 
 def off_without(feature: str, flag: str) -> str:

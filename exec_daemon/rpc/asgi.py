@@ -1,4 +1,5 @@
-"""The front door of the RPC port: bearer auth, routing by service, no response compression.
+"""The front door of the RPC port: bearer auth, routing by service, no response compression,
+CORS for the origins the operator allows (exec_daemon/rpc/cors.py).
 
 Auth is checked from the headers alone, before any request body is read. On HTTP/1.1 the
 rejected request's body is then drained (discarded, bounded) before the error is written,
@@ -18,6 +19,8 @@ from typing import Any
 from urllib.parse import quote
 
 from connectrpc.code import Code
+
+from exec_daemon.rpc.cors import Cors
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +148,9 @@ class FrontDoor:
         *,
         compress_responses: bool = False,
         drain_limit: int = 64 * 1024 * 1024,
+        cors: Cors | None = None,
     ) -> None:
+        self._cors = cors or Cors()
         self._routes = dict(routes)
         self._token = auth_token.encode()
         self._compress_responses = compress_responses
@@ -157,6 +162,10 @@ class FrontDoor:
             return
         if scope["type"] != "http":
             return
+        if self._cors.is_preflight(scope):
+            await self._cors.answer_preflight(scope, send)
+            return
+        send = self._cors.sending_cors_headers(scope, send)
         if is_grpc_over_http1(scope):
             await self._refuse(scope, receive, send, Code.UNIMPLEMENTED, GRPC_NEEDS_HTTP2)
             return

@@ -60,8 +60,10 @@ SLOW_CLIENT_CLOSE_SECONDS = 15.0
 SHUTDOWN_SECONDS = 1.0
 
 WEB_DIR = Path(__file__).resolve().parents[1] / "web"
-NODE_MODULES = Path(__file__).resolve().parents[2] / "node_modules"
-# The page and its scripts; xterm.js is installed from npm by scripts/setup, never committed.
+# The npm files the page uses (xterm.js and its addons), in node_modules' layout, with each
+# package's LICENSE: copied into the package by scripts/vendor-web so a wheel serves them too.
+NODE_MODULES = WEB_DIR / "vendor"
+# The page and its scripts.
 ASSETS: dict[str, Path] = {
     "/": WEB_DIR / "index.html",
     "/assets/terminal.js": WEB_DIR / "terminal.js",
@@ -179,9 +181,9 @@ class PtyWebSocketServer:
             try:
                 body = await asyncio.to_thread(ASSETS[path].read_bytes)
             except OSError:
-                log.error("web terminal file %s is missing (run scripts/setup)", ASSETS[path])
+                log.error("web terminal file %s is missing (run scripts/vendor-web)", ASSETS[path])
                 return connection.respond(
-                    http.HTTPStatus.NOT_FOUND, f"{path} is not installed (run scripts/setup)\n"
+                    http.HTTPStatus.NOT_FOUND, f"{path} is not installed (run scripts/vendor-web)\n"
                 )
             self._asset_cache[path] = body
         content_type = mimetypes.guess_type(ASSETS[path].name)[0] or "application/octet-stream"

@@ -1,0 +1,138 @@
+"""A non-editable install works: the wheel built from the tracked tree (offline, no build
+isolation) holds every package, the protos, the sandbox helper's source and the web terminal's
+files, and the daemon installed from it serves RPCs and the web terminal's page."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+import urllib.request
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.source_tree import ROOT, copy_tracked_files
+
+ROOTS = {"exec_daemon": ROOT / "exec_daemon", "tools": ROOT / "tools", "sandbox": ROOT / "sandbox"}
+ROOTS["agent"] = ROOT / "proto" / "agent"
+WEB_FILES = [
+    "exec_daemon/web/index.html",
+    "exec_daemon/web/terminal.js",
+    "exec_daemon/web/vendor/@xterm/xterm/lib/xterm.mjs",
+    "exec_daemon/web/vendor/@xterm/xterm/LICENSE",
+]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("wheel")
+    source = copy_tracked_files(work / "source")
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index",
+         "--no-build-isolation", "-q",
+         "-w", str(work / "dist"), str(source)],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stdout + build.stderr
+    warnings = [line for line in build.stderr.splitlines() if "warning" in line.lower()]
+    assert warnings == [], build.stderr
+    (found,) = (work / "dist").glob("exec_daemon-*.whl")
+    return found
+
+
+def source_modules() -> set[str]:
+    """Every Python module and package data file the tree's packages hold, as wheel paths."""
+    names = set()
+    for top, folder in ROOTS.items():
+        for path in folder.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".md":
+                names.add(f"{top}/{path.relative_to(folder).as_posix()}")
+    return names
+
+
+def test_the_wheel_holds_every_module_and_the_web_files(wheel: Path) -> None:
+    contents = set(zipfile.ZipFile(wheel).namelist())
+    missing = source_modules() - contents
+    assert missing == set(), f"the wheel lacks {sorted(missing)}"
+    assert "tools/shell/__init__.py" in contents
+    assert {*WEB_FILES, "sandbox/helper.c", "agent/v1/shell.proto"} <= contents
+    assert not any(name.startswith(("tests/", "scripts/", "node_modules/")) for name in contents)
+
+
+def layered_venv(folder: Path) -> Path:
+    """A venv whose own site-packages come first, then the test venv's third-party packages
+    (not its editable exec-daemon, whose .pth hook only runs in the venv it is installed in)."""
+    venv.EnvBuilder(with_pip=False).create(folder)
+    python = folder / "bin" / "python"
+    own_site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(own_site) / "layered.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def http_get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read()
+
+
+def test_the_installed_wheel_serves_rpcs_and_the_web_terminal(wheel: Path, tmp_path: Path) -> None:
+    python = layered_venv(tmp_path / "venv")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+         "--no-index", str(wheel)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    where = subprocess.run(
+        [python, "-c", "import exec_daemon, tools.shell; print(exec_daemon.__file__)"],
+        capture_output=True, text=True, check=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+    ).stdout  # fmt: skip
+    assert where.startswith(str(tmp_path / "venv")), where
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    command = [str(tmp_path / "venv" / "bin" / "exec-daemon")]
+    # PYTHONPATH empty: the tree the tests run from must not be what answers.
+    with running_daemon(
+        workspace, tmp_path / "state", argv=command, env={"PYTHONPATH": ""}
+    ) as daemon:
+        assert_serves(daemon, command)
+
+
+def assert_serves(daemon: RunningDaemon, command: list[str]) -> None:
+    ping = subprocess.run(
+        [*command, "ping", "--url", daemon.url, "--token", daemon.token],
+        capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert ping.returncode == 0, ping.stderr
+    assert isinstance(json.loads(ping.stdout), dict)
+    page = f"http://127.0.0.1:{daemon.pty_port}"
+    status, body = http_get(f"{page}/")
+    assert status == 200 and b"/assets/terminal.js" in body
+    status, body = http_get(f"{page}/assets/xterm.mjs")
+    assert status == 200 and body == (ROOT / WEB_FILES[2]).read_bytes()
+    # Reflection reads the commented descriptors from the installed package.
+    described = subprocess.run(
+        [Path(sys.executable).parent / "grpcurl", "-plaintext", "-H",
+         f"authorization: Bearer {daemon.token}", f"127.0.0.1:{daemon.port}",
+         "describe", "agent.v1.ShellArgs"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert "// Milliseconds" in described.stdout, described.stderr
+    assert "Traceback" not in daemon.log()
+
+
+def test_the_vendored_web_files_match_the_npm_packages() -> None:
+    """After an npm upgrade (package.json), scripts/vendor-web must be run and its copies committed."""
+    if not (ROOT / "node_modules" / "@xterm" / "xterm").is_dir():
+        pytest.skip("npm packages not installed (scripts/setup)")
+    check = subprocess.run(
+        [sys.executable, ROOT / "scripts" / "vendor-web", "--check"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
