@@ -1,7 +1,10 @@
-"""task_tool_call (Task): registers a subagent session; the orchestrator runs its inference.
+"""task_tool_call (Task): starts (or resumes) a subagent and, with --model-endpoint, runs it.
 
-The daemon's part of a subagent is its identity: an agent_id its tool calls will carry, and
-whether it was started read-only (then the permission guard refuses its writes). A subagent
+A subagent's identity is an agent_id its tool calls carry, and whether it was started read-only
+(then the permission guard refuses its writes). With --model-endpoint the daemon runs the
+subagent's loop itself (tools/subagents.py: its type chooses its prompt and tools, progress
+streams as TaskToolCallDelta, the result carries its final message); without one, Task only
+registers the subagent and the orchestrator runs its inference, its calls carrying the id. A subagent
 started by a read-only agent, or by an agent in a mode that restricts it (ask, plan), is
 read-only too (else starting one would be a way around the restriction), and resuming can make
 an agent read-only but never lift it.
@@ -15,7 +18,10 @@ import uuid
 from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
 from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
+from tools.models import ModelEndpoint
+from tools.subagents import SubagentKind, SubagentRun, kind_of, run_subagent
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -27,6 +33,16 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     sessions = ctx.daemon.service(SubagentSessions)
     restricted = ctx.daemon.service(AgentModes).allows(ctx.agent_id) != EVERYTHING
     readonly = args.readonly or restricted or sessions.is_readonly(ctx.agent_id)
+    running = bool(ctx.daemon.config.model_endpoint)
+    kind = None
+    if running:
+        if not args.prompt.strip():
+            return _error("invalid_argument", "the Task has no prompt")
+        try:
+            kind = kind_of(ctx.daemon, _type_of(args, sessions), args.custom_subagent_name)
+        except CodedError as failure:
+            return _error(failure.code, failure.message)
+        readonly = readonly or kind.readonly
     if args.resume:
         agent = sessions.get(args.resume)
         if agent is None:
@@ -47,13 +63,39 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
         )
         sessions.add(agent)
         resumed = False
+    final_message = ""
+    if kind is not None:
+        try:
+            final_message = await run_subagent(_subagent(agent, kind, args, ctx), args.prompt, ctx)
+        except CodedError as failure:
+            return _error(failure.code, failure.message)
     return TaskResult(
         success=TaskSuccess(
             agent_id=agent.agent_id,
             readonly=agent.readonly,
             resumed=resumed,
             duration_ms=int((time.monotonic() - started) * 1000),
+            final_message=final_message,
         )
+    )
+
+
+def _type_of(args: TaskArgs, sessions: SubagentSessions) -> int:
+    """The type a Task runs as: a resumed subagent keeps the type it was started with."""
+    earlier = sessions.get(args.resume) if args.resume else None
+    return earlier.subagent_type if earlier is not None else args.subagent_type
+
+
+def _subagent(agent: Subagent, kind: SubagentKind, args: TaskArgs, ctx: CallContext) -> SubagentRun:
+    config = ctx.daemon.config
+    model = ctx.daemon.service(ModelEndpoint).chat_model(args.model or kind.model, "Task")
+    return SubagentRun(
+        agent_id=agent.agent_id,
+        kind=kind,
+        readonly=agent.readonly,
+        model=model,
+        max_steps=config.subagent_max_steps,
+        max_tokens=config.subagent_max_tokens,
     )
 
 
