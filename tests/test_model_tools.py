@@ -3,19 +3,42 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 
-from agent.v1.agent_pb2 import SubagentType, TaskArgs
+from agent.v1.agent_pb2 import (
+    AskQuestionArgs,
+    GenerateImageArgs,
+    Question,
+    QuestionOption,
+    StartGrindExecutionArgs,
+    StartGrindPlanningArgs,
+    SubagentType,
+    TaskArgs,
+)
+from agent.v1.questions_pb2 import AnswerQuestionRequest, ListPendingQuestionsRequest
 from agent.v1.tool_call_pb2 import ToolCall
+from agent.v1.web_pb2 import WebSearchArgs
 from exec_daemon.client import ExecDaemonClient, ExecStream
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
+from tests.model_servers import (
+    Final,
+    ScriptedModel,
+    SearchEngine,
+    ToolCalls,
+    serving_model,
+    serving_search,
+    url_of,
+)
 from tests.polling import eventually
 
 API_KEY = "sk-test-" + uuid.uuid4().hex
@@ -28,13 +51,30 @@ def model() -> Iterator[tuple[ScriptedModel, str]]:
         yield scripted, url_of(server, "/v1")
 
 
+SEARCH_RESULTS = [
+    {"title": "Tea - Wikipedia", "url": "https://en.wikipedia.org/wiki/Tea", "content": "Tea is"},
+    {"title": "How to brew", "url": "https://example.org/brew", "content": "Boil water"},
+]
+
+
+@pytest.fixture
+def search() -> Iterator[tuple[SearchEngine, str]]:
+    engine = SearchEngine(SEARCH_RESULTS)
+    with serving_search(engine) as server:
+        yield engine, url_of(server)
+
+
 @pytest.fixture
 def model_daemon(
-    workspace: Path, tmp_path: Path, model: tuple[ScriptedModel, str]
+    workspace: Path,
+    tmp_path: Path,
+    model: tuple[ScriptedModel, str],
+    search: tuple[SearchEngine, str],
 ) -> Iterator[RunningDaemon]:
     _scripted, endpoint = model
     flags = ["--model-endpoint", endpoint, "--model", "main-model", "--fast-model", "fast-model"]
-    flags += ["--subagent-max-steps", "4"]
+    flags += ["--subagent-max-steps", "4", "--web-search-endpoint", search[1]]
+    flags += ["--generate-image-enabled", "--question-timeout-seconds", "5"]
     env = {"EXEC_DAEMON_MODEL_API_KEY": API_KEY}
     with running_daemon(workspace, tmp_path / "state", *flags, env=env) as running:
         yield running
@@ -212,3 +252,213 @@ async def test_a_task_without_an_endpoint_only_registers_the_subagent(
     result, streamed = await run_task(client, task_call("Do something", agent_id="plain"))
     assert result.success.agent_id == "plain"
     assert result.success.final_message == "" and streamed == ""
+
+
+# --- web_search, generate_image, ask_question ---------------------------------------------------
+
+
+async def run_tool(client: ExecDaemonClient, variant: str, args: Any) -> Any:
+    call = ToolCall()
+    getattr(call, variant).args.CopyFrom(args)
+    async with client.exec_stream() as stream:
+        outcome = await (await stream.start(call, agent_id="main")).wait()
+    assert outcome.error is None and outcome.result is not None, outcome.error
+    return getattr(outcome.result, variant).result
+
+
+async def test_web_search_returns_the_endpoints_references(
+    search: tuple[SearchEngine, str], model_client: ExecDaemonClient
+) -> None:
+    engine, _ = search
+    result = await run_tool(model_client, "web_search_tool_call", WebSearchArgs(search_term="tea"))
+    assert [(r.title, r.url, r.chunk) for r in result.success.references] == [
+        ("Tea - Wikipedia", "https://en.wikipedia.org/wiki/Tea", "Tea is"),
+        ("How to brew", "https://example.org/brew", "Boil water"),
+    ]
+    assert engine.queries[-1]["q"] == ["tea"] and engine.queries[-1]["format"] == ["json"]
+    empty = await run_tool(model_client, "web_search_tool_call", WebSearchArgs(search_term=" "))
+    assert empty.error.code == "invalid_argument"
+
+
+async def test_web_search_names_a_broken_endpoint(
+    workspace: Path, tmp_path: Path, search: tuple[SearchEngine, str]
+) -> None:
+    engine, url = search
+    engine.results = [{"title": "no url here"}]  # not SearXNG's shape
+    with running_daemon(workspace, tmp_path / "s2", "--web-search-endpoint", url) as daemon:
+        async with daemon.client() as client:
+            shapeless = await run_tool(
+                client, "web_search_tool_call", WebSearchArgs(search_term="tea")
+            )
+    assert shapeless.error.code == "request_failed"
+    assert "SearXNG" in shapeless.error.message
+
+
+async def test_generate_image_writes_a_png_to_the_artifacts_folder(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, model_daemon: RunningDaemon
+) -> None:
+    scripted, _ = model
+    args = GenerateImageArgs(description="a red square", filename="../../etc/evil name.png")
+    result = await run_tool(model_client, "generate_image_tool_call", args)
+    assert result.WhichOneof("result") == "success", result
+    path = Path(result.success.path)
+    assert path == model_daemon.state_dir / "artifacts" / "evil-name.png"
+    assert file_bytes(path) == scripted.image == result.success.data
+    assert result.success.mime_type == "image/png"
+    assert scripted.requests[-1]["prompt"] == "a red square"
+    assert scripted.requests[-1]["model"] == "gpt-image-1"
+    again = await run_tool(model_client, "generate_image_tool_call", args)
+    assert Path(again.success.path).name == "evil-name-2.png", "nothing is overwritten"
+
+
+async def test_generate_image_refuses_what_is_not_an_image(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient
+) -> None:
+    scripted, _ = model
+    scripted.image = b"<html>not an image</html>"
+    args = GenerateImageArgs(description="a cat")
+    result = await run_tool(model_client, "generate_image_tool_call", args)
+    assert result.error.code == "request_failed" and "not an image" in result.error.message
+
+
+def file_bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def questions(*prompts: str) -> AskQuestionArgs:
+    return AskQuestionArgs(
+        title="Setup",
+        questions=[
+            Question(
+                id=f"q{number}",
+                prompt=prompt,
+                options=[QuestionOption(id="pg", label="Postgres"), QuestionOption(id="my")],
+            )
+            for number, prompt in enumerate(prompts, 1)
+        ],
+    )
+
+
+async def pending_questions(client: ExecDaemonClient) -> list[Any]:
+    listed = await client.control.list_pending_questions(
+        ListPendingQuestionsRequest(), headers=client.headers
+    )
+    return list(listed.questions)
+
+
+async def wait_for_pending(client: ExecDaemonClient, count: int, seconds: float = 10) -> list[Any]:
+    """The pending questions once there are `count` of them (polled until a deadline)."""
+    deadline = time.monotonic() + seconds
+    while len(listed := await pending_questions(client)) != count:
+        assert time.monotonic() < deadline, f"{count} pending questions never appeared: {listed}"
+        await asyncio.sleep(0.02)
+    return listed
+
+
+async def test_ask_question_holds_until_every_question_is_answered(
+    model_client: ExecDaemonClient,
+) -> None:
+    control = model_client.control
+    headers = model_client.headers
+    call = ToolCall(ask_question_tool_call={"args": questions("Which DB?", "Which port?")})
+    async with model_client.exec_stream() as stream:
+        running = await stream.start(call, agent_id="asker")
+        listed = await wait_for_pending(model_client, 2)
+        first, second = sorted(listed, key=lambda q: q.asked_id)
+        assert (first.asked_id, first.prompt, first.agent_id, first.title) == (
+            "q1",
+            "Which DB?",
+            "asker",
+            "Setup",
+        )
+        with pytest.raises(ConnectError) as unknown:
+            await control.answer_question(
+                AnswerQuestionRequest(question_id=first.question_id, option_ids=["oracle"]),
+                headers=headers,
+            )
+        assert unknown.value.code == Code.INVALID_ARGUMENT
+        answered = await control.answer_question(
+            AnswerQuestionRequest(question_id=first.question_id, option_ids=["pg"]),
+            headers=headers,
+        )
+        assert not answered.call_answered
+        assert not running.outcome.done, "the call waits for the second answer"
+        answered = await control.answer_question(
+            AnswerQuestionRequest(question_id=second.question_id, answer="5432"),
+            headers=headers,
+        )
+        assert answered.call_answered
+        outcome = await running.wait()
+    assert outcome.result is not None
+    answers = outcome.result.ask_question_tool_call.result.success.answers
+    assert [(a.question_id, list(a.selected_option_ids), a.free_text) for a in answers] == [
+        ("q1", ["pg"], ""),
+        ("q2", [], "5432"),
+    ]
+    assert await pending_questions(model_client) == []
+    with pytest.raises(ConnectError) as gone:
+        await control.answer_question(
+            AnswerQuestionRequest(question_id=first.question_id, answer="late"), headers=headers
+        )
+    assert gone.value.code == Code.NOT_FOUND
+
+
+async def test_an_unanswered_question_times_out_and_an_aborted_one_is_withdrawn(
+    model_client: ExecDaemonClient,
+) -> None:
+    call = ToolCall(ask_question_tool_call={"args": questions("Anyone there?")})
+    async with model_client.exec_stream() as stream:
+        aborted = await stream.start(call, agent_id="asker")
+        await wait_for_pending(model_client, 1)
+        await stream.abort(aborted.id)
+        outcome = await aborted.wait()
+        assert outcome.result is not None
+        assert outcome.result.ask_question_tool_call.result.WhichOneof("result") == "aborted"
+        assert await pending_questions(model_client) == []
+        timed_out = await (await stream.start(call, agent_id="asker")).wait()
+    assert timed_out.result is not None
+    error = timed_out.result.ask_question_tool_call.result.error
+    assert error.code == "timeout" and "--question-timeout-seconds" in error.message
+
+
+# --- without endpoints ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variant", "args", "flag"),
+    [
+        ("web_search_tool_call", WebSearchArgs(search_term="tea"), "--web-search-endpoint"),
+        (
+            "generate_image_tool_call",
+            GenerateImageArgs(description="a cat"),
+            "--generate-image-enabled",
+        ),
+        (
+            "start_grind_planning_tool_call",
+            StartGrindPlanningArgs(goal="fix all bugs"),
+            "--model-endpoint",
+        ),
+        (
+            "start_grind_execution_tool_call",
+            StartGrindExecutionArgs(plan_id="p1"),
+            "--model-endpoint",
+        ),
+    ],
+)
+async def test_without_an_endpoint_each_tool_answers_unavailable_naming_its_flag(
+    client: ExecDaemonClient, variant: str, args: Any, flag: str
+) -> None:
+    result = await run_tool(client, variant, args)
+    assert result.error.code == "unavailable"
+    assert flag in result.error.message
+
+
+async def test_image_generation_enabled_without_an_endpoint_names_the_endpoint_flag(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "s3", "--generate-image-enabled") as daemon:
+        async with daemon.client() as client:
+            result = await run_tool(
+                client, "generate_image_tool_call", GenerateImageArgs(description="a cat")
+            )
+    assert result.error.code == "unavailable" and "--model-endpoint" in result.error.message

@@ -13,6 +13,7 @@ turns (--subagent-max-steps) and tokens (--subagent-max-tokens).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections import OrderedDict
@@ -30,7 +31,7 @@ from exec_daemon.kernel.agents import mark_used
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, read_checked
-from exec_daemon.kernel.spec import Effect, ToolSpec
+from exec_daemon.kernel.spec import EVERYTHING, Effect, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from tools.models import ModelEndpoint, model_failure
@@ -60,6 +61,9 @@ class SubagentKind:
     name: str
     prompt: str
     readonly: bool = False
+    # What its tools may change (the permissions guard enforces it through the agent's mode or
+    # read-only flag; here it chooses what the model is offered).
+    allows: Effect = EVERYTHING
     # Variants this type is offered beyond those every type gets (e.g. computer use).
     only_for_it: frozenset[str] = frozenset()
     model: str = ""
@@ -205,13 +209,13 @@ def dispatchable(specs: Sequence[ToolSpec], kind: SubagentKind) -> dict[str, Too
     }
 
 
-def offered(tools: dict[str, ToolSpec], readonly: bool) -> list[dict[str, Any]]:
-    """The tool definitions sent to the model: a read-only subagent is offered only the tools
-    that change nothing."""
+def offered(tools: dict[str, ToolSpec], allows: Effect) -> list[dict[str, Any]]:
+    """The tool definitions sent to the model: those whose declared effects the subagent may
+    have (a read-only one: only the tools that change nothing)."""
     return [
         function_definition(name, spec)
         for name, spec in tools.items()
-        if not readonly or spec.effects == Effect.NONE
+        if spec.declared_effects() & ~allows == Effect.NONE
     ]
 
 
@@ -292,6 +296,22 @@ class Conversations:
     def __init__(self, daemon: Daemon) -> None:
         self._by_agent: OrderedDict[str, Conversation] = OrderedDict()
 
+    def last_success(self, agent_id: str, tool: str) -> dict[str, Any] | None:
+        """The `success` of the latest call of `tool` (its name for the model) that succeeded."""
+        messages = self.get(agent_id).messages
+        names = {
+            call["id"]: call["function"]["name"]
+            for message in messages
+            for call in message.get("tool_calls") or ()
+        }
+        for message in reversed(messages):
+            if message["role"] == "tool" and names.get(message["tool_call_id"]) == tool:
+                with contextlib.suppress(ValueError):
+                    success = json.loads(message["content"]).get("success")
+                    if isinstance(success, dict):
+                        return success
+        return None
+
     def get(self, agent_id: str) -> Conversation:
         conversation = self._by_agent.get(agent_id)
         if conversation is None:
@@ -316,10 +336,25 @@ class SubagentRun:
 
     agent_id: str
     kind: SubagentKind
-    readonly: bool
+    allows: Effect
     model: str
     max_steps: int
     max_tokens: int
+
+
+def prepared(
+    daemon: Daemon, agent_id: str, kind: SubagentKind, *, readonly: bool, model: str, feature: str
+) -> SubagentRun:
+    """A run of `kind` as `agent_id` within the daemon's budgets; `model` "fast" or ""."""
+    config = daemon.config
+    return SubagentRun(
+        agent_id=agent_id,
+        kind=kind,
+        allows=Effect.NONE if readonly else kind.allows,
+        model=daemon.service(ModelEndpoint).chat_model(model or kind.model, feature),
+        max_steps=config.subagent_max_steps,
+        max_tokens=config.subagent_max_tokens,
+    )
 
 
 async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> str:
@@ -333,7 +368,7 @@ async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> 
         )
     specs = daemon.service(ToolCalls).specs
     tools = dispatchable(specs, subagent.kind)
-    definitions = offered(tools, subagent.readonly)
+    definitions = offered(tools, subagent.allows)
     if not conversation.messages:
         system = _COMMON.format(workspace=daemon.workspace) + "\n\n" + subagent.kind.prompt
         conversation.messages.append({"role": "system", "content": system})

@@ -20,8 +20,7 @@ from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
-from tools.models import ModelEndpoint
-from tools.subagents import SubagentKind, SubagentRun, kind_of, run_subagent
+from tools.subagents import kind_of, prepared, run_subagent
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -66,7 +65,15 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     final_message = ""
     if kind is not None:
         try:
-            final_message = await run_subagent(_subagent(agent, kind, args, ctx), args.prompt, ctx)
+            run = prepared(
+                ctx.daemon,
+                agent.agent_id,
+                kind,
+                readonly=agent.readonly,
+                model=args.model,
+                feature="Task",
+            )
+            final_message = await run_subagent(run, args.prompt, ctx)
         except CodedError as failure:
             return _error(failure.code, failure.message)
     return TaskResult(
@@ -84,19 +91,6 @@ def _type_of(args: TaskArgs, sessions: SubagentSessions) -> int:
     """The type a Task runs as: a resumed subagent keeps the type it was started with."""
     earlier = sessions.get(args.resume) if args.resume else None
     return earlier.subagent_type if earlier is not None else args.subagent_type
-
-
-def _subagent(agent: Subagent, kind: SubagentKind, args: TaskArgs, ctx: CallContext) -> SubagentRun:
-    config = ctx.daemon.config
-    model = ctx.daemon.service(ModelEndpoint).chat_model(args.model or kind.model, "Task")
-    return SubagentRun(
-        agent_id=agent.agent_id,
-        kind=kind,
-        readonly=agent.readonly,
-        model=model,
-        max_steps=config.subagent_max_steps,
-        max_tokens=config.subagent_max_tokens,
-    )
 
 
 TASK = ToolSpec(

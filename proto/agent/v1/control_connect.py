@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol, TYPE_CHECKING
 
 from agent.v1.exec_pb2 import ExecServerMessage
+from agent.v1.questions_pb2 import AnswerQuestionRequest, AnswerQuestionResponse, ListPendingQuestionsRequest, ListPendingQuestionsResponse
 from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_codecs
@@ -91,6 +92,15 @@ class ControlService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def update_environment_variables(self, request: UpdateEnvironmentVariablesRequest, ctx: RequestContext[UpdateEnvironmentVariablesRequest, UpdateEnvironmentVariablesResponse], /) -> UpdateEnvironmentVariablesResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_pending_questions(self, request: ListPendingQuestionsRequest, ctx: RequestContext[ListPendingQuestionsRequest, ListPendingQuestionsResponse], /) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def answer_question(self, request: AnswerQuestionRequest, ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse], /) -> AnswerQuestionResponse:
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -282,6 +292,28 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.update_environment_variables,
+                ),
+                "/agent.v1.ControlService/ListPendingQuestions": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListPendingQuestions",
+                        service_name="agent.v1.ControlService",
+                        input=ListPendingQuestionsRequest,
+                        output=ListPendingQuestionsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_pending_questions,
+                ),
+                "/agent.v1.ControlService/AnswerQuestion": Endpoint.unary(
+                    method=MethodInfo(
+                        name="AnswerQuestion",
+                        service_name="agent.v1.ControlService",
+                        input=AnswerQuestionRequest,
+                        output=AnswerQuestionResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.answer_question,
                 ),
             },
             interceptors=interceptors,
@@ -647,6 +679,49 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_pending_questions(
+        self,
+        request: ListPendingQuestionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPendingQuestions",
+                service_name="agent.v1.ControlService",
+                input=ListPendingQuestionsRequest,
+                output=ListPendingQuestionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def answer_question(
+        self,
+        request: AnswerQuestionRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AnswerQuestionResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="AnswerQuestion",
+                service_name="agent.v1.ControlService",
+                input=AnswerQuestionRequest,
+                output=AnswerQuestionResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -701,6 +776,15 @@ class ControlServiceSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def update_environment_variables(self, request: UpdateEnvironmentVariablesRequest, ctx: RequestContext[UpdateEnvironmentVariablesRequest, UpdateEnvironmentVariablesResponse], /) -> UpdateEnvironmentVariablesResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_pending_questions(self, request: ListPendingQuestionsRequest, ctx: RequestContext[ListPendingQuestionsRequest, ListPendingQuestionsResponse], /) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def answer_question(self, request: AnswerQuestionRequest, ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse], /) -> AnswerQuestionResponse:
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -890,6 +974,28 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.update_environment_variables,
+                ),
+                "/agent.v1.ControlService/ListPendingQuestions": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListPendingQuestions",
+                        service_name="agent.v1.ControlService",
+                        input=ListPendingQuestionsRequest,
+                        output=ListPendingQuestionsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_pending_questions,
+                ),
+                "/agent.v1.ControlService/AnswerQuestion": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="AnswerQuestion",
+                        service_name="agent.v1.ControlService",
+                        input=AnswerQuestionRequest,
+                        output=AnswerQuestionResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.answer_question,
                 ),
             },
             interceptors=interceptors,
@@ -1249,6 +1355,49 @@ class ControlServiceClientSync(ConnectClientSync):
                 service_name="agent.v1.ControlService",
                 input=UpdateEnvironmentVariablesRequest,
                 output=UpdateEnvironmentVariablesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_pending_questions(
+        self,
+        request: ListPendingQuestionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPendingQuestions",
+                service_name="agent.v1.ControlService",
+                input=ListPendingQuestionsRequest,
+                output=ListPendingQuestionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def answer_question(
+        self,
+        request: AnswerQuestionRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AnswerQuestionResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="AnswerQuestion",
+                service_name="agent.v1.ControlService",
+                input=AnswerQuestionRequest,
+                output=AnswerQuestionResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),
