@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -325,6 +326,10 @@ def file_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def read_text(path: Path) -> str:
+    return path.read_text()
+
+
 def questions(*prompts: str) -> AskQuestionArgs:
     return AskQuestionArgs(
         title="Setup",
@@ -462,3 +467,125 @@ async def test_image_generation_enabled_without_an_endpoint_names_the_endpoint_f
                 client, "generate_image_tool_call", GenerateImageArgs(description="a cat")
             )
     assert result.error.code == "unavailable" and "--model-endpoint" in result.error.message
+
+
+# --- custom subagents, the key, grind ------------------------------------------------------------
+
+
+def write_file(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+async def test_a_custom_subagent_takes_its_prompt_and_readonly_from_its_definition(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, workspace: Path
+) -> None:
+    scripted, _ = model
+    definition = "---\nname: reviewer\nreadonly: true\n---\nYou review code for typos.\n"
+    write_file(workspace / ".cursor" / "agents" / "reviewer.md", definition)
+    scripted.turns = [Final("No typos.")]
+    custom = SubagentType.SUBAGENT_TYPE_CUSTOM
+    call = task_call("Review", subagent_type=custom, custom_subagent_name="reviewer")
+    result, _ = await run_task(model_client, call)
+    assert result.success.readonly and result.success.final_message == "No typos."
+    system = scripted.chat_requests()[0]["messages"][0]["content"]
+    assert "You review code for typos." in system
+    offered = {tool["function"]["name"] for tool in scripted.chat_requests()[0]["tools"]}
+    assert "read" in offered and "edit" not in offered
+    missing, _ = await run_task(
+        model_client, task_call("Review", subagent_type=custom, custom_subagent_name="nobody")
+    )
+    assert missing.error.code == "not_found" and ".cursor/agents/nobody.md" in missing.error.message
+    escaping, _ = await run_task(
+        model_client, task_call("Review", subagent_type=custom, custom_subagent_name="../../x")
+    )
+    assert escaping.error.code == "invalid_argument"
+
+
+async def test_the_model_key_reaches_only_the_endpoint(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, model_daemon: RunningDaemon
+) -> None:
+    scripted, _ = model
+    scripted.turns = [
+        ToolCalls((("shell", {"command": "env; cat /proc/$PPID/environ | tr '\\0' '\\n'"}),)),
+        Final("done"),
+    ]
+    result, _ = await run_task(model_client, task_call("Show the environment"))
+    assert result.success.final_message == "done"
+    shown = [m["content"] for m in scripted.chat_requests()[1]["messages"] if m["role"] == "tool"]
+    assert "PATH=" in shown[0], "the command ran"
+    assert API_KEY not in shown[0]
+    assert all(auth == f"Bearer {API_KEY}" for auth in scripted.authorizations)
+    assert API_KEY not in model_daemon.log()
+
+
+async def test_grind_plans_a_goal_then_runs_each_step_as_a_subagent(
+    model: tuple[ScriptedModel, str],
+    model_client: ExecDaemonClient,
+    model_daemon: RunningDaemon,
+    workspace: Path,
+) -> None:
+    scripted, _ = model
+    plan = {
+        "name": "Tea plan",
+        "overview": "Make tea.",
+        "plan": "Boil, then steep.",
+        "todos": [
+            {"id": "boil", "content": "Write boil.txt"},
+            {"id": "steep", "content": "Write steep.txt"},
+        ],
+    }
+    scripted.turns = [
+        # The planner is in plan mode: writing anything but its plan is refused.
+        ToolCalls((("edit", {"path": str(workspace / "early.txt"), "contents": "x"}),)),
+        ToolCalls((("create_plan", plan),)),
+        Final("Tea plan"),
+    ]
+    planned = await run_tool(
+        model_client, "start_grind_planning_tool_call", StartGrindPlanningArgs(goal="Make tea")
+    )
+    assert planned.success.plan_id == "tea-plan", planned
+    assert "- [ ] Write boil.txt <!-- id: boil -->" in (
+        read_text(workspace / ".cursor" / "plans" / "tea-plan.md")
+    )
+    assert not (workspace / "early.txt").exists()
+    planner_tools = {tool["function"]["name"] for tool in scripted.chat_requests()[0]["tools"]}
+    assert "create_plan" in planner_tools and not {"edit", "shell"} & planner_tools
+    refused = [m["content"] for m in scripted.chat_requests()[1]["messages"] if m["role"] == "tool"]
+    assert "agent_mode" in refused[0]
+
+    scripted.turns = [
+        ToolCalls((("edit", {"path": str(workspace / "boil.txt"), "contents": "boiled\n"}),)),
+        Final("Boiled."),
+        ToolCalls((("edit", {"path": str(workspace / "steep.txt"), "contents": "steeped\n"}),)),
+        Final("Steeped."),
+    ]
+    call = ToolCall(start_grind_execution_tool_call={"args": {"plan_id": "tea-plan"}})
+    async with model_client.exec_stream() as stream:
+        outcome = await (await stream.start(call, agent_id="main")).wait()
+    assert outcome.result is not None
+    executed = outcome.result.start_grind_execution_tool_call.result
+    execution_id = executed.success.execution_id
+    assert execution_id.startswith("tea-plan-")
+    assert read_text(workspace / "boil.txt") == "boiled\n"
+    assert read_text(workspace / "steep.txt") == "steeped\n"
+    streamed = {delta.task_tool_call_delta.agent_id for delta in outcome.deltas}
+    assert streamed == {f"grind-{execution_id}-1", f"grind-{execution_id}-2"}
+    report = json.loads(
+        read_text(model_daemon.state_dir / "artifacts" / f"grind-{execution_id}.json")
+    )
+    assert [(step["step"], step["answer"]) for step in report["steps"]] == [
+        ("boil", "Boiled."),
+        ("steep", "Steeped."),
+    ]
+    step_prompt = scripted.chat_requests()[-1]["messages"][1]["content"]
+    assert "step 2 of 2" in step_prompt and "tea-plan.md" in step_prompt
+
+    missing = await run_tool(
+        model_client, "start_grind_execution_tool_call", StartGrindExecutionArgs(plan_id="nope")
+    )
+    assert missing.error.code == "not_found"
+    bad = await run_tool(
+        model_client, "start_grind_execution_tool_call", StartGrindExecutionArgs(plan_id="../x")
+    )
+    assert bad.error.code == "invalid_argument"
