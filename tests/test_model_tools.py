@@ -214,6 +214,22 @@ async def test_a_model_that_loops_hits_the_step_budget(
     assert len(scripted.chat_requests()) == 4
 
 
+async def test_a_model_that_loops_hits_the_token_budget(
+    model: tuple[ScriptedModel, str], workspace: Path, tmp_path: Path
+) -> None:
+    scripted, endpoint = model
+    scripted.turns = [ToolCalls((("ls", {"path": str(workspace)}),))]
+    scripted.repeat_last = True
+    # The scripted server reports 120 tokens a turn: the second turn goes over 150.
+    flags = ("--model-endpoint", endpoint, "--model", "m", "--subagent-max-tokens", "150")
+    with running_daemon(workspace, tmp_path / "s4", *flags) as daemon:
+        async with daemon.client() as client:
+            result, _ = await run_task(client, task_call("List forever"))
+    assert result.error.code == "resource_exhausted"
+    assert "240 tokens" in result.error.message and "--subagent-max-tokens" in result.error.message
+    assert len(scripted.chat_requests()) == 2
+
+
 def _processes_with(marker: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):

@@ -34,7 +34,6 @@ from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.paths import PathRefused, read_checked
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from tools.plans import PLANS_DIRECTORY
 from tools.subagents import (
@@ -42,9 +41,10 @@ from tools.subagents import (
     Conversations,
     SubagentKind,
     prepared,
+    read_agent_file,
     run_subagent,
 )
-from tools.workspace import AgentPaths, atomic_write
+from tools.workspace import atomic_write
 
 PLAN_MAX_BYTES = 1024 * 1024
 _PLAN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,59}$")
@@ -148,15 +148,10 @@ def _read_plan(ctx: CallContext, plan_id: str) -> tuple[Path, str]:
             f"invalid plan_id {plan_id!r}: give the id start_grind_planning answered",
         )
     path = Path(ctx.daemon.workspace) / PLANS_DIRECTORY / f"{plan_id}.md"
-    try:
-        data, _info = read_checked(path, ctx.daemon.service(AgentPaths), PLAN_MAX_BYTES)
-    except FileNotFoundError:
-        raise CodedError(
-            ErrorCode.NOT_FOUND, f"no plan {plan_id!r}: {path} does not exist"
-        ) from None
-    except (OSError, PathRefused) as exc:
-        raise CodedError(ErrorCode.FAILED_PRECONDITION, f"cannot read {path}: {exc}") from None
-    return path, data.decode("utf-8", "replace")
+    text = read_agent_file(ctx.daemon, path, PLAN_MAX_BYTES)
+    if text is None:
+        raise CodedError(ErrorCode.NOT_FOUND, f"no plan {plan_id!r}: {path} does not exist")
+    return path, text
 
 
 async def start_grind_execution(

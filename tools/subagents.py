@@ -19,6 +19,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
@@ -139,21 +140,14 @@ class SubagentDefinitions:
     def find(self, name: str) -> SubagentKind | None:
         import frontmatter
 
-        from tools.workspace import AgentPaths
-
         if not _CUSTOM_NAME.match(name):
             raise CodedError(ErrorCode.INVALID_ARGUMENT, f"invalid custom subagent name {name!r}")
         path = f"{self._daemon.workspace}/.cursor/agents/{name}.md"
-        try:
-            data, _info = read_checked(path, self._daemon.service(AgentPaths), DEFINITION_MAX_BYTES)
-        except FileNotFoundError:
+        data = read_agent_file(self._daemon, path, DEFINITION_MAX_BYTES)
+        if data is None:
             return None
-        except (OSError, PathRefused) as exc:
-            raise CodedError(
-                ErrorCode.FAILED_PRECONDITION, f"cannot read {path}: {_why(exc)}"
-            ) from None
         try:
-            post = frontmatter.loads(data.decode("utf-8", "replace"))
+            post = frontmatter.loads(data)
         except Exception as exc:  # the YAML parser's errors have no common base
             raise CodedError(
                 ErrorCode.INVALID_CONFIG, f"{path}: its front matter is not valid YAML ({exc})"
@@ -167,8 +161,19 @@ class SubagentDefinitions:
         )
 
 
-def _why(exc: Exception) -> str:
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+def read_agent_file(daemon: Daemon, path: str | Path, limit: int) -> str | None:
+    """The text of a workspace file as the agent's read tool would get it (the agent's path
+    rules: tools/workspace.py); None when it does not exist."""
+    from tools.workspace import AgentPaths
+
+    try:
+        data, _info = read_checked(path, daemon.service(AgentPaths), limit)
+    except FileNotFoundError:
+        return None
+    except (OSError, PathRefused) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CodedError(ErrorCode.FAILED_PRECONDITION, f"cannot read {path}: {why}") from None
+    return data.decode("utf-8", "replace")
 
 
 def kind_of(daemon: Daemon, subagent_type: int, custom_name: str) -> SubagentKind:

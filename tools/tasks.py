@@ -12,6 +12,7 @@ an agent read-only but never lift it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -38,7 +39,10 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
         if not args.prompt.strip():
             return _error("invalid_argument", "the Task has no prompt")
         try:
-            kind = kind_of(ctx.daemon, _type_of(args, sessions), args.custom_subagent_name)
+            # A custom type's definition is a file: read off the event loop.
+            kind = await asyncio.to_thread(
+                kind_of, ctx.daemon, _type_of(args, sessions), args.custom_subagent_name
+            )
         except CodedError as failure:
             return _error(failure.code, failure.message)
         readonly = readonly or kind.readonly
