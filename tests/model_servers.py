@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -37,7 +38,18 @@ class Final:
     text: str
 
 
-Turn = ToolCalls | Final
+@dataclass(frozen=True)
+class Stall:
+    """A turn that starts streaming, then sends nothing until `release` is set (bounded) and
+    sets `gone` when the client went away."""
+
+    release: threading.Event = field(default_factory=threading.Event)
+    gone: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)
+
+
+Turn = ToolCalls | Final | Stall
+STALL_SECONDS = 20.0
 
 
 def tiny_png(width: int = 2, height: int = 2) -> bytes:
@@ -77,6 +89,7 @@ class ScriptedModel:
 
 def _sse_chunks(turn: Turn) -> Iterator[dict[str, Any]]:
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    assert not isinstance(turn, Stall)
     if isinstance(turn, Final):
         words = turn.text.split(" ")
         for index, word in enumerate(words):
@@ -150,10 +163,25 @@ def model_handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
+            if isinstance(turn, Stall):
+                self._stall(turn)
+                return
             for chunk in _sse_chunks(turn):
                 self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             self._chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
+
+        def _stall(self, stall: Stall) -> None:
+            self._chunk(b": thinking\n\n")
+            stall.started.set()
+            deadline = time.monotonic() + STALL_SECONDS
+            while not stall.release.wait(0.05) and time.monotonic() < deadline:
+                try:
+                    # A comment line: ignored by SSE clients, fails once the client is gone.
+                    self._chunk(b": still thinking\n\n")
+                except OSError:
+                    stall.gone.set()
+                    return
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -30,11 +30,12 @@ from agent.v1.questions_pb2 import AnswerQuestionRequest, ListPendingQuestionsRe
 from agent.v1.tool_call_pb2 import ToolCall
 from agent.v1.web_pb2 import WebSearchArgs
 from exec_daemon.client import ExecDaemonClient, ExecStream
-from tests.daemon_process import RunningDaemon, running_daemon
+from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.model_servers import (
     Final,
     ScriptedModel,
     SearchEngine,
+    Stall,
     ToolCalls,
     serving_model,
     serving_search,
@@ -76,6 +77,7 @@ def model_daemon(
     flags = ["--model-endpoint", endpoint, "--model", "main-model", "--fast-model", "fast-model"]
     flags += ["--subagent-max-steps", "4", "--web-search-endpoint", search[1]]
     flags += ["--generate-image-enabled", "--question-timeout-seconds", "5"]
+    flags += ["--secret-redaction-enabled"]
     env = {"EXEC_DAEMON_MODEL_API_KEY": API_KEY}
     with running_daemon(workspace, tmp_path / "state", *flags, env=env) as running:
         yield running
@@ -228,6 +230,55 @@ async def test_a_model_that_loops_hits_the_token_budget(
     assert result.error.code == "resource_exhausted"
     assert "240 tokens" in result.error.message and "--subagent-max-tokens" in result.error.message
     assert len(scripted.chat_requests()) == 2
+
+
+async def test_an_abort_while_the_model_streams_ends_the_request(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient
+) -> None:
+    scripted, _ = model
+    stall = Stall()
+    scripted.turns = [stall]
+    async with model_client.exec_stream() as stream:
+        running = await stream.start(task_call("Think hard"), agent_id="main")
+        await eventually(stall.started.is_set, what="the model's answer began")
+        await stream.abort(running.id)
+        outcome = await running.wait()
+    assert outcome.result is not None
+    assert outcome.result.task_tool_call.result.WhichOneof("result") == "aborted"
+    await eventually(stall.gone.is_set, what="the daemon closed the model request")
+
+
+async def test_the_model_is_told_of_unknown_tools_and_bad_arguments(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient
+) -> None:
+    scripted, _ = model
+    scripted.turns = [
+        ToolCalls((("launch_rockets", {}), ("read", {"path": 5, "offset": "x"}))),
+        Final("Sorry."),
+    ]
+    result, _ = await run_task(model_client, task_call("Go"))
+    assert result.success.final_message == "Sorry."
+    told = [m["content"] for m in scripted.chat_requests()[1]["messages"] if m["role"] == "tool"]
+    assert "no tool 'launch_rockets'" in told[0]
+    assert told[1].startswith("error invalid_argument") and "read_tool_call" in told[1]
+
+
+async def test_a_failing_model_endpoint_is_a_clear_error(
+    model: tuple[ScriptedModel, str],
+    model_client: ExecDaemonClient,
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    # The script is empty: the server answers HTTP 500 (retried by the client, then given up).
+    failed, _ = await run_task(model_client, task_call("Anything"))
+    assert failed.error.code == "request_failed" and "HTTP 500" in failed.error.message
+    nobody = f"http://127.0.0.1:{free_port()}/v1"
+    flags = ("--model-endpoint", nobody, "--model", "m")
+    with running_daemon(workspace, tmp_path / "s5", *flags) as daemon:
+        async with daemon.client() as client:
+            unreachable, _ = await run_task(client, task_call("Anything"))
+    assert unreachable.error.code == "unavailable"
+    assert "cannot reach the model endpoint" in unreachable.error.message
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -524,6 +575,8 @@ async def test_the_model_key_reaches_only_the_endpoint(
     scripted, _ = model
     scripted.turns = [
         ToolCalls((("shell", {"command": "env; cat /proc/$PPID/environ | tr '\\0' '\\n'"}),)),
+        # A model that knows the key (it is in its own requests' header) cannot read it back.
+        ToolCalls((("shell", {"command": f"echo {API_KEY}"}),)),
         Final("done"),
     ]
     result, _ = await run_task(model_client, task_call("Show the environment"))
@@ -531,6 +584,8 @@ async def test_the_model_key_reaches_only_the_endpoint(
     shown = [m["content"] for m in scripted.chat_requests()[1]["messages"] if m["role"] == "tool"]
     assert "PATH=" in shown[0], "the command ran"
     assert API_KEY not in shown[0]
+    echoed = [m["content"] for m in scripted.chat_requests()[2]["messages"] if m["role"] == "tool"]
+    assert API_KEY not in echoed[1] and "[REDACTED]" in echoed[1]
     assert all(auth == f"Bearer {API_KEY}" for auth in scripted.authorizations)
     assert API_KEY not in model_daemon.log()
 

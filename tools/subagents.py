@@ -28,7 +28,6 @@ from google.protobuf.message import Message
 
 from agent.v1.agent_pb2 import SubagentType, TaskToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
-from exec_daemon.kernel.agents import mark_used
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, read_checked
@@ -44,6 +43,8 @@ NOT_FOR_SUBAGENTS = frozenset(
 # What a tool answers the model, at most (the rest is cut with a note).
 TOOL_RESULT_MAX_CHARS = 30_000
 DEFINITION_MAX_BYTES = 256 * 1024
+# Conversations kept for resuming: each may hold up to max-steps tool results.
+MAX_CONVERSATIONS = 64
 _CUSTOM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 # Nested messages are described this deep in a tool's JSON schema; deeper ones are any object.
 _SCHEMA_DEPTH = 4
@@ -296,7 +297,8 @@ class Conversation:
 
 
 class Conversations:
-    """Each subagent's messages, by agent id, in memory (the least recently used forgotten)."""
+    """Each subagent's messages, by agent id, in memory: the least recently used idle ones
+    beyond MAX_CONVERSATIONS are forgotten (resuming one of those starts a new conversation)."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._by_agent: OrderedDict[str, Conversation] = OrderedDict()
@@ -321,7 +323,11 @@ class Conversations:
         conversation = self._by_agent.get(agent_id)
         if conversation is None:
             conversation = self._by_agent[agent_id] = Conversation()
-        mark_used(self._by_agent, agent_id)
+        self._by_agent.move_to_end(agent_id)
+        idle = [key for key, kept in self._by_agent.items() if not kept.running]
+        for forgotten in idle[: max(0, len(self._by_agent) - MAX_CONVERSATIONS)]:
+            if forgotten != agent_id:
+                del self._by_agent[forgotten]
         return conversation
 
 
