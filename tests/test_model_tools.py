@@ -563,6 +563,11 @@ async def test_a_custom_subagent_takes_its_prompt_and_readonly_from_its_definiti
         model_client, task_call("Review", subagent_type=custom, custom_subagent_name="nobody")
     )
     assert missing.error.code == "not_found" and ".cursor/agents/nobody.md" in missing.error.message
+    scripted.turns = [Final("Still no typos.")]
+    resumed, _ = await run_task(model_client, task_call("Again", resume=result.success.agent_id))
+    assert resumed.success.final_message == "Still no typos." and resumed.success.readonly
+    offered = {tool["function"]["name"] for tool in scripted.chat_requests()[-1]["tools"]}
+    assert "edit" not in offered, "resumed as the custom type it was started as"
     escaping, _ = await run_task(
         model_client, task_call("Review", subagent_type=custom, custom_subagent_name="../../x")
     )

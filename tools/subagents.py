@@ -294,6 +294,8 @@ def _single_schema(field: FieldDescriptor, depth: int) -> dict[str, Any]:
 class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)
     running: bool = False
+    # The type it runs as (a resumed subagent keeps it, custom ones included).
+    kind: SubagentKind | None = None
 
 
 class Conversations:
@@ -302,6 +304,10 @@ class Conversations:
 
     def __init__(self, daemon: Daemon) -> None:
         self._by_agent: OrderedDict[str, Conversation] = OrderedDict()
+
+    def kind_of(self, agent_id: str) -> SubagentKind | None:
+        kept = self._by_agent.get(agent_id)
+        return kept.kind if kept is not None else None
 
     def last_success(self, agent_id: str, tool: str) -> dict[str, Any] | None:
         """The `success` of the latest call of `tool` (its name for the model) that succeeded."""
@@ -384,6 +390,7 @@ async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> 
         system = _COMMON.format(workspace=daemon.workspace) + "\n\n" + subagent.kind.prompt
         conversation.messages.append({"role": "system", "content": system})
     conversation.messages.append({"role": "user", "content": prompt})
+    conversation.kind = subagent.kind
     conversation.running = True
     try:
         return await _loop(subagent, conversation.messages, tools, definitions, ctx)

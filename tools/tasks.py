@@ -16,12 +16,12 @@ import asyncio
 import time
 import uuid
 
-from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
+from agent.v1.agent_pb2 import SubagentType, TaskArgs, TaskResult, TaskSuccess
 from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
-from tools.subagents import kind_of, prepared, run_subagent
+from tools.subagents import Conversations, SubagentKind, kind_of, prepared, run_subagent
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -39,10 +39,7 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
         if not args.prompt.strip():
             return _error("invalid_argument", "the Task has no prompt")
         try:
-            # A custom type's definition is a file: read off the event loop.
-            kind = await asyncio.to_thread(
-                kind_of, ctx.daemon, _type_of(args, sessions), args.custom_subagent_name
-            )
+            kind = await _kind_for(args, ctx)
         except CodedError as failure:
             return _error(failure.code, failure.message)
         readonly = readonly or kind.readonly
@@ -91,10 +88,21 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     )
 
 
-def _type_of(args: TaskArgs, sessions: SubagentSessions) -> int:
-    """The type a Task runs as: a resumed subagent keeps the type it was started with."""
-    earlier = sessions.get(args.resume) if args.resume else None
-    return earlier.subagent_type if earlier is not None else args.subagent_type
+async def _kind_for(args: TaskArgs, ctx: CallContext) -> SubagentKind:
+    """The type a Task runs as: a resumed subagent keeps the one it was started with."""
+    if args.resume:
+        earlier = ctx.daemon.service(Conversations).kind_of(args.resume)
+        if earlier is not None:
+            return earlier
+        started = ctx.daemon.service(SubagentSessions).get(args.resume)
+        if started is not None:
+            custom = started.subagent_type == SubagentType.SUBAGENT_TYPE_CUSTOM
+            name = args.custom_subagent_name if custom else ""
+            return await asyncio.to_thread(kind_of, ctx.daemon, started.subagent_type, name)
+    # A custom type's definition is a file: read off the event loop.
+    return await asyncio.to_thread(
+        kind_of, ctx.daemon, args.subagent_type, args.custom_subagent_name
+    )
 
 
 TASK = ToolSpec(
