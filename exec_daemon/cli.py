@@ -128,6 +128,16 @@ def networks_option(value: str) -> tuple[str, ...]:
     return parts
 
 
+def url_option(value: str | None) -> str | None:
+    """An endpoint flag's URL: http(s) with a host, else a usage error."""
+    if value is None:
+        return None
+    scheme, _, rest = value.partition("://")
+    if scheme not in ("http", "https") or not rest.split("/")[0]:
+        raise click.BadParameter(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
 def mcp_config_option(value: str | None) -> str | None:
     """--mcp-config's JSON: the text itself, or read now from the file it names, so that what the
     agent may later write there changes nothing (the servers it names run commands)."""
@@ -349,6 +359,7 @@ def main() -> None:
     "--model-endpoint",
     default=None,
     metavar="URL",
+    callback=lambda _ctx, _param, value: url_option(value),
     help="OpenAI-compatible API base URL (e.g. https://api.openai.com/v1) for the model-backed "
     "tools: Task subagents, generate_image, the grind tools.",
 )
@@ -371,6 +382,7 @@ def main() -> None:
     "--web-search-endpoint",
     default=None,
     metavar="URL",
+    callback=lambda _ctx, _param, value: url_option(value),
     help="A SearXNG-compatible search API base URL (GET /search?format=json) for web_search.",
 )
 @click.option(

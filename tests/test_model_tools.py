@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
@@ -29,6 +30,7 @@ from agent.v1.agent_pb2 import (
 from agent.v1.questions_pb2 import AnswerQuestionRequest, ListPendingQuestionsRequest
 from agent.v1.tool_call_pb2 import ToolCall
 from agent.v1.web_pb2 import WebSearchArgs
+from exec_daemon.cli import main
 from exec_daemon.client import ExecDaemonClient, ExecStream
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.model_servers import (
@@ -491,6 +493,7 @@ async def test_an_unanswered_question_times_out_and_an_aborted_one_is_withdrawn(
     assert timed_out.result is not None
     error = timed_out.result.ask_question_tool_call.result.error
     assert error.code == "timeout" and "--question-timeout-seconds" in error.message
+    assert error.message.startswith("no answer to q1 within 5 s")
 
 
 # --- without endpoints ---------------------------------------------------------------------------
@@ -665,3 +668,11 @@ async def test_grind_plans_a_goal_then_runs_each_step_as_a_subagent(
         model_client, "start_grind_execution_tool_call", StartGrindExecutionArgs(plan_id="../x")
     )
     assert bad.error.code == "invalid_argument"
+
+
+@pytest.mark.parametrize("flag", ["--model-endpoint", "--web-search-endpoint"])
+@pytest.mark.parametrize("value", ["ftp://models.example", "localhost:8080", "http://"])
+def test_an_endpoint_flag_must_be_an_http_url(flag: str, value: str) -> None:
+    result = CliRunner().invoke(main, ["serve", flag, value, "--auth-token", "t" * 32])
+    assert result.exit_code == 2
+    assert "is not an http:// or https:// URL" in result.output

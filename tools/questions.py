@@ -171,7 +171,8 @@ async def ask_question(args: AskQuestionArgs, ctx: CallContext) -> AskQuestionRe
         async with asyncio.timeout(timeout_s):
             answers = [await pending.answered for pending in asked]
     except TimeoutError:
-        left = [p.shown.asked_id for p in asked if not p.answered.done()]
+        # The timeout cancelled the answer being awaited: cancelled counts as unanswered.
+        left = [p.shown.asked_id for p in asked if not p.answered.done() or p.answered.cancelled()]
         return _error(
             "timeout",
             f"no answer to {', '.join(left)} within {timeout_s:g} s "
