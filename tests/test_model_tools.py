@@ -134,6 +134,9 @@ async def test_a_task_lists_files_reads_one_and_streams_its_final_message(
     offered = {tool["function"]["name"] for tool in requests[0]["tools"]}
     assert {"ls", "read", "edit", "shell"} <= offered
     assert "task" not in offered, "a subagent starts no subagents"
+    read = next(t["function"] for t in requests[0]["tools"] if t["function"]["name"] == "read")
+    assert read["parameters"]["properties"]["path"] == {"type": "string"}
+    assert "tool_call_id" not in read["parameters"]["properties"]
     assert scripted.authorizations[0] == f"Bearer {API_KEY}"
 
 

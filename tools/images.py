@@ -31,6 +31,8 @@ _FORMATS = (
     (b"RIFF", ".webp", "image/webp"),
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Larger answers are refused: the image goes back in the result, within the message limit.
+MAX_IMAGE_BYTES = 32 * 1024 * 1024
 MAX_NAME_CHARS = 100
 
 
@@ -79,6 +81,10 @@ async def _generate(ctx: CallContext, description: str) -> bytes:
         raise CodedError(
             ErrorCode.REQUEST_FAILED,
             "the images API answered no image data (b64_json); a URL answer is not fetched",
+        )
+    if len(encoded) * 3 // 4 > MAX_IMAGE_BYTES:
+        raise CodedError(
+            ErrorCode.TOO_LARGE, f"the generated image is larger than {MAX_IMAGE_BYTES} bytes"
         )
     try:
         return base64.b64decode(encoded, validate=True)

@@ -225,10 +225,35 @@ def offered(tools: dict[str, ToolSpec], allows: Effect) -> list[dict[str, Any]]:
     ]
 
 
+# What the model is told each tool does (a tool not listed: its handler's docstring, or its name).
+DESCRIPTIONS = {
+    "read": "Read a file (text; `offset`/`limit` in lines for a part of a long one).",
+    "edit": "Write a file (`contents`), or replace `old_string` by `new_string` in it.",
+    "delete": "Delete a file.",
+    "ls": "List a directory (`path`, absolute or relative to the workspace).",
+    "glob": "Find files whose paths match a glob pattern.",
+    "grep": "Search file contents with a regular expression (ripgrep).",
+    "shell": "Run a bash command in the workspace; its output and exit code come back.",
+    "await": "Wait for a background shell command to finish or print more.",
+    "write_shell_stdin": "Write characters to a running shell command's input.",
+    "apply_agent_diff": "Apply a unified diff to the workspace's files.",
+    "fetch": "Make an HTTP request to a public URL.",
+    "web_fetch": "Fetch a web page as markdown.",
+    "sem_search": "Search the code by meaning (semantic search).",
+    "read_lints": "Lint files and report the problems found.",
+    "update_todos": "Set the todo list.",
+    "read_todos": "Read the todo list.",
+    "create_plan": "Save a plan (markdown and todos) in .cursor/plans/.",
+    "computer_use": "Act on the desktop: screenshot, click, type, scroll.",
+    "record_screen": "Start, save or discard a screen recording.",
+    "setup_vm_environment": "Record the commands that install this project's dependencies.",
+}
+
+
 def function_definition(name: str, spec: ToolSpec) -> dict[str, Any]:
     descriptor = _args_descriptor(spec.variant)
     doc = (spec.handler.__doc__ or "").strip().split("\n\n")[0]
-    description = doc or f"The {spec.hooks.name if spec.hooks else name} tool."
+    description = DESCRIPTIONS.get(name) or doc or f"The {spec.hook_view().name} tool."
     return {
         "type": "function",
         "function": {
