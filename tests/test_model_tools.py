@@ -309,7 +309,8 @@ async def test_an_aborted_task_ends_its_loop_and_leaves_no_process(
     scripted.turns = [ToolCalls((("shell", {"command": command}),)), Final("never")]
     stream: ExecStream
     async with model_client.exec_stream() as stream:
-        running = await stream.start(task_call("Wait a long time"), agent_id="main")
+        call = task_call("Wait a long time", agent_id="waiter")
+        running = await stream.start(call, agent_id="main")
         await eventually(lambda: _processes_with(marker), what="the subagent's shell command")
         await stream.abort(running.id)
         outcome = await running.wait()
@@ -317,6 +318,17 @@ async def test_an_aborted_task_ends_its_loop_and_leaves_no_process(
     assert outcome.result.task_tool_call.result.WhichOneof("result") == "aborted"
     await eventually(lambda: not _processes_with(marker), what="no process left")
     assert len(scripted.chat_requests()) == 1, "the loop asked the model nothing more"
+    # Resumed, the conversation is one a provider accepts: the stopped call has its answer.
+    scripted.turns = [Final("Resumed.")]
+    again, _ = await run_task(model_client, task_call("Go on", resume="waiter"))
+    assert again.success.final_message == "Resumed."
+    messages = scripted.chat_requests()[-1]["messages"]
+    call_id = messages[2]["tool_calls"][0]["id"]
+    assert messages[3] == {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": "error: not run (stopped)",
+    }
 
 
 async def test_a_task_without_an_endpoint_only_registers_the_subagent(

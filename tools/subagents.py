@@ -420,7 +420,29 @@ async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> 
     try:
         return await _loop(subagent, conversation.messages, tools, definitions, ctx)
     finally:
+        _answer_unanswered(conversation.messages)
         conversation.running = False
+
+
+def _answer_unanswered(messages: list[dict[str, Any]]) -> None:
+    """After a run was stopped (abort, budget, error) mid-turn: every tool call of the last
+    assistant message gets an answer, so a resumed conversation is one a provider accepts."""
+    last = next(
+        (
+            index
+            for index in range(len(messages) - 1, -1, -1)
+            if messages[index]["role"] == "assistant"
+        ),
+        None,
+    )
+    if last is None:
+        return
+    answered = {m["tool_call_id"] for m in messages[last + 1 :] if m["role"] == "tool"}
+    for call in messages[last].get("tool_calls") or ():
+        if call["id"] not in answered:
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": "error: not run (stopped)"}
+            )
 
 
 async def _loop(
