@@ -19,14 +19,23 @@ from exec_daemon import __version__
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
     DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_IMAGE_MODEL,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
     DEFAULT_PTY_WEBSOCKET_PORT,
+    DEFAULT_QUESTION_TIMEOUT_SECONDS,
+    DEFAULT_SUBAGENT_MAX_STEPS,
+    DEFAULT_SUBAGENT_MAX_TOKENS,
     RUN_MODES,
     DaemonConfig,
 )
 from exec_daemon.kernel.processes import run_as_init_if_pid1
-from exec_daemon.kernel.secrets import AUTH_TOKEN_VARIABLE, TRACE_TOKEN_VARIABLE, keep_secret
+from exec_daemon.kernel.secrets import (
+    AUTH_TOKEN_VARIABLE,
+    MODEL_API_KEY_VARIABLE,
+    TRACE_TOKEN_VARIABLE,
+    keep_secret,
+)
 from exec_daemon.rpc.cors import parse_origin
 
 log = logging.getLogger("exec_daemon")
@@ -35,7 +44,6 @@ log = logging.getLogger("exec_daemon")
 NOT_BUILT_YET = (
     "cursor_self_control_enabled",
     "cloud_rules_enabled",
-    "generate_image_enabled",
 )
 # Acted on by the VM image's init (scripts/image/desktop-init starts the browser), not the daemon.
 FOR_THE_IMAGE = ("browser_enabled", "chrome_executable_path")
@@ -128,6 +136,16 @@ def origins_option(values: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(parse_origin(part) for part in parts))
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def url_option(value: str | None) -> str | None:
+    """An endpoint flag's URL: http(s) with a host, else a usage error."""
+    if value is None:
+        return None
+    scheme, _, rest = value.partition("://")
+    if scheme not in ("http", "https") or not rest.split("/")[0]:
+        raise click.BadParameter(f"{value!r} is not an http:// or https:// URL")
+    return value
 
 
 def mcp_config_option(value: str | None) -> str | None:
@@ -366,6 +384,57 @@ def main() -> None:
     "by every sandboxed command; unconfined ones keep their own unless sandbox.json sets "
     "enableSharedBuildCache).",
 )
+@click.option(
+    "--model-endpoint",
+    default=None,
+    metavar="URL",
+    callback=lambda _ctx, _param, value: url_option(value),
+    help="OpenAI-compatible API base URL (e.g. https://api.openai.com/v1) for the model-backed "
+    "tools: Task subagents, generate_image, the grind tools.",
+)
+@click.option(
+    "--model-api-key",
+    envvar=MODEL_API_KEY_VARIABLE,
+    default=None,
+    help=f"The model endpoint's API key (or {MODEL_API_KEY_VARIABLE}); never given to the "
+    "agent's processes, redacted from what the daemon sends.",
+)
+@click.option("--model", default=None, help="The model subagents run on.")
+@click.option("--fast-model", default=None, help='The model of Tasks asking for model "fast".')
+@click.option(
+    "--image-model",
+    default=DEFAULT_IMAGE_MODEL,
+    show_default=True,
+    help="The images API model generate_image asks for (with --generate-image-enabled).",
+)
+@click.option(
+    "--web-search-endpoint",
+    default=None,
+    metavar="URL",
+    callback=lambda _ctx, _param, value: url_option(value),
+    help="A SearXNG-compatible search API base URL (GET /search?format=json) for web_search.",
+)
+@click.option(
+    "--subagent-max-steps",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SUBAGENT_MAX_STEPS,
+    show_default=True,
+    help="Model turns a Task's subagent may take before it is stopped.",
+)
+@click.option(
+    "--subagent-max-tokens",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SUBAGENT_MAX_TOKENS,
+    show_default=True,
+    help="Tokens (prompt and completion, summed over its turns) a Task's subagent may use.",
+)
+@click.option(
+    "--question-timeout-seconds",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_QUESTION_TIMEOUT_SECONDS,
+    show_default=True,
+    help="How long ask_question waits for an AnswerQuestion.",
+)
 def serve(
     workspace: Path | None,
     log_level: str,
@@ -380,13 +449,22 @@ def serve(
     make_undumpable()
     token = auth_token_from(auth_token, auth_token_file)
     forget_variable(TRACE_TOKEN_VARIABLE)
+    forget_variable(MODEL_API_KEY_VARIABLE)
     trace_source = click.get_current_context().get_parameter_source("trace_auth_token")
     if trace_source == click.core.ParameterSource.COMMANDLINE:
         log.warning(
             "--trace-auth-token is visible to every process of the machine: use %s",
             TRACE_TOKEN_VARIABLE,
         )
-    for value in (token, options.get("trace_auth_token")):
+    if (
+        click.get_current_context().get_parameter_source("model_api_key")
+        == click.core.ParameterSource.COMMANDLINE
+    ):
+        log.warning(
+            "--model-api-key is visible to every process of the machine: use %s",
+            MODEL_API_KEY_VARIABLE,
+        )
+    for value in (token, options.get("trace_auth_token"), options.get("model_api_key")):
         keep_secret(value)
     for name in NOT_BUILT_YET:
         value = options.get(name)

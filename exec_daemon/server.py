@@ -24,6 +24,7 @@ from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.registry import SPECS
 from exec_daemon.rpc import hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
@@ -111,6 +112,8 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
 def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
     config = daemon.config
     dispatcher = Dispatcher(daemon, specs, middlewares(daemon))
+    # Subagents (Task) run their tools through this same dispatcher.
+    daemon.provide(ToolCalls, lambda _daemon: dispatcher)
     interceptors = [ErrorMappingInterceptor()]
     read_max = config.max_message_bytes
     routes = {

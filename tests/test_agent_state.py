@@ -1,5 +1,5 @@
-"""tools/agent_state.py on the real daemon: reflect, switch_mode, truncated, and the tools only
-the orchestrator can answer (ask_question, grind, generate_image)."""
+"""tools/agent_state.py on the real daemon: reflect, switch_mode, truncated (the model-backed
+tools are in tests/test_model_tools.py)."""
 
 from __future__ import annotations
 
@@ -88,36 +88,6 @@ async def test_a_truncated_call_names_the_tool_and_runs_nothing(client: ExecDaem
     assert "edit" in result.error.message
     assert "arguments over 1 MiB" in result.error.message
     assert "nothing was run" in result.error.message
-
-
-@pytest.mark.parametrize(
-    ("variant", "args", "needle"),
-    [
-        ("ask_question_tool_call", agent.AskQuestionArgs(title="Which DB?"), "ask_question"),
-        (
-            "start_grind_planning_tool_call",
-            agent.StartGrindPlanningArgs(goal="fix all bugs"),
-            "start_grind_planning",
-        ),
-        (
-            "start_grind_execution_tool_call",
-            agent.StartGrindExecutionArgs(plan_id="p1"),
-            "start_grind_execution",
-        ),
-        (
-            "generate_image_tool_call",
-            agent.GenerateImageArgs(description="a cat"),
-            "--generate-image-enabled",
-        ),
-    ],
-)
-async def test_orchestrator_only_tools_answer_unavailable_at_once(
-    client: ExecDaemonClient, variant: str, args: Any, needle: str
-) -> None:
-    result = await run(client, variant, args)
-    assert result.WhichOneof("result") == "error"
-    assert result.error.code == "unavailable"
-    assert needle in result.error.message
 
 
 def test_a_restricting_mode_is_never_forgotten_to_make_room(tmp_path: Path) -> None:

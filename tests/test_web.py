@@ -286,7 +286,7 @@ async def test_web_search_says_it_is_unavailable(client: ExecDaemonClient) -> No
     assert outcome.result is not None
     result = outcome.result.web_search_tool_call.result
     assert result.error.code == "unavailable"
-    assert "search backend" in result.error.message
+    assert "--web-search-endpoint" in result.error.message
 
 
 def test_html_without_body_or_title() -> None:

@@ -1,4 +1,4 @@
-"""The agent's own bookkeeping tools, and those only the orchestrator can answer.
+"""The agent's own bookkeeping tools.
 
 - reflect_tool_call: keeps the agent's reflections (per agent, newest ones, in memory).
 - switch_mode_tool_call: the agent's mode (agent, ask, plan, debug), per agent, kept in the
@@ -7,9 +7,9 @@
   allows more (back to agent or debug) needs approval: the call answers `rejected` with
   needs_approval unless it carries run_mode RUN_MODE_RUN_EVERYTHING.
 - truncated_tool_call: a call whose arguments were cut on the way; nothing runs.
-- ask_question_tool_call, start_grind_planning_tool_call, start_grind_execution_tool_call,
-  generate_image_tool_call: need a person, the orchestrator's batch runner or an image model,
-  none of which is inside the VM; they answer `unavailable` saying so.
+
+ask_question is in tools/questions.py, generate_image in tools/images.py, the grind tools in
+tools/grind.py.
 """
 
 from __future__ import annotations
@@ -19,17 +19,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from agent.v1.agent_pb2 import (
-    AskQuestionArgs,
-    AskQuestionResult,
-    GenerateImageArgs,
-    GenerateImageResult,
     ReflectArgs,
     ReflectResult,
     ReflectSuccess,
-    StartGrindExecutionArgs,
-    StartGrindExecutionResult,
-    StartGrindPlanningArgs,
-    StartGrindPlanningResult,
     SwitchModeArgs,
     SwitchModeResult,
     SwitchModeSuccess,
@@ -38,7 +30,6 @@ from agent.v1.agent_pb2 import (
 )
 from agent.v1.common_pb2 import Rejected, RunMode, ToolError
 from exec_daemon.kernel.agents import MODE_ALLOWS, MODES, AgentModes, mark_used
-from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
@@ -165,89 +156,5 @@ TRUNCATED = ToolSpec(
     effects=Effect.NONE,
     run_mode=RunModeRule.UNGATED,
     hooks=Hooks("Truncated"),
-    subject=no_subject,
-)
-
-
-def _orchestrator_only(what: str) -> ToolError:
-    return ToolError(
-        code="unavailable",
-        message=f"{what} is handled by the orchestrator, not inside the VM; "
-        "this daemon cannot answer it",
-    )
-
-
-async def ask_question(args: AskQuestionArgs, ctx: CallContext) -> AskQuestionResult:
-    return AskQuestionResult(
-        error=_orchestrator_only("ask_question (a person answers it through the client)")
-    )
-
-
-ASK_QUESTION = ToolSpec(
-    "ask_question_tool_call",
-    ask_question,
-    effects=Effect.NONE,
-    run_mode=RunModeRule.UNGATED,
-    hooks=Hooks("AskQuestion"),
-    subject=no_subject,
-)
-
-
-async def start_grind_planning(
-    args: StartGrindPlanningArgs, ctx: CallContext
-) -> StartGrindPlanningResult:
-    return StartGrindPlanningResult(
-        error=_orchestrator_only("start_grind_planning (batch planning runs in the backend)")
-    )
-
-
-START_GRIND_PLANNING = ToolSpec(
-    "start_grind_planning_tool_call",
-    start_grind_planning,
-    effects=Effect.NONE,
-    run_mode=RunModeRule.UNGATED,
-    hooks=Hooks("StartGrindPlanning"),
-    subject=no_subject,
-)
-
-
-async def start_grind_execution(
-    args: StartGrindExecutionArgs, ctx: CallContext
-) -> StartGrindExecutionResult:
-    return StartGrindExecutionResult(
-        error=_orchestrator_only("start_grind_execution (batch execution runs in the backend)")
-    )
-
-
-START_GRIND_EXECUTION = ToolSpec(
-    "start_grind_execution_tool_call",
-    start_grind_execution,
-    effects=Effect.WORKSPACE | Effect.MACHINE,  # batch execution runs agents that write
-    run_mode=RunModeRule.UNGATED,
-    hooks=Hooks("StartGrindExecution"),
-    subject=no_subject,
-)
-
-
-async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateImageResult:
-    if not ctx.daemon.config.generate_image_enabled:
-        reason = off_without("image generation", "--generate-image-enabled")
-    else:
-        reason = "no image generation endpoint is configured for this daemon"
-    return GenerateImageResult(
-        error=ToolError(
-            code="unavailable",
-            message=f"{reason}; generating images needs a model the orchestrator provides, "
-            "so it must handle generate_image",
-        )
-    )
-
-
-GENERATE_IMAGE = ToolSpec(
-    "generate_image_tool_call",
-    generate_image,
-    effects=Effect.WORKSPACE,  # it would save the image
-    run_mode=RunModeRule.UNGATED,
-    hooks=Hooks("GenerateImage"),
     subject=no_subject,
 )

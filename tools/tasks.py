@@ -1,7 +1,10 @@
-"""task_tool_call (Task): registers a subagent session; the orchestrator runs its inference.
+"""task_tool_call (Task): starts (or resumes) a subagent and, with --model-endpoint, runs it.
 
-The daemon's part of a subagent is its identity: an agent_id its tool calls will carry, and
-whether it was started read-only (then the permission guard refuses its writes). A subagent
+A subagent's identity is an agent_id its tool calls carry, and whether it was started read-only
+(then the permission guard refuses its writes). With --model-endpoint the daemon runs the
+subagent's loop itself (tools/subagents.py: its type chooses its prompt and tools, progress
+streams as TaskToolCallDelta, the result carries its final message); without one, Task only
+registers the subagent and the orchestrator runs its inference, its calls carrying the id. A subagent
 started by a read-only agent, or by an agent in a mode that restricts it (ask, plan), is
 read-only too (else starting one would be a way around the restriction), and resuming can make
 an agent read-only but never lift it.
@@ -9,13 +12,16 @@ an agent read-only but never lift it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
-from agent.v1.agent_pb2 import TaskArgs, TaskResult, TaskSuccess
+from agent.v1.agent_pb2 import SubagentType, TaskArgs, TaskResult, TaskSuccess
 from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
+from tools.subagents import Conversations, SubagentKind, kind_of, prepared, run_subagent
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -27,6 +33,16 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     sessions = ctx.daemon.service(SubagentSessions)
     restricted = ctx.daemon.service(AgentModes).allows(ctx.agent_id) != EVERYTHING
     readonly = args.readonly or restricted or sessions.is_readonly(ctx.agent_id)
+    running = bool(ctx.daemon.config.model_endpoint)
+    kind = None
+    if running:
+        if not args.prompt.strip():
+            return _error("invalid_argument", "the Task has no prompt")
+        try:
+            kind = await _kind_for(args, ctx)
+        except CodedError as failure:
+            return _error(failure.code, failure.message)
+        readonly = readonly or kind.readonly
     if args.resume:
         agent = sessions.get(args.resume)
         if agent is None:
@@ -47,13 +63,45 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
         )
         sessions.add(agent)
         resumed = False
+    final_message = ""
+    if kind is not None:
+        try:
+            run = prepared(
+                ctx.daemon,
+                agent.agent_id,
+                kind,
+                readonly=agent.readonly,
+                model=args.model,
+                feature="Task",
+            )
+            final_message = await run_subagent(run, args.prompt, ctx)
+        except CodedError as failure:
+            return _error(failure.code, failure.message)
     return TaskResult(
         success=TaskSuccess(
             agent_id=agent.agent_id,
             readonly=agent.readonly,
             resumed=resumed,
             duration_ms=int((time.monotonic() - started) * 1000),
+            final_message=final_message,
         )
+    )
+
+
+async def _kind_for(args: TaskArgs, ctx: CallContext) -> SubagentKind:
+    """The type a Task runs as: a resumed subagent keeps the one it was started with."""
+    if args.resume:
+        earlier = ctx.daemon.service(Conversations).kind_of(args.resume)
+        if earlier is not None:
+            return earlier
+        started = ctx.daemon.service(SubagentSessions).get(args.resume)
+        if started is not None:
+            custom = started.subagent_type == SubagentType.SUBAGENT_TYPE_CUSTOM
+            name = args.custom_subagent_name if custom else ""
+            return await asyncio.to_thread(kind_of, ctx.daemon, started.subagent_type, name)
+    # A custom type's definition is a file: read off the event loop.
+    return await asyncio.to_thread(
+        kind_of, ctx.daemon, args.subagent_type, args.custom_subagent_name
     )
 
 

@@ -1,5 +1,5 @@
 """Web tools: fetch_tool_call (an HTTP request from the VM), web_fetch_tool_call (a page as
-markdown) and web_search_tool_call (needs a search backend the VM does not have).
+markdown) and web_search_tool_call (through a SearXNG-compatible API, --web-search-endpoint).
 
 HTTP goes through one pooled `httpx.AsyncClient` per daemon (`daemon.service(HttpClient)`).
 HTML becomes markdown with `markdownify` over BeautifulSoup: MIT-licensed (html2text is GPL),
@@ -27,9 +27,12 @@ from agent.v1.web_pb2 import (
     WebFetchResult,
     WebFetchSuccess,
     WebSearchArgs,
+    WebSearchReference,
     WebSearchResult,
+    WebSearchSuccess,
 )
 from exec_daemon.kernel.addresses import parse_networks
+from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec, no_subject
@@ -48,6 +51,8 @@ MAX_BYTES_CAP = 32 * 1024 * 1024
 MAX_REDIRECTS = 20
 WEB_FETCH_MAX_BYTES = 5 * 1024 * 1024
 MARKDOWN_MAX_CHARS = 200_000
+SEARCH_TIMEOUT_SECONDS = 30.0
+SEARCH_MAX_RESULTS = 10
 _METHOD = re.compile(r"^[A-Za-z]{1,20}$")
 _TEXT_TYPES = re.compile(
     r"^(text/|application/(json|xml|javascript|ecmascript|x-www-form-urlencoded|x-sh|toml|yaml|x-yaml)"
@@ -395,16 +400,81 @@ WEB_FETCH = ToolSpec(
 )
 
 
-async def web_search(args: WebSearchArgs, ctx: CallContext) -> WebSearchResult:
-    """The VM has no search engine; the orchestrator (or a configured search API) must answer."""
-    return WebSearchResult(
-        error={
-            "code": "unavailable",
-            "message": "web search is not available in the VM: it needs a search backend (a "
-            "search API endpoint and key), and none is configured for the exec daemon. "
-            "Use fetch or web_fetch with a known URL instead.",
-        }
+class SearchEndpoint:
+    """The search API of --web-search-endpoint (SearXNG's JSON API: GET /search?q=...&format=json).
+
+    Its own client, not the agent's public-only one: the operator chose the endpoint, and a
+    SearXNG instance usually runs on a private address beside the VM."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        import httpx
+
+        endpoint = (daemon.config.web_search_endpoint or "").rstrip("/")
+        self.url = endpoint if endpoint.endswith("/search") else f"{endpoint}/search"
+        self.client = httpx.AsyncClient(
+            timeout=SEARCH_TIMEOUT_SECONDS, headers={"accept": "application/json"}
+        )
+
+    async def search(self, term: str) -> list[WebSearchReference]:
+        import httpx
+
+        try:
+            response = await self.client.get(self.url, params={"q": term, "format": "json"})
+        except httpx.TimeoutException:
+            raise CodedError(
+                ErrorCode.TIMEOUT,
+                f"the search endpoint did not answer within {SEARCH_TIMEOUT_SECONDS:g} s",
+            ) from None
+        except httpx.HTTPError as exc:
+            raise CodedError(
+                ErrorCode.UNAVAILABLE,
+                f"cannot reach the search endpoint {self.url}: {type(exc).__name__}",
+            ) from None
+        if response.status_code != 200:
+            raise CodedError(
+                ErrorCode.REQUEST_FAILED,
+                f"the search endpoint answered HTTP {response.status_code} "
+                "(SearXNG needs `json` among search.formats in its settings.yml)",
+            )
+        try:
+            results = response.json()["results"]
+            return [_reference(item) for item in results[:SEARCH_MAX_RESULTS]]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise CodedError(
+                ErrorCode.REQUEST_FAILED,
+                "the search endpoint's answer is not SearXNG's JSON (no `results` list)",
+            ) from None
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _reference(item: dict[str, Any]) -> WebSearchReference:
+    return WebSearchReference(
+        title=str(item.get("title") or ""),
+        url=str(item["url"]),
+        chunk=str(item.get("content") or ""),
     )
+
+
+async def web_search(args: WebSearchArgs, ctx: CallContext) -> WebSearchResult:
+    """Searches the web through --web-search-endpoint: titles, URLs and snippets."""
+    if not ctx.daemon.config.web_search_endpoint:
+        reason = off_without("web search", "--web-search-endpoint")
+        return WebSearchResult(
+            error={
+                "code": "unavailable",
+                "message": f"{reason}; use fetch or web_fetch with a known URL instead",
+            }
+        )
+    term = args.search_term.strip()
+    if not term:
+        return WebSearchResult(error={"code": "invalid_argument", "message": "no search_term"})
+    try:
+        references = await ctx.daemon.service(SearchEndpoint).search(term)
+    except CodedError as failure:
+        return WebSearchResult(error={"code": failure.code, "message": failure.message})
+    return WebSearchResult(success=WebSearchSuccess(references=references))
 
 
 WEB_SEARCH = ToolSpec(

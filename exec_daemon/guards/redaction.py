@@ -48,6 +48,7 @@ from agent.v1.shell_pb2 import ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.secrets import registered_secrets
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -427,7 +428,7 @@ class SecretStore:
 
     def learn(self, env: dict[str, str]) -> None:
         names = [name.strip() for name in env.get(SECRET_NAMES_VARIABLE, "").split(",")]
-        values = {env.get(name, "") for name in names if name}
+        values = {env.get(name, "") for name in names if name} | registered_secrets()
         new = {value for value in values if len(value) >= MIN_SECRET_LENGTH} - self._known
         if new:
             self._known |= new

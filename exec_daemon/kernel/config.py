@@ -11,6 +11,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_HEARTBEAT_SECONDS = 15.0
 # How much a tool call may do without approval (docs: Run Modes); a call may ask for another.
 RUN_MODES = ("run_everything", "allowlist", "auto_review")
+DEFAULT_IMAGE_MODEL = "gpt-image-1"
+DEFAULT_SUBAGENT_MAX_STEPS = 40
+DEFAULT_SUBAGENT_MAX_TOKENS = 400_000
+DEFAULT_QUESTION_TIMEOUT_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,19 @@ class DaemonConfig:
     sandbox_build_cache_folder: Path = field(
         default_factory=lambda: Path("/tmp/exec-daemon-build-caches")
     )
+    # Model-backed tools (tools/models.py): an OpenAI-compatible endpoint and its key.
+    model_endpoint: str | None = None
+    model_api_key: str | None = None
+    model: str | None = None
+    fast_model: str | None = None
+    image_model: str = DEFAULT_IMAGE_MODEL
+    # A SearXNG-compatible JSON search API (web_search).
+    web_search_endpoint: str | None = None
+    # Bounds of every subagent loop (Task): model turns, and tokens in and out.
+    subagent_max_steps: int = DEFAULT_SUBAGENT_MAX_STEPS
+    subagent_max_tokens: int = DEFAULT_SUBAGENT_MAX_TOKENS
+    # How long ask_question waits for AnswerQuestion.
+    question_timeout_seconds: float = DEFAULT_QUESTION_TIMEOUT_SECONDS
 
 
 def off_without(feature: str, flag: str) -> str:

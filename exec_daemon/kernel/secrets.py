@@ -11,10 +11,12 @@ from collections.abc import Mapping
 
 AUTH_TOKEN_VARIABLE = "EXEC_DAEMON_AUTH_TOKEN"
 TRACE_TOKEN_VARIABLE = "EXEC_DAEMON_TRACE_AUTH_TOKEN"
+MODEL_API_KEY_VARIABLE = "EXEC_DAEMON_MODEL_API_KEY"
 SECRET_VARIABLES = frozenset(
     {
         AUTH_TOKEN_VARIABLE,
         TRACE_TOKEN_VARIABLE,
+        MODEL_API_KEY_VARIABLE,
         "CURSOR_API_KEY",
         "ANTHROPIC_API_KEY",
         "OPENAI_API_KEY",
@@ -29,6 +31,11 @@ def keep_secret(value: str | None) -> None:
     """Registers a value no child may see, under any variable name."""
     if value and len(value) >= _MIN_SECRET_CHARS:
         _secret_values.add(value)
+
+
+def registered_secrets() -> frozenset[str]:
+    """The values `keep_secret` registered (redaction masks them in everything sent out)."""
+    return frozenset(_secret_values)
 
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:

@@ -55,6 +55,12 @@ from agent.v1.control_pb2 import (
     WriteTextFileResponse,
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
+from agent.v1.questions_pb2 import (
+    AnswerQuestionRequest,
+    AnswerQuestionResponse,
+    ListPendingQuestionsRequest,
+    ListPendingQuestionsResponse,
+)
 from exec_daemon import __version__
 from exec_daemon.guards.redaction import (
     redact_outgoing_text,
@@ -66,6 +72,7 @@ from exec_daemon.rpc import agent_context, artifacts, changes, files, github_tok
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
 from tools import mcp
+from tools.questions import PendingQuestions
 
 
 def _connect_error(failure: CodedError) -> ConnectError:
@@ -107,6 +114,27 @@ class ControlService(ControlServiceBase):
             dict(request.env), replace=request.replace, unset=list(request.unset)
         )
         return UpdateEnvironmentVariablesResponse(variable_count=count)
+
+    async def list_pending_questions(
+        self,
+        request: ListPendingQuestionsRequest,
+        ctx: RequestContext[ListPendingQuestionsRequest, ListPendingQuestionsResponse],
+    ) -> ListPendingQuestionsResponse:
+        """ask_question's questions waiting for a person (tools/questions.py)."""
+        listed = self._daemon.service(PendingQuestions).listed()
+        return ListPendingQuestionsResponse(questions=listed)
+
+    async def answer_question(
+        self,
+        request: AnswerQuestionRequest,
+        ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse],
+    ) -> AnswerQuestionResponse:
+        pending = self._daemon.service(PendingQuestions)
+        try:
+            done = pending.answer(request.question_id, request.answer, list(request.option_ids))
+        except CodedError as failure:
+            raise _connect_error(failure) from None
+        return AnswerQuestionResponse(call_answered=done)
 
     async def get_mcp_refresh_tokens(
         self,

@@ -56,6 +56,10 @@ class Dispatcher:
         # One chain per tool, holding only the middleware that concerns it (built on first use).
         self._chains: dict[str, Next] = {}
 
+    @property
+    def specs(self) -> Sequence[ToolSpec]:
+        return tuple(self._specs.values())
+
     def _chain_for(self, spec: ToolSpec) -> Next:
         chain = self._chains.get(spec.variant)
         if chain is None:

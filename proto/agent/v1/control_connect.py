@@ -13,6 +13,7 @@ from typing import Protocol, TYPE_CHECKING
 
 from agent.v1.context_pb2 import AgentContextChange, GetAgentContextRequest, GetAgentContextResponse, ListMcpToolsRequest, ListMcpToolsResponse, WatchAgentContextRequest
 from agent.v1.exec_pb2 import ExecServerMessage
+from agent.v1.questions_pb2 import AnswerQuestionRequest, AnswerQuestionResponse, ListPendingQuestionsRequest, ListPendingQuestionsResponse
 from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_codecs
@@ -110,6 +111,15 @@ class ControlService(Protocol):
         """
         One message each time a rules, skills, subagent or mcp.json file changes (debounced).
         """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_pending_questions(self, request: ListPendingQuestionsRequest, ctx: RequestContext[ListPendingQuestionsRequest, ListPendingQuestionsResponse], /) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def answer_question(self, request: AnswerQuestionRequest, ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse], /) -> AnswerQuestionResponse:
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -334,6 +344,28 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=svc.watch_agent_context,
+                ),
+                "/agent.v1.ControlService/ListPendingQuestions": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListPendingQuestions",
+                        service_name="agent.v1.ControlService",
+                        input=ListPendingQuestionsRequest,
+                        output=ListPendingQuestionsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_pending_questions,
+                ),
+                "/agent.v1.ControlService/AnswerQuestion": Endpoint.unary(
+                    method=MethodInfo(
+                        name="AnswerQuestion",
+                        service_name="agent.v1.ControlService",
+                        input=AnswerQuestionRequest,
+                        output=AnswerQuestionResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.answer_question,
                 ),
             },
             interceptors=interceptors,
@@ -768,6 +800,49 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_pending_questions(
+        self,
+        request: ListPendingQuestionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPendingQuestions",
+                service_name="agent.v1.ControlService",
+                input=ListPendingQuestionsRequest,
+                output=ListPendingQuestionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def answer_question(
+        self,
+        request: AnswerQuestionRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AnswerQuestionResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="AnswerQuestion",
+                service_name="agent.v1.ControlService",
+                input=AnswerQuestionRequest,
+                output=AnswerQuestionResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -840,6 +915,15 @@ class ControlServiceSync(Protocol):
         """
         One message each time a rules, skills, subagent or mcp.json file changes (debounced).
         """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_pending_questions(self, request: ListPendingQuestionsRequest, ctx: RequestContext[ListPendingQuestionsRequest, ListPendingQuestionsResponse], /) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def answer_question(self, request: AnswerQuestionRequest, ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse], /) -> AnswerQuestionResponse:
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -1062,6 +1146,28 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=service.watch_agent_context,
+                ),
+                "/agent.v1.ControlService/ListPendingQuestions": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListPendingQuestions",
+                        service_name="agent.v1.ControlService",
+                        input=ListPendingQuestionsRequest,
+                        output=ListPendingQuestionsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_pending_questions,
+                ),
+                "/agent.v1.ControlService/AnswerQuestion": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="AnswerQuestion",
+                        service_name="agent.v1.ControlService",
+                        input=AnswerQuestionRequest,
+                        output=AnswerQuestionResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.answer_question,
                 ),
             },
             interceptors=interceptors,
@@ -1492,6 +1598,49 @@ class ControlServiceClientSync(ConnectClientSync):
                 output=AgentContextChange,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_pending_questions(
+        self,
+        request: ListPendingQuestionsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListPendingQuestionsResponse:
+        """
+        ask_question's questions waiting for a person (questions.proto).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListPendingQuestions",
+                service_name="agent.v1.ControlService",
+                input=ListPendingQuestionsRequest,
+                output=ListPendingQuestionsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def answer_question(
+        self,
+        request: AnswerQuestionRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AnswerQuestionResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="AnswerQuestion",
+                service_name="agent.v1.ControlService",
+                input=AnswerQuestionRequest,
+                output=AnswerQuestionResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

@@ -1,0 +1,595 @@
+"""The subagent loop Task runs in the daemon: a model (tools/models.py) calling the daemon's tools.
+
+Each subagent has its own conversation (kept by agent id, so a Task with `resume` goes on from
+where it stopped) and a tool set its type chooses; read-only subagents are offered only the tools
+whose spec declares no effect (exec_daemon/kernel/spec.py). Every call the model asks for runs
+through the daemon's dispatcher (`daemon.service(ToolCalls)`, the orchestrator's own path: guards,
+hooks, redaction) under the subagent's agent id, so the permissions guard refuses a read-only
+subagent's writes even when a model asks for a tool it was not offered. Progress streams as
+TaskToolCallDelta (the model's text and one line per tool call). Every loop is bounded in model
+turns (--subagent-max-steps) and tokens (--subagent-max-tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from agent.v1.agent_pb2 import SubagentType, TaskToolCallDelta
+from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
+from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import PathRefused, read_checked
+from exec_daemon.kernel.spec import EVERYTHING, Effect, ToolSpec
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.tool_calls import ToolCalls
+from tools.models import ModelEndpoint, model_failure
+
+# Subagents never start subagents or batch runs: every loop stays one level deep.
+NOT_FOR_SUBAGENTS = frozenset(
+    {"task_tool_call", "start_grind_planning_tool_call", "start_grind_execution_tool_call"}
+)
+# What a tool answers the model, at most (the rest is cut with a note).
+TOOL_RESULT_MAX_CHARS = 30_000
+DEFINITION_MAX_BYTES = 256 * 1024
+# Conversations kept for resuming: each may hold up to max-steps tool results.
+MAX_CONVERSATIONS = 64
+_CUSTOM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+# Nested messages are described this deep in a tool's JSON schema; deeper ones are any object.
+_SCHEMA_DEPTH = 4
+
+_COMMON = (
+    "You are a subagent of a coding agent, working in the workspace {workspace}. You call the "
+    "tools you are given to do the task below, then answer with a final message: what you "
+    "found or did, precisely and briefly, for the agent that gave you the task."
+)
+
+
+@dataclass(frozen=True)
+class SubagentKind:
+    """What a subagent type chooses: its prompt, whether it only reads, its tools."""
+
+    name: str
+    prompt: str
+    readonly: bool = False
+    # What its tools may change (the permissions guard enforces it through the agent's mode or
+    # read-only flag; here it chooses what the model is offered).
+    allows: Effect = EVERYTHING
+    # Variants this type is offered beyond those every type gets (e.g. computer use).
+    only_for_it: frozenset[str] = frozenset()
+    model: str = ""
+
+
+# Tools only the types named for them are offered.
+_SPECIAL_TOOLS = frozenset({"computer_use_tool_call", "record_screen_tool_call"})
+
+KINDS: dict[int, SubagentKind] = {
+    SubagentType.SUBAGENT_TYPE_UNSPECIFIED: SubagentKind(
+        "generalPurpose", "Research, change and verify code as the task asks."
+    ),
+    SubagentType.SUBAGENT_TYPE_EXPLORE: SubagentKind(
+        "explore",
+        "Explore the code base to answer the question: list, search and read files. You "
+        "change nothing.",
+        readonly=True,
+    ),
+    SubagentType.SUBAGENT_TYPE_DEBUG: SubagentKind(
+        "debug",
+        "Find the cause of the bug described: reproduce it, form hypotheses, test them with "
+        "the tools, and report the cause with the evidence (and the fix if asked for).",
+    ),
+    SubagentType.SUBAGENT_TYPE_COMPUTER_USE: SubagentKind(
+        "computerUse",
+        "Operate the desktop with the computer use tool (screenshots, mouse, keyboard) to do "
+        "the task.",
+        only_for_it=_SPECIAL_TOOLS,
+    ),
+    SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW: SubagentKind(
+        "videoReview",
+        "Review the recordings and images named in the task and report what they show.",
+        readonly=True,
+    ),
+    SubagentType.SUBAGENT_TYPE_VM_SETUP_HELPER: SubagentKind(
+        "vmSetupHelper",
+        "Set up this VM for the project: find and run its install steps, then record them "
+        "with setup_vm_environment.",
+    ),
+    SubagentType.SUBAGENT_TYPE_BASH: SubagentKind(
+        "bash", "Run the shell commands the task needs and report their results."
+    ),
+    SubagentType.SUBAGENT_TYPE_SHELL: SubagentKind(
+        "shell", "Run the shell commands the task needs and report their results."
+    ),
+    SubagentType.SUBAGENT_TYPE_BROWSER_USE: SubagentKind(
+        "browserUse",
+        "Use the browser on the desktop (computer use) to do the task.",
+        only_for_it=_SPECIAL_TOOLS,
+    ),
+    SubagentType.SUBAGENT_TYPE_CURSOR_GUIDE: SubagentKind(
+        "cursorGuide",
+        "Answer the question about Cursor and this workspace's Cursor configuration.",
+        readonly=True,
+    ),
+}
+
+
+# --- custom subagents: .cursor/agents/<name>.md ------------------------------------------------
+
+
+class SubagentDefinitions:
+    """Custom subagent types, by name, from `.cursor/agents/<name>.md` in the workspace (YAML
+    front matter: description, model, readonly; the body is the prompt), read as the agent's
+    read tool would (the agent's path rules, tools/workspace.py).
+
+    A minimal reader: the daemon's full reader of agent definitions can replace it with
+    `daemon.provide(SubagentDefinitions, factory)`; the loop only calls `find`."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    def find(self, name: str) -> SubagentKind | None:
+        import frontmatter
+
+        if not _CUSTOM_NAME.match(name):
+            raise CodedError(ErrorCode.INVALID_ARGUMENT, f"invalid custom subagent name {name!r}")
+        path = f"{self._daemon.workspace}/.cursor/agents/{name}.md"
+        data = read_agent_file(self._daemon, path, DEFINITION_MAX_BYTES)
+        if data is None:
+            return None
+        try:
+            post = frontmatter.loads(data)
+        except Exception as exc:  # the YAML parser's errors have no common base
+            raise CodedError(
+                ErrorCode.INVALID_CONFIG, f"{path}: its front matter is not valid YAML ({exc})"
+            ) from None
+        model = post.metadata.get("model")
+        return SubagentKind(
+            name=name,
+            prompt=post.content.strip() or str(post.metadata.get("description") or ""),
+            readonly=post.metadata.get("readonly") is True,
+            model="fast" if model == "fast" else "",
+        )
+
+
+def read_agent_file(daemon: Daemon, path: str | Path, limit: int) -> str | None:
+    """The text of a workspace file as the agent's read tool would get it (the agent's path
+    rules: tools/workspace.py); None when it does not exist."""
+    from tools.workspace import AgentPaths
+
+    try:
+        data, _info = read_checked(path, daemon.service(AgentPaths), limit)
+    except FileNotFoundError:
+        return None
+    except (OSError, PathRefused) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CodedError(ErrorCode.FAILED_PRECONDITION, f"cannot read {path}: {why}") from None
+    return data.decode("utf-8", "replace")
+
+
+def kind_of(daemon: Daemon, subagent_type: int, custom_name: str) -> SubagentKind:
+    if subagent_type == SubagentType.SUBAGENT_TYPE_CUSTOM or custom_name:
+        if not custom_name:
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT, "a custom subagent needs custom_subagent_name"
+            )
+        found = daemon.service(SubagentDefinitions).find(custom_name)
+        if found is None:
+            raise CodedError(
+                ErrorCode.NOT_FOUND,
+                f"no custom subagent {custom_name!r}: .cursor/agents/{custom_name}.md does not "
+                "exist in the workspace",
+            )
+        return found
+    kind = KINDS.get(subagent_type)
+    if kind is None:
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"unknown subagent type {subagent_type}")
+    return kind
+
+
+# --- tools as the model sees them ----------------------------------------------------------------
+
+
+def tool_name(variant: str) -> str:
+    return variant.removesuffix("_tool_call")
+
+
+def dispatchable(specs: Sequence[ToolSpec], kind: SubagentKind) -> dict[str, ToolSpec]:
+    """The tools a subagent of `kind` may call, by the name the model uses (before any
+    read-only restriction: that one the permissions guard enforces on every call)."""
+    return {
+        tool_name(spec.variant): spec
+        for spec in specs
+        if spec.variant not in NOT_FOR_SUBAGENTS
+        and (spec.variant not in _SPECIAL_TOOLS or spec.variant in kind.only_for_it)
+    }
+
+
+def offered(tools: dict[str, ToolSpec], allows: Effect) -> list[dict[str, Any]]:
+    """The tool definitions sent to the model: those whose declared effects the subagent may
+    have (a read-only one: only the tools that change nothing)."""
+    return [
+        function_definition(name, spec)
+        for name, spec in tools.items()
+        if spec.declared_effects() & ~allows == Effect.NONE
+    ]
+
+
+# What the model is told each tool does (a tool not listed: its handler's docstring, or its name).
+DESCRIPTIONS = {
+    "read": "Read a file (text; `offset`/`limit` in lines for a part of a long one).",
+    "edit": "Write a file (`contents`), or replace `old_string` by `new_string` in it.",
+    "delete": "Delete a file.",
+    "ls": "List a directory (`path`, absolute or relative to the workspace).",
+    "glob": "Find files whose paths match a glob pattern.",
+    "grep": "Search file contents with a regular expression (ripgrep).",
+    "shell": "Run a bash command in the workspace; its output and exit code come back.",
+    "await": "Wait for a background shell command to finish or print more.",
+    "write_shell_stdin": "Write characters to a running shell command's input.",
+    "apply_agent_diff": "Apply a unified diff to the workspace's files.",
+    "fetch": "Make an HTTP request to a public URL.",
+    "web_fetch": "Fetch a web page as markdown.",
+    "sem_search": "Search the code by meaning (semantic search).",
+    "read_lints": "Lint files and report the problems found.",
+    "update_todos": "Set the todo list.",
+    "read_todos": "Read the todo list.",
+    "create_plan": "Save a plan (markdown and todos) in .cursor/plans/.",
+    "computer_use": "Act on the desktop: screenshot, click, type, scroll.",
+    "record_screen": "Start, save or discard a screen recording.",
+    "setup_vm_environment": "Record the commands that install this project's dependencies.",
+}
+
+
+def function_definition(name: str, spec: ToolSpec) -> dict[str, Any]:
+    descriptor = _args_descriptor(spec.variant)
+    doc = (spec.handler.__doc__ or "").strip().split("\n\n")[0]
+    description = DESCRIPTIONS.get(name) or doc or f"The {spec.hook_view().name} tool."
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": " ".join(description.split()),
+            "parameters": message_schema(descriptor, _SCHEMA_DEPTH),
+        },
+    }
+
+
+def _args_descriptor(variant: str) -> Descriptor:
+    variant_type = ToolCall.DESCRIPTOR.fields_by_name[variant].message_type
+    assert variant_type is not None
+    args = variant_type.fields_by_name["args"].message_type
+    assert args is not None
+    return args
+
+
+_SCALARS = {
+    FieldDescriptor.TYPE_STRING: "string",
+    FieldDescriptor.TYPE_BYTES: "string",
+    FieldDescriptor.TYPE_BOOL: "boolean",
+    FieldDescriptor.TYPE_DOUBLE: "number",
+    FieldDescriptor.TYPE_FLOAT: "number",
+}
+
+
+def message_schema(descriptor: Descriptor, depth: int) -> dict[str, Any]:
+    """A JSON schema of a message as protobuf's JSON mapping reads it (field names as in the
+    .proto; the ids the orchestrator sets are left out)."""
+    if depth <= 0:
+        return {"type": "object"}
+    properties = {
+        field.name: _field_schema(field, depth)
+        for field in descriptor.fields
+        if field.name != "tool_call_id"
+    }
+    return {"type": "object", "properties": properties}
+
+
+def _field_schema(field: FieldDescriptor, depth: int) -> dict[str, Any]:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        value = field.message_type.fields_by_name["value"]
+        return {"type": "object", "additionalProperties": _single_schema(value, depth)}
+    single = _single_schema(field, depth)
+    if field.is_repeated:
+        return {"type": "array", "items": single}
+    return single
+
+
+def _single_schema(field: FieldDescriptor, depth: int) -> dict[str, Any]:
+    if field.message_type is not None:
+        return message_schema(field.message_type, depth - 1)
+    if field.enum_type is not None:
+        return {"type": "string", "enum": [value.name for value in field.enum_type.values]}
+    return {"type": _SCALARS.get(field.type, "integer")}
+
+
+# --- conversations -------------------------------------------------------------------------------
+
+
+@dataclass
+class Conversation:
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    running: bool = False
+    # The type it runs as (a resumed subagent keeps it, custom ones included).
+    kind: SubagentKind | None = None
+
+
+class Conversations:
+    """Each subagent's messages, by agent id, in memory: the least recently used idle ones
+    beyond MAX_CONVERSATIONS are forgotten (resuming one of those starts a new conversation)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._by_agent: OrderedDict[str, Conversation] = OrderedDict()
+
+    def kind_of(self, agent_id: str) -> SubagentKind | None:
+        kept = self._by_agent.get(agent_id)
+        return kept.kind if kept is not None else None
+
+    def last_success(self, agent_id: str, tool: str) -> dict[str, Any] | None:
+        """The `success` of the latest call of `tool` (its name for the model) that succeeded."""
+        messages = self.get(agent_id).messages
+        names = {
+            call["id"]: call["function"]["name"]
+            for message in messages
+            for call in message.get("tool_calls") or ()
+        }
+        for message in reversed(messages):
+            if message["role"] == "tool" and names.get(message["tool_call_id"]) == tool:
+                with contextlib.suppress(ValueError):
+                    success = json.loads(message["content"]).get("success")
+                    if isinstance(success, dict):
+                        return success
+        return None
+
+    def get(self, agent_id: str) -> Conversation:
+        conversation = self._by_agent.get(agent_id)
+        if conversation is None:
+            conversation = self._by_agent[agent_id] = Conversation()
+        self._by_agent.move_to_end(agent_id)
+        idle = [key for key, kept in self._by_agent.items() if not kept.running]
+        for forgotten in idle[: max(0, len(self._by_agent) - MAX_CONVERSATIONS)]:
+            if forgotten != agent_id:
+                del self._by_agent[forgotten]
+        return conversation
+
+
+# --- the loop ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    text: str = ""
+    tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class SubagentRun:
+    """One run of the loop: who runs, on what, within which bounds."""
+
+    agent_id: str
+    kind: SubagentKind
+    allows: Effect
+    model: str
+    max_steps: int
+    max_tokens: int
+
+
+def prepared(
+    daemon: Daemon, agent_id: str, kind: SubagentKind, *, readonly: bool, model: str, feature: str
+) -> SubagentRun:
+    """A run of `kind` as `agent_id` within the daemon's budgets; `model` "fast" or ""."""
+    config = daemon.config
+    return SubagentRun(
+        agent_id=agent_id,
+        kind=kind,
+        allows=Effect.NONE if readonly else kind.allows,
+        model=daemon.service(ModelEndpoint).chat_model(model or kind.model, feature),
+        max_steps=config.subagent_max_steps,
+        max_tokens=config.subagent_max_tokens,
+    )
+
+
+async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> str:
+    """Runs the subagent on `prompt` (after its earlier messages) until it answers without a
+    tool call; its final message. Raises CodedError (budget, model endpoint)."""
+    daemon = ctx.daemon
+    conversation = daemon.service(Conversations).get(subagent.agent_id)
+    if conversation.running:
+        raise CodedError(
+            ErrorCode.FAILED_PRECONDITION, f"subagent {subagent.agent_id} is already running"
+        )
+    specs = daemon.service(ToolCalls).specs
+    tools = dispatchable(specs, subagent.kind)
+    definitions = offered(tools, subagent.allows)
+    if not conversation.messages:
+        system = _COMMON.format(workspace=daemon.workspace) + "\n\n" + subagent.kind.prompt
+        conversation.messages.append({"role": "system", "content": system})
+    conversation.messages.append({"role": "user", "content": prompt})
+    conversation.kind = subagent.kind
+    conversation.running = True
+    try:
+        return await _loop(subagent, conversation.messages, tools, definitions, ctx)
+    finally:
+        _answer_unanswered(conversation.messages)
+        conversation.running = False
+
+
+def _answer_unanswered(messages: list[dict[str, Any]]) -> None:
+    """After a run was stopped (abort, budget, error) mid-turn: every tool call of the last
+    assistant message gets an answer, so a resumed conversation is one a provider accepts."""
+    last = next(
+        (
+            index
+            for index in range(len(messages) - 1, -1, -1)
+            if messages[index]["role"] == "assistant"
+        ),
+        None,
+    )
+    if last is None:
+        return
+    answered = {m["tool_call_id"] for m in messages[last + 1 :] if m["role"] == "tool"}
+    for call in messages[last].get("tool_calls") or ():
+        if call["id"] not in answered:
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": "error: not run (stopped)"}
+            )
+
+
+async def _loop(
+    subagent: SubagentRun,
+    messages: list[dict[str, Any]],
+    tools: dict[str, ToolSpec],
+    definitions: list[dict[str, Any]],
+    ctx: CallContext,
+) -> str:
+    tokens = 0
+    for _step in range(subagent.max_steps):
+        turn = await _model_turn(subagent, messages, definitions, ctx)
+        tokens += turn.tokens
+        calls = [turn.tool_calls[index] for index in sorted(turn.tool_calls)]
+        assistant: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+        if calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls
+            ]
+        messages.append(assistant)
+        if not calls:
+            return turn.text
+        for call in calls:
+            await _say(ctx, subagent.agent_id, f"\n→ {call['name']} {call['arguments'][:200]}\n")
+            answer = await _run_tool(call, tools, subagent.agent_id, ctx)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer})
+        if tokens > subagent.max_tokens:
+            raise CodedError(
+                ErrorCode.RESOURCE_EXHAUSTED,
+                f"subagent {subagent.agent_id} used {tokens} tokens, more than its budget of "
+                f"{subagent.max_tokens} (--subagent-max-tokens), before giving a final answer",
+            )
+    raise CodedError(
+        ErrorCode.RESOURCE_EXHAUSTED,
+        f"subagent {subagent.agent_id} took {subagent.max_steps} model turns "
+        "(--subagent-max-steps) without giving a final answer",
+    )
+
+
+async def _model_turn(
+    subagent: SubagentRun,
+    messages: list[dict[str, Any]],
+    definitions: list[dict[str, Any]],
+    ctx: CallContext,
+) -> Turn:
+    import openai
+
+    client = ctx.daemon.service(ModelEndpoint).client("Task (subagents)")
+    turn = Turn()
+    try:
+        stream = await client.chat.completions.create(  # type: ignore[call-overload]
+            model=subagent.model,
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+            tools=definitions or openai.omit,
+        )
+        async with stream:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    turn.tokens = chunk.usage.total_tokens
+                for choice in chunk.choices:
+                    await _take_delta(turn, choice.delta, subagent.agent_id, ctx)
+    except openai.OpenAIError as exc:
+        raise model_failure(exc, f"subagent {subagent.agent_id}") from None
+    if not turn.tokens:
+        # No usage reported: about four characters a token.
+        turn.tokens = (len(json.dumps(messages)) + len(turn.text)) // 4
+    return turn
+
+
+async def _take_delta(turn: Turn, delta: Any, agent_id: str, ctx: CallContext) -> None:
+    if delta.content:
+        turn.text += delta.content
+        await _say(ctx, agent_id, delta.content)
+    for piece in delta.tool_calls or ():
+        call = turn.tool_calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+        call["id"] = piece.id or call["id"]
+        if piece.function is not None:
+            call["name"] += piece.function.name or ""
+            call["arguments"] += piece.function.arguments or ""
+
+
+async def _say(ctx: CallContext, agent_id: str, text: str) -> None:
+    await ctx.emit(
+        ToolCallDelta(task_tool_call_delta=TaskToolCallDelta(agent_id=agent_id, text=text))
+    )
+
+
+async def _run_tool(
+    call: dict[str, str], tools: dict[str, ToolSpec], agent_id: str, ctx: CallContext
+) -> str:
+    """What the model reads back: the call's result as JSON, or why it did not run."""
+    spec = tools.get(call["name"])
+    if spec is None:
+        return f"error: there is no tool {call['name']!r} for this subagent"
+    try:
+        tool_call = _tool_call(spec.variant, call["arguments"])
+    except CodedError as failure:
+        return f"error {failure.code}: {failure.message}"
+    sub_ctx = CallContext(
+        daemon=ctx.daemon,
+        call_id=ctx.call_id,
+        agent_id=agent_id,
+        extras=ctx.extras,
+        run_mode=ctx.run_mode,
+    )
+    # Its own task: an abort of the Task cancels it too, and whatever the tool makes of that
+    # (the shell answers `aborted` and goes on), the Task's own cancellation stays visible here.
+    running = asyncio.create_task(ctx.daemon.service(ToolCalls).run(tool_call, sub_ctx))
+    try:
+        answer = await running
+    except CodedError as failure:
+        return f"error {failure.code}: {failure.message}"
+    finally:
+        _raise_if_cancelled()
+    result = getattr(answer, spec.variant).result
+    return _cut(json_format.MessageToJson(result, preserving_proto_field_name=True, indent=None))
+
+
+def _raise_if_cancelled() -> None:
+    """A tool answers an abort with its `aborted` result instead of raising: the abort of the
+    Task must still end the loop."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def _tool_call(variant: str, arguments: str) -> ToolCall:
+    tool_call = ToolCall()
+    args: Message = getattr(tool_call, variant).args
+    try:
+        parsed = json.loads(arguments or "{}")
+        json_format.ParseDict(parsed, args, ignore_unknown_fields=True)
+    except (ValueError, json_format.ParseError) as exc:
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT, f"the arguments are not valid for {variant}: {exc}"
+        ) from None
+    return tool_call
+
+
+def _cut(text: str) -> str:
+    if len(text) <= TOOL_RESULT_MAX_CHARS:
+        return text
+    return text[:TOOL_RESULT_MAX_CHARS] + f"\n[cut: {len(text)} characters in all]"
