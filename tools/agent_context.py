@@ -730,6 +730,12 @@ class AgentContexts:
         key = (self.roots(), tuple(paths), tuple(requested))
         return await asyncio.to_thread(self._answer, key)
 
+    def subagent(self, name: str) -> Subagent | None:
+        """The subagent definition of that name (a workspace one before a home one); call it
+        from a worker thread."""
+        found = self._answer((self.roots(), (), ()))
+        return next((item for item in found.subagents if item.name == name), None)
+
     def _answer(self, key: AnswerKey) -> AgentContext:
         roots, paths, requested = key
         with self._files.lock:

@@ -34,6 +34,7 @@ from exec_daemon.kernel.paths import PathRefused, read_checked
 from exec_daemon.kernel.spec import EVERYTHING, Effect, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
+from tools.agent_context import AgentContexts
 from tools.models import ModelEndpoint, model_failure
 
 # Subagents never start subagents or batch runs: every loop stays one level deep.
@@ -42,7 +43,6 @@ NOT_FOR_SUBAGENTS = frozenset(
 )
 # What a tool answers the model, at most (the rest is cut with a note).
 TOOL_RESULT_MAX_CHARS = 30_000
-DEFINITION_MAX_BYTES = 256 * 1024
 # Conversations kept for resuming: each may hold up to max-steps tool results.
 MAX_CONVERSATIONS = 64
 _CUSTOM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -128,37 +128,25 @@ KINDS: dict[int, SubagentKind] = {
 
 
 class SubagentDefinitions:
-    """Custom subagent types, by name, from `.cursor/agents/<name>.md` in the workspace (YAML
-    front matter: description, model, readonly; the body is the prompt), read as the agent's
-    read tool would (the agent's path rules, tools/workspace.py).
-
-    A minimal reader: the daemon's full reader of agent definitions can replace it with
-    `daemon.provide(SubagentDefinitions, factory)`; the loop only calls `find`."""
+    """Custom subagent types, by name: the definitions tools/agent_context.py reads
+    (`.cursor/agents/*.md` and `.claude/agents/*.md` in the workspace, then the same under home;
+    front matter name, description, model, readonly; the body is the prompt)."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
 
     def find(self, name: str) -> SubagentKind | None:
-        import frontmatter
-
+        """Runs in a worker thread (it reads files)."""
         if not _CUSTOM_NAME.match(name):
             raise CodedError(ErrorCode.INVALID_ARGUMENT, f"invalid custom subagent name {name!r}")
-        path = f"{self._daemon.workspace}/.cursor/agents/{name}.md"
-        data = read_agent_file(self._daemon, path, DEFINITION_MAX_BYTES)
-        if data is None:
+        found = self._daemon.service(AgentContexts).subagent(name)
+        if found is None:
             return None
-        try:
-            post = frontmatter.loads(data)
-        except Exception as exc:  # the YAML parser's errors have no common base
-            raise CodedError(
-                ErrorCode.INVALID_CONFIG, f"{path}: its front matter is not valid YAML ({exc})"
-            ) from None
-        model = post.metadata.get("model")
         return SubagentKind(
             name=name,
-            prompt=post.content.strip() or str(post.metadata.get("description") or ""),
-            readonly=post.metadata.get("readonly") is True,
-            model="fast" if model == "fast" else "",
+            prompt=found.prompt or found.description,
+            readonly=found.readonly,
+            model="fast" if found.model == "fast" else "",
         )
 
 
@@ -187,8 +175,8 @@ def kind_of(daemon: Daemon, subagent_type: int, custom_name: str) -> SubagentKin
         if found is None:
             raise CodedError(
                 ErrorCode.NOT_FOUND,
-                f"no custom subagent {custom_name!r}: .cursor/agents/{custom_name}.md does not "
-                "exist in the workspace",
+                f"no custom subagent {custom_name!r}: no definition named so in .cursor/agents/"
+                f"{custom_name}.md or .claude/agents/ (workspace or home)",
             )
         return found
     kind = KINDS.get(subagent_type)
