@@ -27,6 +27,7 @@ from exec_daemon.kernel.config import (
 )
 from exec_daemon.kernel.processes import run_as_init_if_pid1
 from exec_daemon.kernel.secrets import AUTH_TOKEN_VARIABLE, TRACE_TOKEN_VARIABLE, keep_secret
+from exec_daemon.telemetry.logs import LOG_FORMATS, formatter
 
 log = logging.getLogger("exec_daemon")
 
@@ -161,12 +162,10 @@ def fixed_mmap_threshold(size: int = 1 << 20) -> None:
         pass  # not glibc
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def setup_logging(level: str, log_format: str = "text") -> None:
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(formatter(log_format))
+    logging.basicConfig(level=level.upper(), handlers=[console])
     # Their debug output is per frame and per header: noise even when debugging the daemon.
     for chatty in ("hpack", "h2", "h11"):
         logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
@@ -223,6 +222,14 @@ def main() -> None:
     default="info",
     show_default=True,
     help="The least severe log lines written (to stderr).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    help="stderr's log lines: text, or json (one object per line, with the trace and span ids "
+    "of the tool call that logged it when telemetry is on).",
 )
 @click.option(
     "--workspace",
@@ -340,13 +347,14 @@ def main() -> None:
 def serve(
     workspace: Path | None,
     log_level: str,
+    log_format: str,
     rg_path: str,
     auth_token: str | None,
     auth_token_file: Path | None,
     **options: Any,
 ) -> None:
     """Serve the ControlService and ExecService on one port."""
-    setup_logging("warning" if log_level == "warn" else log_level)
+    setup_logging("warning" if log_level == "warn" else log_level, log_format)
     # Before anything else reads it: no child, and no agent process through /proc, gets it.
     make_undumpable()
     token = auth_token_from(auth_token, auth_token_file)
