@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Link, Tracer
 
 Redact = Callable[[str], str]
+INTERNAL_METRICS_VARIABLE = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 REDACTED = "[REDACTED]"
 SHELL_TOOL = "shell_tool_call"
 COMPUTER_USE_TOOL = "computer_use_tool_call"
@@ -262,6 +263,9 @@ class Telemetry:
             return
         config = self._config
         clean = _token_scrubber(config, redact)
+        # The SDK counts what it drops (queue full) or fails to send only when asked; the
+        # operator may still say "false". Read by the processors and exporters built below.
+        os.environ.setdefault(INTERNAL_METRICS_VARIABLE, "true")
         exporters = _Exporters(target, config.trace_auth_token or "")
         resource = Resource.create(daemon_resource(config))
         meters = MeterProvider(
