@@ -301,7 +301,11 @@ def main() -> None:
     show_default=True,
     help="Load CLAUDE.md / AGENTS.md.",
 )
-@click.option("--trace-endpoint", default=None, help="OpenTelemetry trace endpoint.")
+@click.option(
+    "--trace-endpoint",
+    default=None,
+    help="OTLP endpoint of traces, metrics and logs (gRPC unless OTEL_EXPORTER_OTLP_PROTOCOL says).",
+)
 @click.option(
     "--trace-auth-token",
     envvar=TRACE_TOKEN_VARIABLE,
@@ -313,13 +317,13 @@ def main() -> None:
     type=bool,
     default=True,
     show_default=True,
-    help="Privacy mode (disables tracing).",
+    help="Privacy mode: no telemetry is sent (traces, metrics, logs).",
 )
 @click.option(
     "--trace-insecure",
     is_flag=True,
-    help="OTLP/gRPC endpoint (grpc://, bare host:port): plaintext instead of TLS. https:// "
-    "OTLP/HTTP endpoint: TLS without checking the certificate.",
+    help="OTLP/gRPC (the default): plaintext instead of TLS. OTLP/HTTP "
+    "(OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf) to https://: TLS without checking the certificate.",
 )
 @click.option(
     "--fetch-allow-private",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter as SdkMeter
 
 MAX_LABEL_CHARS = 64
+MAX_LABEL_SETS = 1024
 
 TOOL_CALL_DURATION = "exec_daemon.tool.call.duration"
 TOOL_CALLS = "exec_daemon.tool.calls"
@@ -72,6 +73,8 @@ class OtlpMeter(Meter):
         self._redact = redact
         # Made at first use: a `watch`ed metric is an observable instrument of the same name.
         self._instruments: dict[Metric, Any] = {}
+        # The labels of each (tool, outcome), cleaned once: both come from small fixed sets.
+        self._call_labels: dict[tuple[str, str], dict[str, str]] = {}
         self._call_duration = meter.create_histogram(
             TOOL_CALL_DURATION, "s", "Duration of tool calls, guards included"
         )
@@ -114,7 +117,13 @@ class OtlpMeter(Meter):
         _gauge(self._meter, spec.name, spec.unit, spec.description, read, up_down=True)
 
     def tool_call(self, tool: str, outcome: str, seconds: float) -> None:
-        labels = self.labels({"tool": tool, "outcome": outcome})
+        labels = self._call_labels.get((tool, outcome))
+        if labels is None:
+            if len(self._call_labels) >= MAX_LABEL_SETS:
+                self._call_labels.clear()
+            labels = self._call_labels[tool, outcome] = self.labels(
+                {"tool": tool, "outcome": outcome}
+            )
         self._call_duration.record(seconds, labels)
         self._calls.add(1, labels)
 

@@ -1,23 +1,26 @@
-"""OpenTelemetry traces of tool calls, sent over OTLP (off by default: ghost mode).
+"""The daemon's telemetry: traces, metrics and logs of tool calls over OTLP (off by default).
 
-Tracing is on only with `--ghost-mode false` AND `--trace-endpoint` AND `--trace-auth-token`
-(as in the reference daemon); otherwise nothing is built, nothing is imported from the SDK and
-no middleware is added to the call chain, so ghost mode costs nothing.
+Telemetry is on only with `--ghost-mode false` AND `--trace-endpoint` AND `--trace-auth-token`
+(as in the reference daemon); otherwise nothing is built, nothing is imported from the SDK, no
+connection is made, no middleware is added to the call chain and the layers' `Meter`
+(exec_daemon/kernel/metering.py) is the no-op one, so ghost mode costs nothing.
 
-Where spans go (`--trace-endpoint`):
-- `http://host:port[/path]` or `https://...`: OTLP/HTTP with protobuf bodies, POSTed to the
-  URL's path, or to `/v1/traces` when it has none. `--trace-insecure` skips the certificate
+Where it goes (`--trace-endpoint`), all three signals to the same place:
+- OTLP/gRPC by default, as the reference daemon: `https://host[:port]` (TLS, port 443),
+  `grpc://host[:port]` or a bare `host[:port]` (TLS, port 4317), `http://host[:port]`
+  (plaintext). `--trace-insecure` makes any of them a plaintext channel (gRPC has no "TLS
+  without verification").
+- OTLP/HTTP with protobuf bodies when the operator sets the standard
+  `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `OTEL_EXPORTER_OTLP_PROTOCOL`) = `http/protobuf`:
+  each signal is POSTed to the URL's path + `/v1/traces`, `/v1/metrics` or `/v1/logs` (a URL
+  already ending in one of them is taken as its base). `--trace-insecure` skips the certificate
   check of an https endpoint.
-- `grpc://host[:port]` or a bare `host[:port]` (port 4317 by default): OTLP/gRPC over TLS;
-  `--trace-insecure` makes it a plaintext channel (gRPC has no "TLS without verification").
-- The standard `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `OTEL_EXPORTER_OTLP_PROTOCOL`) = `grpc`
-  or `http/protobuf` overrides the choice by scheme: the reference daemon speaks gRPC to an
-  `https://` endpoint, which is `https://host` + `..._PROTOCOL=grpc` here (TLS, port 443).
-Every export carries `authorization: Bearer <token>`. A bad endpoint is logged and tracing stays
-off: telemetry never stops the daemon from serving.
+Every export carries `authorization: Bearer <token>`. A bad endpoint is logged and telemetry
+stays off: it never stops the daemon from serving.
 
-Each tool call is one SERVER span named after its ToolCall variant (e.g. `shell_tool_call`),
-made by the outermost middleware so it covers the guards' time too. Its parent is the W3C
+Traces. Each tool call is one SERVER span named after its ToolCall variant (e.g.
+`shell_tool_call`), made by the outermost middleware so it covers the guards' time too, and
+current while the call runs (so its log records carry its ids). Its parent is the W3C
 `traceparent` (+ `tracestate`) header of the RPC that carried the call (ExecStream or
 ControlService.Exec); without one, the `backend-traceparent` header is the parent; with both,
 the backend one becomes a span link. Attributes: `tool.name`, `tool.call_id`, `agent.id`,
@@ -26,8 +29,17 @@ ToolError's or ExecError's code). Status ERROR only when the call could not be r
 ExecError, including `internal` for a crashed handler); a typed `error` result is the tool's
 answer, not a daemon failure. Messages are never recorded: they can hold user data.
 
-Spans are batched (BatchSpanProcessor: a background thread exports, the event loop only queues)
-and flushed at shutdown within SHUTDOWN_SECONDS.
+Metrics: exec_daemon/telemetry/metrics.py (names, units, which follow semantic conventions).
+Logs: exec_daemon/telemetry/logs.py. Resource: `daemon_resource`.
+
+Redaction: string span attributes, metric labels and log bodies pass through `redact` (the
+composition root gives the injected-secret matcher) after the daemon's auth and trace tokens
+are replaced by `[REDACTED]`.
+
+Export never slows or fails a call: spans and log records go to bounded queues (the SDK's
+batch processors; a full queue drops, and the SDK's `otel.sdk.processor.*.processed` metric
+counts it with `error.type=queue_full`, switched on here) exported by background threads;
+metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
 """
 
 from __future__ import annotations
@@ -253,7 +265,7 @@ class Telemetry:
     def start(self, target: ExportTarget, redact: Redact) -> None:
         from opentelemetry.sdk._logs import LoggerProvider
         from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -270,6 +282,8 @@ class Telemetry:
         resource = Resource.create(daemon_resource(config))
         meters = MeterProvider(
             resource=resource,
+            # Exemplars (a span id kept per histogram bucket) cost ~0.2 ms per measurement.
+            exemplar_filter=AlwaysOffExemplarFilter(),
             metric_readers=[PeriodicExportingMetricReader(exporters.metrics())],
             shutdown_on_exit=False,
         )
