@@ -72,33 +72,27 @@ class Receiver:
         with self.lock:
             return list(self.requests[signal])
 
-    def spans(self) -> list[Any]:
+    def items(self, signal: str, path: tuple[str, str, str]) -> list[Any]:
+        """Every item under the requests of `signal` along (resource, scope, item) fields."""
+        resources, scopes, items = path
         return [
-            span
-            for request in self.of("traces")
-            for resource in request.resource_spans
-            for scope in resource.scope_spans
-            for span in scope.spans
+            item
+            for request in self.of(signal)
+            for resource in getattr(request, resources)
+            for scope in getattr(resource, scopes)
+            for item in getattr(scope, items)
         ]
 
+    def spans(self) -> list[Any]:
+        return self.items("traces", ("resource_spans", "scope_spans", "spans"))
+
     def log_records(self) -> list[Any]:
-        return [
-            record
-            for request in self.of("logs")
-            for resource in request.resource_logs
-            for scope in resource.scope_logs
-            for record in scope.log_records
-        ]
+        return self.items("logs", ("resource_logs", "scope_logs", "log_records"))
 
     def metrics(self) -> dict[str, Any]:
         """The latest data of each metric name (cumulative: the last export holds it all)."""
-        latest: dict[str, Any] = {}
-        for request in self.of("metrics"):
-            for resource in request.resource_metrics:
-                for scope in resource.scope_metrics:
-                    for metric in scope.metrics:
-                        latest[metric.name] = metric
-        return latest
+        path = ("resource_metrics", "scope_metrics", "metrics")
+        return {metric.name: metric for metric in self.items("metrics", path)}
 
 
 def points(metric: Any) -> list[Any]:
