@@ -25,10 +25,14 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from agent.v1.computer_pb2 import ComputerUseAction, ComputerUseArgs, ComputerUseToolCall
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.kernel.metering import Metric
+from exec_daemon.telemetry.metrics import OtlpMeter
 from tests.daemon_process import running_daemon
 from tests.loopback_http import serving_http
 from tests.polling import wait_until
@@ -206,14 +210,15 @@ def failing_hook(workspace: Path, secret: str) -> None:
 
 async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path) -> None:
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
-    failing_hook(workspace, TRACE_TOKEN)
+    injected = "injected-" + secrets.token_hex(8)
+    failing_hook(workspace, f"{TRACE_TOKEN} {injected}")
     with (
         grpc_collector() as (port, received),
         running_daemon(
             workspace,
             tmp_path / "state",
             *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
-            env=FAST,
+            env=FAST | {"CLOUD_AGENT_INJECTED_SECRET_NAMES": "API_KEY", "API_KEY": injected},
         ) as daemon,
     ):
         async with daemon.client() as client:
@@ -288,6 +293,7 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
     everything = b"".join(received.raw)
     assert TRACE_TOKEN.encode() not in everything
     assert daemon_token.encode() not in everything
+    assert injected.encode() not in everything
 
 
 async def test_http_protobuf_sends_every_signal(workspace: Path, tmp_path: Path) -> None:
@@ -396,3 +402,25 @@ async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
     )
     assert warning["span_id"] == received.spans()[0].span_id.hex()
     assert warning["trace_id"] == received.spans()[0].trace_id.hex()
+
+
+def test_metric_labels_are_redacted_and_bounded() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    meter = OtlpMeter(provider.get_meter("test"), lambda text: text.replace("s3cret", "[REDACTED]"))
+    meter.add(Metric.HOOK_RUNS, outcome="deny-s3cret-" + "x" * 500)
+    meter.tool_call("shell_tool_call", "error-s3cret", 0.5)
+    meter.computer_use("s3cret", 1.0, 3)
+    data = reader.get_metrics_data()
+    assert data is not None
+    labels = [
+        value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+        for value in (point.attributes or {}).values()
+    ]
+    assert "[REDACTED]" in " ".join(map(str, labels))
+    assert all("s3cret" not in str(value) and len(str(value)) <= 64 for value in labels)
+    provider.shutdown()
