@@ -366,6 +366,7 @@ async def test_a_slow_collector_drops_counted_spans_and_calls_keep_their_pace(
             return 0 if metric is None else total(metric, **{"error.type": "queue_full"})
 
         wait_until(lambda: drops_counted() > 0, ARRIVAL_SECONDS, "dropped spans counted")
+        assert "Queue full" not in daemon.log(), "drops are counted, not logged one by one"
         queue = received.metrics().get("otel.sdk.processor.span.queue.size")
         assert queue is not None and total(queue) <= 4  # bounded by the queue's size
         # Shutdown does not wait for the slow collector beyond its bound.

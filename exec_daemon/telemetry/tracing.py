@@ -278,6 +278,9 @@ class Telemetry:
         # The SDK counts what it drops (queue full) or fails to send only when asked; the
         # operator may still say "false". Read by the processors and exporters built below.
         os.environ.setdefault(INTERNAL_METRICS_VARIABLE, "true")
+        # Counted there instead: a warning per dropped span would flood the console, and be
+        # written from the call's own path.
+        logging.getLogger("opentelemetry.sdk._shared_internal").setLevel(logging.ERROR)
         exporters = _Exporters(target, config.trace_auth_token or "")
         resource = Resource.create(daemon_resource(config))
         meters = MeterProvider(
