@@ -37,6 +37,7 @@ from exec_daemon.kernel.secrets import (
     keep_secret,
 )
 from exec_daemon.rpc.cors import parse_origin
+from exec_daemon.telemetry.logs import LOG_FORMATS, formatter
 
 log = logging.getLogger("exec_daemon")
 
@@ -189,12 +190,10 @@ def fixed_mmap_threshold(size: int = 1 << 20) -> None:
         pass  # not glibc
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def setup_logging(level: str, log_format: str = "text") -> None:
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(formatter(log_format))
+    logging.basicConfig(level=level.upper(), handlers=[console])
     # Their debug output is per frame and per header: noise even when debugging the daemon.
     for chatty in ("hpack", "h2", "h11"):
         logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
@@ -251,6 +250,14 @@ def main() -> None:
     default="info",
     show_default=True,
     help="The least severe log lines written (to stderr).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    help="stderr's log lines: text, or json (one object per line, with the trace and span ids "
+    "of the tool call that logged it when telemetry is on).",
 )
 @click.option(
     "--workspace",
@@ -323,7 +330,11 @@ def main() -> None:
     help="Also serve Claude Code's memory files (CLAUDE.md, .claude/CLAUDE.md, CLAUDE.local.md, "
     "~/.claude/CLAUDE.md, .claude/rules/) in GetAgentContext; AGENTS.md is always served.",
 )
-@click.option("--trace-endpoint", default=None, help="OpenTelemetry trace endpoint.")
+@click.option(
+    "--trace-endpoint",
+    default=None,
+    help="OTLP endpoint of traces, metrics and logs (gRPC unless OTEL_EXPORTER_OTLP_PROTOCOL says).",
+)
 @click.option(
     "--trace-auth-token",
     envvar=TRACE_TOKEN_VARIABLE,
@@ -335,13 +346,13 @@ def main() -> None:
     type=bool,
     default=True,
     show_default=True,
-    help="Privacy mode (disables tracing).",
+    help="Privacy mode: no telemetry is sent (traces, metrics, logs).",
 )
 @click.option(
     "--trace-insecure",
     is_flag=True,
-    help="OTLP/gRPC endpoint (grpc://, bare host:port): plaintext instead of TLS. https:// "
-    "OTLP/HTTP endpoint: TLS without checking the certificate.",
+    help="OTLP/gRPC (the default): plaintext instead of TLS. OTLP/HTTP "
+    "(OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf) to https://: TLS without checking the certificate.",
 )
 @click.option(
     "--fetch-allow-private",
@@ -438,13 +449,14 @@ def main() -> None:
 def serve(
     workspace: Path | None,
     log_level: str,
+    log_format: str,
     rg_path: str,
     auth_token: str | None,
     auth_token_file: Path | None,
     **options: Any,
 ) -> None:
     """Serve the ControlService and ExecService on one port."""
-    setup_logging("warning" if log_level == "warn" else log_level)
+    setup_logging("warning" if log_level == "warn" else log_level, log_format)
     # Before anything else reads it: no child, and no agent process through /proc, gets it.
     make_undumpable()
     token = auth_token_from(auth_token, auth_token_file)

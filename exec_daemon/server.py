@@ -16,6 +16,7 @@ from agent.v1 import control_pb2, exec_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
+from exec_daemon.guards.redaction import SecretStore
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
@@ -35,7 +36,7 @@ from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
 from exec_daemon.rpc.reflection import reflection_apps
-from exec_daemon.telemetry.tracing import tracing_middlewares
+from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment
 from sandbox.service import SandboxService
 from tools import display, reports
@@ -90,6 +91,9 @@ def new_daemon(config: DaemonConfig) -> Daemon:
     """The daemon's state, with every kernel protocol wired to its implementation."""
     daemon = Daemon(config)
     daemon.provide(Sandboxing, lambda daemon: daemon.service(SandboxService))
+    # Before any layer asks for its Meter: when telemetry is on, the OTLP one.
+    secrets = daemon.service(SecretStore)
+    start_telemetry(daemon, redact=lambda text: secrets.matcher.redact(text))
     return daemon
 
 

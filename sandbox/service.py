@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
 from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
@@ -225,6 +226,20 @@ class SandboxService:
         self, requested: SandboxPolicy | None, demand: SandboxDemand = AS_REQUESTED
     ) -> SandboxDecision:
         """The one sandbox decision of a shell call (exec_daemon/kernel/sandboxing.py)."""
+        decision = await self._decide(requested, demand)
+        outcome = (
+            "refused"
+            if decision.refusal
+            else "unconfined"
+            if decision.confinement == UNCONFINED
+            else "confined"
+        )
+        self.daemon.service(Meter).add(Metric.SANDBOX_DECISIONS, outcome=outcome)
+        return decision
+
+    async def _decide(
+        self, requested: SandboxPolicy | None, demand: SandboxDemand
+    ) -> SandboxDecision:
         support = await self.start() if self.enabled else None
         available = support is not None and not support.missing()
         asked = requested

@@ -48,6 +48,8 @@ FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
 # ... or only when the daemon shuts down.
 EXPORT_AT_SHUTDOWN = {"OTEL_BSP_SCHEDULE_DELAY": "600000"}
 ARRIVAL_SECONDS = 10.0
+# The operator's choice of OTLP/HTTP (gRPC is the default, as in the reference daemon).
+HTTP_CHOSEN = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
 
 
 @dataclass
@@ -125,7 +127,9 @@ def http_receiver(tls: ssl.SSLContext | None = None) -> Iterator[tuple[int, Rece
             if self.headers.get("content-encoding") == "gzip":
                 body = gzip.decompress(body)
             if self.path != "/v1/traces":
-                self.send_response(404)
+                # Metrics and logs go to their own paths: accepted, not kept here.
+                self.send_response(200 if self.path in ("/v1/metrics", "/v1/logs") else 404)
+                self.send_header("content-length", "0")
                 self.end_headers()
                 return
             received.add({key.lower(): value for key, value in self.headers.items()}, body)
@@ -255,7 +259,7 @@ async def test_http_protobuf_export_and_backend_traceparent(
             workspace,
             tmp_path / "state",
             *tracing_flags(f"http://127.0.0.1:{port}"),
-            env=FAST_EXPORT,
+            env=FAST_EXPORT | HTTP_CHOSEN,
         ) as daemon,
     ):
         async with daemon.client() as client:
@@ -329,7 +333,7 @@ async def test_trace_insecure_skips_the_certificate_check_of_https(
                 *tracing_flags(
                     f"https://127.0.0.1:{port}/v1/traces", *(["--trace-insecure"] * insecure)
                 ),
-                env=FAST_EXPORT,
+                env=FAST_EXPORT | HTTP_CHOSEN,
             ) as daemon,
         ):
             async with daemon.client() as client:
@@ -387,13 +391,16 @@ def test_ghost_mode_adds_no_middleware(workspace: Path) -> None:
 @pytest.mark.parametrize(
     ("endpoint", "insecure", "protocol", "target"),
     [
-        ("http://collector:4318", False, None, ExportTarget(HTTP_PROTOBUF, "http://collector:4318/v1/traces", False)),
-        ("https://api.example.com/otlp/v1/traces", True, None, ExportTarget(HTTP_PROTOBUF, "https://api.example.com/otlp/v1/traces", True)),
+        ("http://collector:4318", False, "http/protobuf", ExportTarget(HTTP_PROTOBUF, "http://collector:4318", False)),
+        ("https://api.example.com/otlp/v1/traces", True, "http/protobuf", ExportTarget(HTTP_PROTOBUF, "https://api.example.com/otlp", True)),
+        ("https://api.example.com/otlp/", False, "http/protobuf", ExportTarget(HTTP_PROTOBUF, "https://api.example.com/otlp", False)),
         ("grpc://collector", False, None, ExportTarget(GRPC, "collector:4317", False)),
         ("collector:5555", True, None, ExportTarget(GRPC, "collector:5555", True)),
         ("[::1]:4317", False, None, ExportTarget(GRPC, "[::1]:4317", False)),
-        # The reference's set-up: gRPC over TLS to an https:// endpoint.
+        # The reference's set-up: gRPC over TLS to an https:// endpoint, also by default.
         ("https://api.example.com", False, "grpc", ExportTarget(GRPC, "api.example.com:443", False)),
+        ("https://api.example.com", False, None, ExportTarget(GRPC, "api.example.com:443", False)),
+        ("http://collector:4317", False, None, ExportTarget(GRPC, "collector:4317", True)),
         ("http://127.0.0.1:4317", False, "grpc", ExportTarget(GRPC, "127.0.0.1:4317", True)),
     ],
 )  # fmt: skip

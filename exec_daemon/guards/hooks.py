@@ -61,6 +61,7 @@ from exec_daemon.guards.permissions import Judge, Verdict
 from exec_daemon.guards.rejections import refused_result, rejected_result
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.paths import Declared, DeclaredPaths
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import HookEvents
@@ -461,6 +462,7 @@ class HookRunner:
         self._daemon = daemon
         self._files = daemon.service(HookFiles)
         self._judge = daemon.service(Judge)
+        self._meter = daemon.service(Meter)
 
     def _env(self) -> dict[str, str]:
         env = self._daemon.env.snapshot()
@@ -490,7 +492,11 @@ class HookRunner:
         if not step.runs:
             return []
         env = self._env()
-        return list(await asyncio.gather(*(run_hook(h, p, env) for h, p in step.runs)))
+        answers = list(await asyncio.gather(*(run_hook(h, p, env) for h, p in step.runs)))
+        for answer in answers:
+            outcome = "failed" if answer.failure else answer.decision or "none"
+            self._meter.add(Metric.HOOK_RUNS, outcome=outcome)
+        return answers
 
     async def __call__(self, inv: Invocation, call_next: Next) -> Message:
         hooks = self._files.hooks()

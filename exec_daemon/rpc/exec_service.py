@@ -24,6 +24,7 @@ from agent.v1.exec_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.context import CallContext, result_case, result_class
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.rpc.codecs import MalformedElement
 from exec_daemon.rpc.dispatch import Dispatcher, tool_variant
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, incoming_trace_headers
@@ -142,6 +143,7 @@ class ExecStreamSession:
         extras: Mapping[str, Any] | None = None,
     ) -> None:
         self._stopping = dispatcher.daemon.stopping
+        self._meter = dispatcher.daemon.service(Meter)
         self._outbox: asyncio.Queue[object] = Outbox()
         self._runner = CallRunner(dispatcher, self._outbox, extras)
         self._calls: dict[int, asyncio.Task[None]] = {}
@@ -158,6 +160,7 @@ class ExecStreamSession:
         reader = asyncio.create_task(self._read(requests))
         beater = asyncio.create_task(self._heartbeat())
         watcher = asyncio.create_task(self._end_on_shutdown())
+        self._meter.add(Metric.LIVE_EXEC_STREAMS, 1)
         try:
             while True:
                 item = await self._outbox.get()
@@ -169,6 +172,7 @@ class ExecStreamSession:
             if self._input_error is not None:
                 raise self._input_error
         finally:
+            self._meter.add(Metric.LIVE_EXEC_STREAMS, -1)
             self._runner.closing = True
             for task in (reader, beater, watcher):
                 task.cancel()

@@ -1,23 +1,26 @@
-"""OpenTelemetry traces of tool calls, sent over OTLP (off by default: ghost mode).
+"""The daemon's telemetry: traces, metrics and logs of tool calls over OTLP (off by default).
 
-Tracing is on only with `--ghost-mode false` AND `--trace-endpoint` AND `--trace-auth-token`
-(as in the reference daemon); otherwise nothing is built, nothing is imported from the SDK and
-no middleware is added to the call chain, so ghost mode costs nothing.
+Telemetry is on only with `--ghost-mode false` AND `--trace-endpoint` AND `--trace-auth-token`
+(as in the reference daemon); otherwise nothing is built, nothing is imported from the SDK, no
+connection is made, no middleware is added to the call chain and the layers' `Meter`
+(exec_daemon/kernel/metering.py) is the no-op one, so ghost mode costs nothing.
 
-Where spans go (`--trace-endpoint`):
-- `http://host:port[/path]` or `https://...`: OTLP/HTTP with protobuf bodies, POSTed to the
-  URL's path, or to `/v1/traces` when it has none. `--trace-insecure` skips the certificate
+Where it goes (`--trace-endpoint`), all three signals to the same place:
+- OTLP/gRPC by default, as the reference daemon: `https://host[:port]` (TLS, port 443),
+  `grpc://host[:port]` or a bare `host[:port]` (TLS, port 4317), `http://host[:port]`
+  (plaintext). `--trace-insecure` makes any of them a plaintext channel (gRPC has no "TLS
+  without verification").
+- OTLP/HTTP with protobuf bodies when the operator sets the standard
+  `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `OTEL_EXPORTER_OTLP_PROTOCOL`) = `http/protobuf`:
+  each signal is POSTed to the URL's path + `/v1/traces`, `/v1/metrics` or `/v1/logs` (a URL
+  already ending in one of them is taken as its base). `--trace-insecure` skips the certificate
   check of an https endpoint.
-- `grpc://host[:port]` or a bare `host[:port]` (port 4317 by default): OTLP/gRPC over TLS;
-  `--trace-insecure` makes it a plaintext channel (gRPC has no "TLS without verification").
-- The standard `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `OTEL_EXPORTER_OTLP_PROTOCOL`) = `grpc`
-  or `http/protobuf` overrides the choice by scheme: the reference daemon speaks gRPC to an
-  `https://` endpoint, which is `https://host` + `..._PROTOCOL=grpc` here (TLS, port 443).
-Every export carries `authorization: Bearer <token>`. A bad endpoint is logged and tracing stays
-off: telemetry never stops the daemon from serving.
+Every export carries `authorization: Bearer <token>`. A bad endpoint is logged and telemetry
+stays off: it never stops the daemon from serving.
 
-Each tool call is one SERVER span named after its ToolCall variant (e.g. `shell_tool_call`),
-made by the outermost middleware so it covers the guards' time too. Its parent is the W3C
+Traces. Each tool call is one SERVER span named after its ToolCall variant (e.g.
+`shell_tool_call`), made by the outermost middleware so it covers the guards' time too, and
+current while the call runs (so its log records carry its ids). Its parent is the W3C
 `traceparent` (+ `tracestate`) header of the RPC that carried the call (ExecStream or
 ControlService.Exec); without one, the `backend-traceparent` header is the parent; with both,
 the backend one becomes a span link. Attributes: `tool.name`, `tool.call_id`, `agent.id`,
@@ -26,8 +29,17 @@ ToolError's or ExecError's code). Status ERROR only when the call could not be r
 ExecError, including `internal` for a crashed handler); a typed `error` result is the tool's
 answer, not a daemon failure. Messages are never recorded: they can hold user data.
 
-Spans are batched (BatchSpanProcessor: a background thread exports, the event loop only queues)
-and flushed at shutdown within SHUTDOWN_SECONDS.
+Metrics: exec_daemon/telemetry/metrics.py (names, units, which follow semantic conventions).
+Logs: exec_daemon/telemetry/logs.py. Resource: `daemon_resource`.
+
+Redaction: string span attributes, metric labels and log bodies pass through `redact` (the
+composition root gives the injected-secret matcher) after the daemon's auth and trace tokens
+are replaced by `[REDACTED]`.
+
+Export never slows or fails a call: spans and log records go to bounded queues (the SDK's
+batch processors; a full queue drops, and the SDK's `otel.sdk.processor.*.processed` metric
+counts it with `error.type=queue_full`, switched on here) exported by background threads;
+metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
 """
 
 from __future__ import annotations
@@ -38,24 +50,39 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from google.protobuf.message import Message
 
+from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon import __version__
 from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.context import Emit, Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.telemetry.logs import otlp_log_handler
+from exec_daemon.telemetry.metrics import OtlpMeter
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk._logs.export import LogRecordExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Link, Tracer
+
+Redact = Callable[[str], str]
+INTERNAL_METRICS_VARIABLE = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
+REDACTED = "[REDACTED]"
+SHELL_TOOL = "shell_tool_call"
+COMPUTER_USE_TOOL = "computer_use_tool_call"
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +94,8 @@ GRPC = "grpc"
 HTTP_PROTOBUF = "http/protobuf"
 PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 DEFAULT_GRPC_PORT = 4317
-DEFAULT_HTTP_PATH = "/v1/traces"
+# OTLP/HTTP: each signal is POSTed to the endpoint's base URL + its path.
+SIGNAL_PATHS = {"traces": "/v1/traces", "metrics": "/v1/metrics", "logs": "/v1/logs"}
 # One export attempt (with the gRPC exporter's retries) gives up after this long.
 EXPORT_TIMEOUT_SECONDS = 5.0
 # Daemon shutdown waits at most this long for the last spans to be sent (Daemon.aclose allows 3 s).
@@ -93,10 +121,17 @@ def incoming_trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class ExportTarget:
     protocol: str  # GRPC or HTTP_PROTOBUF
-    # gRPC: "host:port"; HTTP: the URL spans are POSTed to.
+    # gRPC: "host:port"; HTTP: the base URL (each signal goes to its SIGNAL_PATHS under it).
     endpoint: str
     # gRPC: a plaintext channel; HTTPS: no certificate verification.
     insecure: bool
+
+    def url(self, signal: str) -> str:
+        """Where one signal ("traces", "metrics", "logs") is sent."""
+        if self.protocol == GRPC:
+            return self.endpoint
+        scheme, netloc, path, query, _ = urlsplit(self.endpoint)
+        return urlunsplit((scheme, netloc, path + SIGNAL_PATHS[signal], query, ""))
 
 
 def export_target(endpoint: str, insecure: bool, protocol: str | None = None) -> ExportTarget:
@@ -110,13 +145,15 @@ def export_target(endpoint: str, insecure: bool, protocol: str | None = None) ->
         raise ValueError(f"unsupported scheme {scheme!r} (use http, https or grpc)")
     if not url.hostname:
         raise ValueError("no host")
-    chosen = protocol or (HTTP_PROTOBUF if scheme in ("http", "https") else GRPC)
+    chosen = protocol or GRPC
     if chosen == HTTP_PROTOBUF:
         if scheme == "grpc":
             raise ValueError("OTLP/HTTP needs an http:// or https:// endpoint")
-        path = url.path if url.path not in ("", "/") else DEFAULT_HTTP_PATH
+        base = url.path.rstrip("/")
+        for signal_path in SIGNAL_PATHS.values():
+            base = base.removesuffix(signal_path)
         return ExportTarget(
-            HTTP_PROTOBUF, urlunsplit((scheme, url.netloc, path, url.query, "")), insecure
+            HTTP_PROTOBUF, urlunsplit((scheme, url.netloc, base, url.query, "")), insecure
         )
     if chosen != GRPC:
         raise ValueError(f"unsupported OTLP protocol {chosen!r} (use grpc or http/protobuf)")
@@ -153,87 +190,221 @@ def tracing_target(config: DaemonConfig) -> ExportTarget | None:
 
 
 def tracing_middlewares(daemon: Daemon) -> list[Middleware]:
-    """[the tracing middleware] when tracing is on; [] otherwise, so ghost mode costs nothing."""
+    """[the tracing middleware] when telemetry is on; [] otherwise, so ghost mode costs nothing."""
+    telemetry = start_telemetry(daemon)
+    return [] if telemetry is None else [telemetry.middleware()]
+
+
+def start_telemetry(daemon: Daemon, redact: Redact | None = None) -> Telemetry | None:
+    """Starts the daemon's telemetry (once) when it is on, and makes its OTLP meter the
+    daemon's `Meter`; None when it is off. `redact` cleans every exported string (the daemon's
+    tokens are always removed too)."""
+    telemetry = daemon.service(Telemetry)
+    if telemetry.started:
+        return telemetry
+    if telemetry.off:
+        return None
     target = tracing_target(daemon.config)
     if target is None:
-        return []
-    tracing = daemon.service(Tracing)
-    tracing.start(target)
+        telemetry.off = True
+        return None
+    telemetry.start(target, redact or _unchanged)
+    daemon.provide(Meter, lambda _daemon: telemetry.meter)
     log.info(
-        "tracing: spans go to %s over OTLP/%s%s",
+        "telemetry: traces, metrics and logs go to %s over OTLP/%s%s",
         target.endpoint,
         "gRPC" if target.protocol == GRPC else "HTTP",
         " (insecure)" if target.insecure else "",
     )
-    return [tracing.middleware()]
+    return telemetry
 
 
-class Tracing:
-    """The daemon's TracerProvider (`daemon.service(Tracing)`); flushed and shut down by aclose."""
+def _unchanged(text: str) -> str:
+    return text
+
+
+def daemon_resource(config: DaemonConfig) -> dict[str, Any]:
+    """Who sends: the service, and the VM and workspace the orchestrator correlates with
+    (OTEL_RESOURCE_ATTRIBUTES adds to these, e.g. an orchestrator-assigned `vm.id`)."""
+    attributes: dict[str, Any] = {
+        "service.name": "exec-daemon",
+        "service.version": __version__,
+        "service.instance.id": str(uuid.uuid4()),
+        "host.name": socket.gethostname(),
+        "process.pid": os.getpid(),
+        "exec_daemon.workspace": str(config.workspace),
+    }
+    try:
+        attributes["host.id"] = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        pass
+    return attributes
+
+
+class Telemetry:
+    """The daemon's tracer, meter and logger providers (`daemon.service(Telemetry)`), started by
+    `start_telemetry`; flushed and shut down by aclose."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._config = daemon.config
-        self._provider: TracerProvider | None = None
+        self.off = False
+        self._providers: list[Any] = []
+        self._tracer: Tracer | None = None
+        self._meter: OtlpMeter | None = None
+        self._log_handler: logging.Handler | None = None
 
-    def start(self, target: ExportTarget) -> None:
+    @property
+    def started(self) -> bool:
+        return bool(self._providers)
+
+    @property
+    def meter(self) -> OtlpMeter:
+        assert self._meter is not None, "start() first"
+        return self._meter
+
+    def start(self, target: ExportTarget, redact: Redact) -> None:
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        if self._provider is not None:
+        if self.started:
             return
-        token = self._config.trace_auth_token or ""
-        resource = Resource.create(
-            {
-                "service.name": "exec-daemon",
-                "service.version": __version__,
-                "host.name": socket.gethostname(),
-                "process.pid": os.getpid(),
-            }
+        config = self._config
+        clean = _token_scrubber(config, redact)
+        # The SDK counts what it drops (queue full) or fails to send only when asked; the
+        # operator may still say "false". Read by the processors and exporters built below.
+        os.environ.setdefault(INTERNAL_METRICS_VARIABLE, "true")
+        # Counted there instead: a warning per dropped span would flood the console, and be
+        # written from the call's own path.
+        logging.getLogger("opentelemetry.sdk._shared_internal").setLevel(logging.ERROR)
+        exporters = _Exporters(target, config.trace_auth_token or "")
+        resource = Resource.create(daemon_resource(config))
+        meters = MeterProvider(
+            resource=resource,
+            # Exemplars (a span id kept per histogram bucket) cost ~0.2 ms per measurement.
+            exemplar_filter=AlwaysOffExemplarFilter(),
+            metric_readers=[PeriodicExportingMetricReader(exporters.metrics())],
+            shutdown_on_exit=False,
         )
-        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        provider.add_span_processor(BatchSpanProcessor(_exporter(target, token)))
-        # Not made the global provider: the spans are the daemon's own, not those of the
-        # libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
-        self._provider = provider
+        # The SDK counts, in `meters`, the spans and records it drops or fails to send.
+        tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
+        tracers.add_span_processor(
+            BatchSpanProcessor(exporters.spans(meters), meter_provider=meters)
+        )
+        loggers = LoggerProvider(resource=resource, shutdown_on_exit=False)
+        loggers.add_log_record_processor(
+            BatchLogRecordProcessor(exporters.logs(meters), meter_provider=meters)
+        )
+        # None is made the global provider: the telemetry is the daemon's own, not that of
+        # the libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
+        self._providers = [tracers, loggers, meters]
+        self._tracer = tracers.get_tracer("exec_daemon", __version__)
+        self._meter = OtlpMeter(meters.get_meter("exec_daemon", __version__), clean)
+        level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.WARNING)
+        self._log_handler = otlp_log_handler(loggers, level, clean)
+        logging.getLogger().addHandler(self._log_handler)
+        self._clean = clean
 
     def middleware(self) -> Middleware:
-        assert self._provider is not None, "start() first"
-        return tracing_middleware(self._provider.get_tracer("exec_daemon", __version__))
+        assert self._tracer is not None and self._meter is not None, "start() first"
+        return tracing_middleware(self._tracer, self._meter, self._clean)
 
     async def aclose(self) -> None:
-        """Sends the queued spans, bounded: an unreachable collector must not hold up shutdown."""
-        provider, self._provider = self._provider, None
-        if provider is None:
+        """Sends what is queued, bounded: an unreachable collector must not hold up shutdown."""
+        providers, self._providers = self._providers, []
+        if self._log_handler is not None:
+            logging.getLogger().removeHandler(self._log_handler)
+            self._log_handler = None
+        if not providers:
             return
+
+        def shut_down() -> None:
+            for provider in providers:
+                provider.shutdown()
+
         # The SDK's shutdown may wait on exports far longer than we allow; a daemon thread
         # that overstays is simply left behind (it cannot keep the process alive).
-        worker = threading.Thread(target=provider.shutdown, name="tracing-shutdown", daemon=True)
+        worker = threading.Thread(target=shut_down, name="telemetry-shutdown", daemon=True)
         worker.start()
         await asyncio.to_thread(worker.join, SHUTDOWN_SECONDS)
         if worker.is_alive():
-            log.warning("tracing: spans not sent within %ss of shutdown are lost", SHUTDOWN_SECONDS)
+            log.warning("telemetry: data not sent within %ss of shutdown is lost", SHUTDOWN_SECONDS)
 
 
-def _exporter(target: ExportTarget, token: str) -> SpanExporter:
-    headers = {"authorization": f"Bearer {token}"}
-    if target.protocol == GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+def _token_scrubber(config: DaemonConfig, redact: Redact) -> Redact:
+    tokens = [token for token in (config.auth_token, config.trace_auth_token) if token]
 
-        return OTLPSpanExporter(
-            endpoint=target.endpoint,
-            insecure=target.insecure,
-            headers=headers,
-            timeout=EXPORT_TIMEOUT_SECONDS,
+    def clean(text: str) -> str:
+        for token in tokens:
+            if token in text:
+                text = text.replace(token, REDACTED)
+        return redact(text)
+
+    return clean
+
+
+class _Exporters:
+    """The OTLP exporters of the three signals, to one target with one bearer token."""
+
+    def __init__(self, target: ExportTarget, token: str) -> None:
+        self._target = target
+        self._headers = {"authorization": f"Bearer {token}"}
+
+    def _grpc(self) -> dict[str, Any]:
+        return {
+            "endpoint": self._target.endpoint,
+            "insecure": self._target.insecure,
+            "headers": self._headers,
+            "timeout": EXPORT_TIMEOUT_SECONDS,
+        }
+
+    def _http(self, signal: str) -> dict[str, Any]:
+        session = _unverified_session() if self._target.insecure else None
+        return {
+            "endpoint": self._target.url(signal),
+            "headers": self._headers,
+            "timeout": EXPORT_TIMEOUT_SECONDS,
+            "session": session,
+        }
+
+    def spans(self, meters: MeterProvider) -> SpanExporter:
+        if self._target.protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            return OTLPSpanExporter(**self._grpc(), meter_provider=meters)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpanExporter,
         )
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
 
-    session = _unverified_session() if target.insecure else None
-    return HttpSpanExporter(
-        endpoint=target.endpoint, headers=headers, timeout=EXPORT_TIMEOUT_SECONDS, session=session
-    )
+        return HttpSpanExporter(**self._http("traces"), meter_provider=meters)
+
+    def metrics(self) -> MetricExporter:
+        if self._target.protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                OTLPMetricExporter,
+            )
+
+            return OTLPMetricExporter(**self._grpc())
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+            OTLPMetricExporter as HttpMetricExporter,
+        )
+
+        return HttpMetricExporter(**self._http("metrics"))
+
+    def logs(self, meters: MeterProvider) -> LogRecordExporter:
+        if self._target.protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+
+            return OTLPLogExporter(**self._grpc(), meter_provider=meters)
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+            OTLPLogExporter as HttpLogExporter,
+        )
+
+        return HttpLogExporter(**self._http("logs"), meter_provider=meters)
 
 
 def _unverified_session() -> Any:
@@ -282,8 +453,9 @@ def _parent_of(values: tuple[str, ...]) -> tuple[Context | None, tuple[Link, ...
     return direct, (Link(get_current_span(backend).get_span_context()),)
 
 
-def tracing_middleware(tracer: Tracer) -> Middleware:
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchanged) -> Middleware:
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
     async def trace_call(inv: Invocation, call_next: Next) -> Message:
         ctx = inv.ctx
@@ -291,26 +463,33 @@ def tracing_middleware(tracer: Tracer) -> Middleware:
         parent, links = parent_of(headers) if headers else (None, ())
         attributes: dict[str, Any] = {ATTR_TOOL: inv.tool, ATTR_CALL_ID: ctx.call_id}
         if ctx.agent_id:
-            attributes[ATTR_AGENT_ID] = ctx.agent_id
-        # Not made the current span: nothing under the call reports to this tracer, and
-        # attaching a context to the task costs more than the span itself.
+            attributes[ATTR_AGENT_ID] = clean(ctx.agent_id)
         span = tracer.start_span(
             inv.tool, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
         )
+        # Current while the call runs, so the records it logs carry its trace and span ids.
+        token = otel_context.attach(set_span_in_context(span))
+        if inv.tool == SHELL_TOOL:
+            inv = replace(inv, ctx=ctx.with_emit(_counting_shell_bytes(ctx.emit, meter)))
+        started = time.monotonic()
+        outcome = "unset"
         try:
             result = await call_next(inv)
         except CodedError as exc:
-            span.set_attributes({ATTR_RESULT: "exec_error", ATTR_ERROR_CODE: exc.code})
+            outcome = "exec_error"
+            span.set_attributes({ATTR_RESULT: outcome, ATTR_ERROR_CODE: clean(exc.code)})
             span.set_status(Status(StatusCode.ERROR, exc.code))
             raise
         except asyncio.CancelledError:
-            span.set_attribute(ATTR_RESULT, "aborted")
+            outcome = "aborted"
+            span.set_attribute(ATTR_RESULT, outcome)
             raise
         except Exception as exc:
             # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
+            outcome = "exec_error"
             span.set_attributes(
                 {
-                    ATTR_RESULT: "exec_error",
+                    ATTR_RESULT: outcome,
                     ATTR_ERROR_CODE: "internal",
                     "exception.type": type(exc).__qualname__,
                 }
@@ -323,11 +502,40 @@ def tracing_middleware(tracer: Tracer) -> Middleware:
                 if "result" in result.DESCRIPTOR.oneofs_by_name
                 else None
             )
-            span.set_attribute(ATTR_RESULT, case or "unset")
+            outcome = case or "unset"
+            span.set_attribute(ATTR_RESULT, outcome)
             if case == "error" and result.error.code:  # type: ignore[attr-defined]
-                span.set_attribute(ATTR_ERROR_CODE, result.error.code)  # type: ignore[attr-defined]
+                span.set_attribute(ATTR_ERROR_CODE, clean(result.error.code))  # type: ignore[attr-defined]
+            if inv.tool == COMPUTER_USE_TOOL:
+                _record_computer_use(meter, inv.args, result, time.monotonic() - started)
             return result
         finally:
+            meter.tool_call(inv.tool, outcome, time.monotonic() - started)
+            otel_context.detach(token)
             span.end()
 
     return trace_call
+
+
+def _counting_shell_bytes(emit: Emit, meter: OtlpMeter) -> Emit:
+    async def counting_emit(delta: ToolCallDelta) -> None:
+        if delta.WhichOneof("delta") == "shell_tool_call_delta":
+            shell = delta.shell_tool_call_delta
+            stream = shell.WhichOneof("delta")
+            if stream in ("stdout", "stderr"):
+                data: str = getattr(shell, stream)
+                meter.add(Metric.SHELL_BYTES, len(data.encode()), stream=stream)
+        await emit(delta)
+
+    return counting_emit
+
+
+def _record_computer_use(meter: OtlpMeter, args: Message, result: Message, seconds: float) -> None:
+    """The seed's computer-use metrics: one call is one session."""
+    outcome = result.WhichOneof("result") or "unset"  # type: ignore[attr-defined]
+    actions = len(args.actions)  # type: ignore[attr-defined]
+    if outcome == "success":
+        actions = result.success.action_count  # type: ignore[attr-defined]
+    elif outcome == "error" and result.error.code:  # type: ignore[attr-defined]
+        outcome = result.error.code  # type: ignore[attr-defined]
+    meter.computer_use(outcome, seconds, actions)

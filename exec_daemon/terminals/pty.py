@@ -37,6 +37,7 @@ from typing import Any
 from ptyprocess import PtyProcess
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 
@@ -580,7 +581,12 @@ class PtyManager:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         self._terminals: dict[str, Terminal] = {}
+        daemon.service(Meter).watch(Metric.LIVE_TERMINALS, self._live_terminals)
         self._closing: set[asyncio.Task[None]] = set()
+
+    def _live_terminals(self) -> int:
+        # On the exporter's thread: a tuple of the values is taken at once, under the GIL.
+        return sum(terminal.exit_code is None for terminal in tuple(self._terminals.values()))
 
     @property
     def folder(self) -> Path:

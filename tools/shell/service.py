@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.processes import (
     Confinement,
@@ -61,6 +62,7 @@ class ShellService:
         # Unconfined shells source files here (the loop, saved states): sandboxes only read it.
         daemon.service(Sandboxing).keep_private(self.runtime_dir)
         self._sessions: dict[tuple[str, str], ShellSession] = {}
+        daemon.service(Meter).watch(Metric.LIVE_SHELL_SESSIONS, self._live_sessions)
         self.jobs: dict[int, ShellJob] = {}
         self._ended_jobs: list[int] = []
         self._spawned_sids: set[int] = set()
@@ -149,6 +151,10 @@ class ShellService:
             self.spawn_task(asyncio.to_thread(shutil.rmtree, session.directory, True))
         self._limit_sessions()
         return fresh
+
+    def _live_sessions(self) -> int:
+        # On the exporter's thread: a tuple of the values is taken at once, under the GIL.
+        return sum(not session.ended for session in tuple(self._sessions.values()))
 
     def _limit_sessions(self) -> None:
         """Closes the least recently used idle sessions beyond MAX_LIVE_SESSIONS (their state

@@ -1,0 +1,427 @@
+"""exec_daemon/telemetry/: traces, metrics and logs reach a real OTLP receiver on loopback.
+
+The receiver is a grpcio server implementing opentelemetry-proto's TraceService, MetricsService
+and LogsService (and, for OTLP/HTTP, a plain HTTP server); it keeps every request and its headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from agent.v1.computer_pb2 import ComputerUseAction, ComputerUseArgs, ComputerUseToolCall
+from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.kernel.metering import Metric
+from exec_daemon.telemetry.metrics import OtlpMeter
+from tests.daemon_process import running_daemon
+from tests.loopback_http import serving_http
+from tests.polling import wait_until
+from tests.test_tracing import (
+    TRACE_TOKEN,
+    attributes,
+    exec_error_call,
+    read_todos,
+    traceparent,
+    tracing_flags,
+)
+
+FAST = {
+    "OTEL_BSP_SCHEDULE_DELAY": "100",
+    "OTEL_BLRP_SCHEDULE_DELAY": "100",
+    "OTEL_METRIC_EXPORT_INTERVAL": "300",
+}
+ARRIVAL_SECONDS = 15.0
+SIGNALS = ("traces", "metrics", "logs")
+
+
+@dataclass
+class Receiver:
+    """Every export request by signal, with its headers; `delay` slows the trace service."""
+
+    requests: dict[str, list[Message]] = field(default_factory=lambda: {s: [] for s in SIGNALS})
+    headers: dict[str, list[dict[str, str]]] = field(
+        default_factory=lambda: {s: [] for s in SIGNALS}
+    )
+    raw: list[bytes] = field(default_factory=list)
+    delay: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, signal: str, headers: dict[str, str], request: Message) -> None:
+        with self.lock:
+            self.requests[signal].append(request)
+            self.headers[signal].append(headers)
+            self.raw.append(request.SerializeToString())
+
+    def of(self, signal: str) -> list[Any]:
+        with self.lock:
+            return list(self.requests[signal])
+
+    def items(self, signal: str, path: tuple[str, str, str]) -> list[Any]:
+        """Every item under the requests of `signal` along (resource, scope, item) fields."""
+        resources, scopes, items = path
+        return [
+            item
+            for request in self.of(signal)
+            for resource in getattr(request, resources)
+            for scope in getattr(resource, scopes)
+            for item in getattr(scope, items)
+        ]
+
+    def spans(self) -> list[Any]:
+        return self.items("traces", ("resource_spans", "scope_spans", "spans"))
+
+    def log_records(self) -> list[Any]:
+        return self.items("logs", ("resource_logs", "scope_logs", "log_records"))
+
+    def metrics(self) -> dict[str, Any]:
+        """The latest data of each metric name (cumulative: the last export holds it all)."""
+        path = ("resource_metrics", "scope_metrics", "metrics")
+        return {metric.name: metric for metric in self.items("metrics", path)}
+
+
+def points(metric: Any) -> list[Any]:
+    kind = metric.WhichOneof("data")
+    return list(getattr(metric, kind).data_points)
+
+
+def total(metric: Any, **labels: str) -> float:
+    """The sum (counters) or count (histograms) or last value (gauges) over matching points."""
+    found = 0.0
+    for point in points(metric):
+        if all(attributes(point.attributes).get(k) == v for k, v in labels.items()):
+            if hasattr(point, "count") and metric.WhichOneof("data") == "histogram":
+                found += point.count
+            else:
+                found += point.as_int or point.as_double
+    return found
+
+
+@contextlib.contextmanager
+def grpc_collector(delay: float = 0.0) -> Iterator[tuple[int, Receiver]]:
+    """A plaintext OTLP/gRPC collector (traces, metrics, logs) on a free loopback port."""
+    received = Receiver(delay=delay)
+
+    def metadata(context: Any) -> dict[str, str]:
+        return {key: value for key, value in context.invocation_metadata()}
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request: Any, context: Any) -> Any:
+            time.sleep(received.delay)  # a slow collector (its own thread, not the daemon's)
+            received.add("traces", metadata(context), request)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+        def Export(self, request: Any, context: Any) -> Any:
+            received.add("metrics", metadata(context), request)
+            return metrics_service_pb2.ExportMetricsServiceResponse()
+
+    class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+        def Export(self, request: Any, context: Any) -> Any:
+            received.add("logs", metadata(context), request)
+            return logs_service_pb2.ExportLogsServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield port, received
+    finally:
+        server.stop(grace=None)
+
+
+REQUESTS = {
+    "/v1/traces": ("traces", trace_service_pb2.ExportTraceServiceRequest),
+    "/v1/metrics": ("metrics", metrics_service_pb2.ExportMetricsServiceRequest),
+    "/v1/logs": ("logs", logs_service_pb2.ExportLogsServiceRequest),
+}
+
+
+@contextlib.contextmanager
+def http_collector() -> Iterator[tuple[int, Receiver]]:
+    received = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            if self.headers.get("content-encoding") == "gzip":
+                body = gzip.decompress(body)
+            signal, request_class = REQUESTS.get(self.path, ("", None))
+            if request_class is None:
+                self.send_response(404)
+                self.end_headers()
+                return
+            headers = {key.lower(): value for key, value in self.headers.items()}
+            received.add(signal, headers, request_class.FromString(body))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with serving_http(Handler) as server:
+        yield server.server_address[1], received
+
+
+def shell(command: str) -> ToolCall:
+    return ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command)))
+
+
+def computer_use() -> ToolCall:
+    action = ComputerUseAction()
+    action.screenshot.SetInParent()
+    return ToolCall(
+        computer_use_tool_call=ComputerUseToolCall(args=ComputerUseArgs(actions=[action]))
+    )
+
+
+def failing_hook(workspace: Path, secret: str) -> None:
+    """A beforeShellExecution hook that fails (logged as a warning inside the call), its
+    command holding `secret`: the log record names the command."""
+    config = workspace / ".cursor" / "hooks.json"
+    config.parent.mkdir(exist_ok=True)
+    hooks = {"beforeShellExecution": [{"command": f"exit 1 # {secret}"}]}
+    config.write_text(json.dumps({"version": 1, "hooks": hooks}))
+
+
+async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path) -> None:
+    trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
+    injected = "injected-" + secrets.token_hex(8)
+    failing_hook(workspace, f"{TRACE_TOKEN} {injected}")
+    with (
+        grpc_collector() as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            env=FAST | {"CLOUD_AGENT_INJECTED_SECRET_NAMES": "API_KEY", "API_KEY": injected},
+        ) as daemon,
+    ):
+        async with daemon.client() as client:
+            client.headers["traceparent"] = traceparent(trace_id, parent_id)
+            assert (await client.run(read_todos(), agent_id=f"agent-{TRACE_TOKEN}")).result
+            async with client.exec_stream():
+                shelled = await client.run(shell("printf 'hello telemetry\\n'"))
+                assert "hello telemetry" in shelled.result.shell_tool_call.result.success.stdout
+                assert (await client.run(exec_error_call())).error is not None
+                assert (await client.run(computer_use())).result is not None
+
+                def stream_counted() -> bool:
+                    metric = received.metrics().get("exec_daemon.exec_streams")
+                    return metric is not None and total(metric) >= 1
+
+                wait_until(stream_counted, ARRIVAL_SECONDS, "a live ExecStream")
+
+        def all_arrived() -> bool:
+            names = {span.name for span in received.spans()}
+            metric = received.metrics().get("exec_daemon.tool.calls")
+            return (
+                {"read_todos_tool_call", "shell_tool_call", "grep_tool_call"} <= names
+                and metric is not None
+                and total(metric) >= 4
+                and "computer_use.result" in received.metrics()
+                and any(r.span_id for r in received.log_records())
+            )
+
+        wait_until(all_arrived, ARRIVAL_SECONDS, "spans, metrics and logs")
+        daemon_token = daemon.token
+
+    for signal in SIGNALS:
+        assert received.headers[signal], f"no {signal} export"
+        assert all(h["authorization"] == f"Bearer {TRACE_TOKEN}" for h in received.headers[signal])
+
+    spans = {span.name: span for span in received.spans()}
+    assert spans["read_todos_tool_call"].trace_id.hex() == trace_id
+    assert spans["read_todos_tool_call"].parent_span_id.hex() == parent_id
+    assert attributes(spans["read_todos_tool_call"].attributes)["agent.id"] == "agent-[REDACTED]"
+    assert attributes(spans["grep_tool_call"].attributes)["tool.result"] == "exec_error"
+
+    metrics = received.metrics()
+    calls = metrics["exec_daemon.tool.calls"]
+    assert total(calls, tool="read_todos_tool_call", outcome="success") == 1
+    assert total(calls, tool="grep_tool_call", outcome="exec_error") == 1
+    assert total(calls, tool="shell_tool_call") == 1
+    duration = metrics["exec_daemon.tool.call.duration"]
+    assert duration.histogram.data_points and all(p.sum > 0 for p in points(duration))
+    assert metrics["exec_daemon.tool.call.duration"].unit == "s"
+    assert total(metrics["exec_daemon.shell.streamed.bytes"], stream="stdout") >= len(
+        "hello telemetry\n"
+    )
+    assert total(metrics["exec_daemon.sandbox.decisions"], outcome="unconfined") >= 1
+    assert total(metrics["exec_daemon.hook.runs"], outcome="failed") == 1
+    assert "exec_daemon.shell.sessions" in metrics
+    assert "exec_daemon.terminals" in metrics
+    rss = total(metrics["process.memory.usage"])
+    assert 10e6 < rss < 4e9, rss
+    fds = total(metrics["process.unix.file_descriptor.count"])
+    assert 3 < fds < 10_000, fds
+    # The seed's computer-use metrics: the display is off, so the session failed "unavailable".
+    assert total(metrics["computer_use.result"], outcome="unavailable") == 1
+    assert total(metrics["computer_use.session.duration"]) == 1
+    assert total(metrics["computer_use.session.action_count"]) == 1
+
+    # The hook's failure was logged inside the shell call: the record carries its span's ids.
+    shell_span = spans["shell_tool_call"]
+    linked = [r for r in received.log_records() if r.span_id == shell_span.span_id]
+    assert linked and all(r.trace_id == shell_span.trace_id for r in linked)
+    assert any("[REDACTED]" in r.body.string_value for r in linked)
+
+    everything = b"".join(received.raw)
+    assert TRACE_TOKEN.encode() not in everything
+    assert daemon_token.encode() not in everything
+    assert injected.encode() not in everything
+
+
+async def test_http_protobuf_sends_every_signal(workspace: Path, tmp_path: Path) -> None:
+    with (
+        http_collector() as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            *tracing_flags(f"http://127.0.0.1:{port}"),
+            env=FAST | {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+        ) as daemon,
+    ):
+        async with daemon.client() as client:
+            assert (await client.run(exec_error_call())).error is not None
+        wait_until(
+            lambda: all(received.of(signal) for signal in SIGNALS),
+            ARRIVAL_SECONDS,
+            "traces, metrics and logs over HTTP",
+        )
+    for signal in SIGNALS:
+        assert received.headers[signal][0]["authorization"] == f"Bearer {TRACE_TOKEN}"
+    assert [span.name for span in received.spans()] == ["grep_tool_call"]
+
+
+async def test_ghost_mode_sends_nothing_not_even_a_connection(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        flags = [flag for flag in tracing_flags(f"grpc://127.0.0.1:{port}") if flag != "false"]
+        flags.remove("--ghost-mode")  # the default: ghost mode on
+        with running_daemon(workspace, tmp_path / "state", *flags, env=FAST) as daemon:
+            async with daemon.client() as client:
+                assert (await client.run(read_todos())).result is not None
+                assert (await client.run(exec_error_call())).error is not None
+            assert daemon.stop() == 0
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return
+        connection.close()
+        raise AssertionError("ghost mode connected to the trace endpoint")
+
+
+async def test_a_slow_collector_drops_counted_spans_and_calls_keep_their_pace(
+    workspace: Path, tmp_path: Path
+) -> None:
+    small_queue = FAST | {"OTEL_BSP_MAX_QUEUE_SIZE": "4", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1"}
+    calls = 60
+    with (
+        grpc_collector(delay=2.0) as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            env=small_queue,
+        ) as daemon,
+    ):
+        async with daemon.client() as client, client.exec_stream():
+            started = time.monotonic()
+            for _ in range(calls):
+                assert (await client.run(read_todos())).result is not None
+            elapsed = time.monotonic() - started
+        # Exporting them one by one would take 2 s each; the calls never waited for it.
+        assert elapsed < calls * 2.0 / 4, elapsed
+
+        def drops_counted() -> float:
+            metric = received.metrics().get("otel.sdk.processor.span.processed")
+            return 0 if metric is None else total(metric, **{"error.type": "queue_full"})
+
+        wait_until(lambda: drops_counted() > 0, ARRIVAL_SECONDS, "dropped spans counted")
+        assert "Queue full" not in daemon.log(), "drops are counted, not logged one by one"
+        queue = received.metrics().get("otel.sdk.processor.span.queue.size")
+        assert queue is not None and total(queue) <= 4  # bounded by the queue's size
+        # Shutdown does not wait for the slow collector beyond its bound.
+        started = time.monotonic()
+        assert daemon.stop() == 0
+        assert time.monotonic() - started < 8
+    assert drops_counted() <= calls
+
+
+async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
+    workspace: Path, tmp_path: Path
+) -> None:
+    failing_hook(workspace, "json-log-check")
+    with (
+        grpc_collector() as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            "--log-format",
+            "json",
+            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            env=FAST,
+        ) as daemon,
+    ):
+        async with daemon.client() as client:
+            assert (await client.run(shell("true"))).result is not None
+        wait_until(lambda: "json-log-check" in daemon.log(), ARRIVAL_SECONDS, "the hook's warning")
+        wait_until(lambda: received.spans(), ARRIVAL_SECONDS, "the shell span")
+        assert daemon.stop() == 0
+        lines = [json.loads(line) for line in daemon.log().splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    warning = next(
+        line for line in lines if line["level"] == "WARNING" and "json-log-check" in line["message"]
+    )
+    assert warning["span_id"] == received.spans()[0].span_id.hex()
+    assert warning["trace_id"] == received.spans()[0].trace_id.hex()
+
+
+def test_metric_labels_are_redacted_and_bounded() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    meter = OtlpMeter(provider.get_meter("test"), lambda text: text.replace("s3cret", "[REDACTED]"))
+    meter.add(Metric.HOOK_RUNS, outcome="deny-s3cret-" + "x" * 500)
+    meter.tool_call("shell_tool_call", "error-s3cret", 0.5)
+    meter.computer_use("s3cret", 1.0, 3)
+    data = reader.get_metrics_data()
+    assert data is not None
+    labels = [
+        value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+        for value in (point.attributes or {}).values()
+    ]
+    assert "[REDACTED]" in " ".join(map(str, labels))
+    assert all("s3cret" not in str(value) and len(str(value)) <= 64 for value in labels)
+    provider.shutdown()
