@@ -28,6 +28,7 @@ from exec_daemon.kernel.config import (
     DEFAULT_SUBAGENT_MAX_TOKENS,
     RUN_MODES,
     DaemonConfig,
+    default_build_cache_folder,
 )
 from exec_daemon.kernel.processes import run_as_init_if_pid1
 from exec_daemon.kernel.secrets import (
@@ -388,9 +389,10 @@ def main() -> None:
 )
 @click.option(
     "--sandbox-build-cache-folder",
-    type=click.Path(path_type=Path),
-    default=Path("/tmp/exec-daemon-build-caches"),
-    show_default=True,
+    # Not checked here: the daemon makes it, or turns the caches off saying why (sandbox/caches.py).
+    type=click.Path(path_type=Path, readable=False),
+    default=default_build_cache_folder,
+    show_default="/tmp/exec-daemon-build-caches-<uid>",
     help="Where sandboxed commands keep the caches of npm, pip, uv, cargo, go and gradle (shared "
     "by every sandboxed command; unconfined ones keep their own unless sandbox.json sets "
     "enableSharedBuildCache).",

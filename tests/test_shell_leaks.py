@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -116,7 +115,6 @@ async def test_a_thousand_calls_leak_nothing(tmp_path: Path) -> None:
     workspace.mkdir()
     with running_daemon(workspace, tmp_path / "state", env={mark: "1"}) as daemon:
         pid = daemon.process.pid
-        started = time.monotonic()
         async with daemon.client() as client:
             kinds: list[str] = []
             footprints = []
@@ -124,7 +122,6 @@ async def test_a_thousand_calls_leak_nothing(tmp_path: Path) -> None:
                 kinds += await churn(client, range(first, first + ROUND))
                 await asyncio.sleep(0.7)  # background jobs and `sleep 0.3 &` end
                 footprints.append(footprint(pid))
-            elapsed = time.monotonic() - started
             assert len(kinds) == CALLS
             assert {"success", "failure", "timeout", "aborted", "background"} <= set(kinds)
 
@@ -153,4 +150,3 @@ async def test_a_thousand_calls_leak_nothing(tmp_path: Path) -> None:
         # Threads: asyncio's executor keeps up to min(32, cpus + 4) idle workers (a pool, not
         # a leak); beyond that, one per running child would be.
         assert max(threads) <= min(32, (os.cpu_count() or 1) + 4) + 3, footprints
-        assert elapsed < 60, elapsed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,11 @@ DEFAULT_IMAGE_MODEL = "gpt-image-1"
 DEFAULT_SUBAGENT_MAX_STEPS = 40
 DEFAULT_SUBAGENT_MAX_TOKENS = 400_000
 DEFAULT_QUESTION_TIMEOUT_SECONDS = 1800.0
+
+
+def default_build_cache_folder() -> Path:
+    """Per user: a folder another user made first (0700, theirs) would turn the caches off."""
+    return Path(f"/tmp/exec-daemon-build-caches-{os.getuid()}")
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,7 @@ class DaemonConfig:
     # Origins (scheme://host[:port]) whose web pages may call the RPC port from a browser.
     cors_allowed_origins: tuple[str, ...] = ()
     # The build caches sandboxed commands share (npm, pip, uv, cargo, go, gradle: sandbox/caches.py).
-    sandbox_build_cache_folder: Path = field(
-        default_factory=lambda: Path("/tmp/exec-daemon-build-caches")
-    )
+    sandbox_build_cache_folder: Path = field(default_factory=lambda: default_build_cache_folder())
     # Model-backed tools (tools/models.py): an OpenAI-compatible endpoint and its key.
     model_endpoint: str | None = None
     model_api_key: str | None = None
