@@ -130,23 +130,43 @@ async def bench_context(client: ExecDaemonClient, workspace: Path, rounds: int) 
 
 
 async def bench_mcp(client: ExecDaemonClient) -> dict[str, Any]:
+    """The first answer waits at most 5 s for servers still starting (a loaded machine may need
+    more): asked again until all three are listed, as an orchestrator would."""
     started = time.perf_counter()
-    first = await client.control.list_mcp_tools(ListMcpToolsRequest(), headers=client.headers)
+    first = await list_mcp_tools(client)
     first_seconds = time.perf_counter() - started
+    complete = first
+    while not all_listed(complete) and time.perf_counter() - started < 60:
+        await asyncio.sleep(0.1)
+        complete = await list_mcp_tools(client)
+    complete_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    second = await client.control.list_mcp_tools(ListMcpToolsRequest(), headers=client.headers)
+    cached = await list_mcp_tools(client)
     cached_seconds = time.perf_counter() - started
-    for response in (first, second):
+    for response in (complete, cached):
         expect(len(response.servers) == 3, f"{len(response.servers)} servers listed")
         for server in response.servers:
-            connected = server.state == McpServerState.MCP_SERVER_STATE_CONNECTED
-            expect(connected, f"{server.name}: {server.error}")
+            expect(is_listed(server), f"{server.name}: {server.error}")
             expect(any(tool.name == "echo" for tool in server.tools), f"{server.name}: no echo")
     return {
         "servers": 3,
-        "first_list_ms": round(first_seconds * 1000, 1),
+        "first_answer_ms": round(first_seconds * 1000, 1),
+        "servers_listed_in_first_answer": sum(map(is_listed, first.servers)),
+        "all_listed_ms": round(complete_seconds * 1000, 1),
         "cached_list_ms": round(cached_seconds * 1000, 2),
     }
+
+
+async def list_mcp_tools(client: ExecDaemonClient) -> Any:
+    return await client.control.list_mcp_tools(ListMcpToolsRequest(), headers=client.headers)
+
+
+def is_listed(server: Any) -> bool:
+    return bool(server.state == McpServerState.MCP_SERVER_STATE_CONNECTED)
+
+
+def all_listed(response: Any) -> bool:
+    return len(response.servers) == 3 and all(map(is_listed, response.servers))
 
 
 @contextlib.contextmanager
