@@ -123,6 +123,9 @@ class AgentPaths:
             return f"{real} is hidden from the agent by .cursorignore"
         return None
 
+    def secret_file(self, info: os.stat_result) -> str | None:
+        return self.declared.secret_file_reason(info)
+
 
 # ---------------------------------------------------------------------------------------------
 # Atomic writes
