@@ -228,3 +228,65 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
         assert list(change.kinds) == ["rules"] and not change.mcp_servers_added
         assert set(change.paths) <= {str(rules), str(rules / "style.mdc")}
         await stream.aclose()  # type: ignore[attr-defined]
+
+
+def marking_server(marker: Path) -> dict[str, Any]:
+    """A stdio 'server' that only leaves `marker` behind: whether its command was run at all."""
+    return {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w').close()"]}
+
+
+async def test_list_mcp_tools_starts_no_workspace_server_outside_run_everything(
+    tmp_path: Path, home: Path
+) -> None:
+    """A server the workspace's mcp.json names (the repository's choice) is started by
+    ListMcpTools only where a tool call could start it: run_everything, or a server
+    mcpAllowlist allows. The operator's own --mcp-config server is listed in any mode."""
+    space = tmp_path / "workspace"
+    hits: list[int] = []
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(1)
+        writer.close()
+
+    listener = await asyncio.start_server(count, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    write_mcp_json(
+        space,
+        {
+            "planted": marking_server(tmp_path / "planted-ran"),
+            "allowed": marking_server(tmp_path / "allowed-ran"),
+            "remote": {"url": f"http://127.0.0.1:{port}/mcp"},
+        },
+    )
+    (home / ".cursor").mkdir()
+    (home / ".cursor" / "permissions.json").write_text(json.dumps({"mcpAllowlist": ["allowed:*"]}))
+    operator = json.dumps({"mcpServers": {"operator": stdio_server()}})
+    try:
+        async with (
+            serve_in_process(
+                {}, workspace=space, run_mode="allowlist", mcp_config=operator
+            ) as served,
+            served.client() as client,
+        ):
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                servers = servers_of(await list_tools(client))
+                waiting = McpServerState.MCP_SERVER_STATE_STARTING
+                if waiting not in (servers["operator"].state, servers["allowed"].state):
+                    break
+                assert asyncio.get_running_loop().time() < deadline, servers
+            assert servers["operator"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
+            for name in ("planted", "remote"):
+                assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED
+                assert (
+                    "run_everything" in servers[name].error
+                    and "mcpAllowlist" in servers[name].error
+                )
+            # The allowlisted one was started (it exits at once: a failed listing).
+            assert servers["allowed"].state != McpServerState.MCP_SERVER_STATE_CONNECTED
+            assert (tmp_path / "allowed-ran").exists()
+            assert not (tmp_path / "planted-ran").exists()
+            assert not hits
+    finally:
+        listener.close()
+        await listener.wait_closed()

@@ -143,6 +143,16 @@ def mcp_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(qualified, entry) for entry in allowlist)
 
 
+def mcp_server_may_start(daemon: Daemon, server: str) -> bool:
+    """Whether the daemon may start `server` unasked (ListMcpTools): where a tool call could
+    start it without approval, i.e. under --run-mode run_everything, or when an mcpAllowlist
+    entry allows some tool of it."""
+    if daemon.config.run_mode == RUN_EVERYTHING:
+        return True
+    allowlist = daemon.service(PermissionFiles).rules().mcp_allowlist
+    return any(fnmatch.fnmatchcase(server, entry.partition(":")[0]) for entry in allowlist)
+
+
 def fetch_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:
     host = (urlsplit(subject.url).hostname or "").lower()
     return bool(host) and any(fnmatch.fnmatchcase(host, entry.lower()) for entry in allowlist)
