@@ -109,7 +109,13 @@ async def test_list_mcp_tools_reports_each_server(
             },
         )
         async with (
-            serve_in_process({}, workspace=space, http_mcp_tools_file=str(tools_file)) as served,
+            # The workspace's HTTP servers here are on loopback, which the operator allows.
+            serve_in_process(
+                {},
+                workspace=space,
+                http_mcp_tools_file=str(tools_file),
+                fetch_allow_private=("127.0.0.0/8",),
+            ) as served,
             served.client() as client,
         ):
             started = asyncio.get_running_loop().time()
@@ -286,6 +292,58 @@ async def test_list_mcp_tools_starts_no_workspace_server_outside_run_everything(
             assert servers["allowed"].state != McpServerState.MCP_SERVER_STATE_CONNECTED
             assert (tmp_path / "allowed-ran").exists()
             assert not (tmp_path / "planted-ran").exists()
+            assert not hits
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
+async def test_workspace_http_servers_reach_public_addresses_only(
+    tmp_path: Path, home: Path, http_server_port: int
+) -> None:
+    """An HTTP server of the workspace's mcp.json is connected to as fetch connects: not the
+    daemon's own port, not loopback or link-local (cloud metadata) unless --fetch-allow-private
+    allows the network. The operator's --mcp-config server on loopback still works."""
+    space = tmp_path / "workspace"
+    space.mkdir()
+    hits: list[int] = []
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(1)
+        writer.close()
+
+    listener = await asyncio.start_server(count, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    operator = json.dumps(
+        {"mcpServers": {"operator": {"url": f"http://127.0.0.1:{http_server_port}/mcp"}}}
+    )
+    try:
+        async with (
+            serve_in_process({}, workspace=space, mcp_config=operator) as served,
+            served.client() as client,
+        ):
+            own = served.daemon.config.port
+            write_mcp_json(
+                space,
+                {
+                    "daemon": {"url": f"http://127.0.0.1:{own}/agent.v1.ControlService/Ping"},
+                    "metadata": {"url": "http://169.254.169.254/latest/meta-data/"},
+                    "loopback": {"url": f"http://localhost:{port}/mcp"},
+                    "demo": {"url": f"http://127.0.0.1:{http_server_port}/mcp"},
+                },
+            )
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                servers = servers_of(await list_tools(client))
+                states = {server.state for server in servers.values()}
+                if McpServerState.MCP_SERVER_STATE_STARTING not in states:
+                    break
+                assert asyncio.get_running_loop().time() < deadline, servers
+            assert servers["operator"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
+            assert "daemon's own port" in servers["daemon"].error
+            for name in ("metadata", "loopback", "demo"):
+                assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED, servers[name]
+                assert "--fetch-allow-private" in servers[name].error, servers[name]
             assert not hits
     finally:
         listener.close()

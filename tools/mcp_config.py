@@ -93,13 +93,25 @@ class _Substitution:
         return self._values[key]
 
 
+def workspace_mcp_json(config: DaemonConfig) -> Path:
+    """The workspace's mcp.json: the repository's (and so possibly the agent's) choice of
+    servers, not the operator's. ListMcpTools starts them only with consent
+    (exec_daemon/rpc/agent_context.py) and their URLs reach public addresses only
+    (tools/mcp_client.py)."""
+    return config.workspace / ".cursor" / "mcp.json"
+
+
+def from_workspace(spec: ServerSpec, config: DaemonConfig) -> bool:
+    return spec.source == str(workspace_mcp_json(config))
+
+
 def load_settings(config: DaemonConfig, env: Mapping[str, str]) -> McpSettings:
     home = Path(env.get("HOME") or Path.home())
     substitute = _Substitution(env, str(config.workspace), str(home))
     servers: dict[str, ServerSpec] = {}
     problems: list[str] = []
     sources: list[tuple[str, str]] = []
-    for path in (home / ".cursor" / "mcp.json", config.workspace / ".cursor" / "mcp.json"):
+    for path in (home / ".cursor" / "mcp.json", workspace_mcp_json(config)):
         text = _read_optional(path)
         if text is not None:
             sources.append((str(path), text))

@@ -29,7 +29,6 @@ from agent.v1.web_pb2 import (
     WebSearchArgs,
     WebSearchResult,
 )
-from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec, no_subject
@@ -78,11 +77,7 @@ class HttpClient:
 
         from tools.public_network import AddressRules, PublicOnlyTransport
 
-        config = daemon.config
-        rules = AddressRules(
-            allowed_private=parse_networks(config.fetch_allow_private),
-            own_ports=frozenset({config.port, config.pty_websocket_port}),
-        )
+        rules = AddressRules.of(daemon.config)
         self.client = httpx.AsyncClient(
             transport=PublicOnlyTransport(rules),
             follow_redirects=True,

@@ -33,7 +33,7 @@ from exec_daemon.kernel.state import Daemon
 from tools.agent_context import AgentContext, AgentContexts, AppliedRule
 from tools.agent_context_watch import ContextChange, ContextWatcher
 from tools.agent_state import AgentStates
-from tools.mcp_config import ServerSpec
+from tools.mcp_config import ServerSpec, from_workspace
 
 _KINDS = {
     "always": RuleKind.RULE_KIND_ALWAYS,
@@ -146,13 +146,12 @@ def _rule(applied: AppliedRule) -> AgentRule:
 def _unconsented(daemon: Daemon) -> Callable[[ServerSpec], str | None]:
     """Why ListMcpTools must not start a server: one the workspace's mcp.json names (the
     repository's, not the operator's choice) where no tool call could start it unapproved."""
-    workspace_file = str(daemon.config.workspace / ".cursor" / "mcp.json")
 
     def refusal(spec: ServerSpec) -> str | None:
-        if spec.source != workspace_file or mcp_server_may_start(daemon, spec.name):
+        if not from_workspace(spec, daemon.config) or mcp_server_may_start(daemon, spec.name):
             return None
         return (
-            f"not started: it comes from {workspace_file}, whose servers the daemon starts "
+            f"not started: it comes from {spec.source}, whose servers the daemon starts "
             "unasked only under --run-mode run_everything or when mcpAllowlist allows one of "
             "its tools; an approved tool call starts it"
         )
