@@ -198,7 +198,7 @@ class McpConnection:
     @asynccontextmanager
     async def _http_transport(self) -> AsyncIterator[Any]:
         headers = dict(self.spec.headers)
-        token = self._servers.oauth.access_token(self.spec.name)
+        token = self._servers.oauth.access_token(self.spec.name, self.spec.url)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx2.Timeout(30.0, read=self.spec.request_timeout)
@@ -855,14 +855,14 @@ async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:
     servers = ctx.daemon.service(McpServers)
     try:
         spec = _oauth_target(servers, args.server)
-        token_before = servers.oauth.access_token(spec.name)
+        token_before = servers.oauth.access_token(spec.name, spec.url)
         if args.authorization_code:
             success = await servers.oauth.complete(
                 spec.name, spec.url, args.authorization_code, args.state
             )
         else:
             success = await servers.oauth.status(spec.name, spec.url, args.redirect_uri)
-        if servers.oauth.access_token(spec.name) != token_before:
+        if servers.oauth.access_token(spec.name, spec.url) != token_before:
             # The open connection (if any) still sends the old token.
             await servers.restart(spec.name)
     except CodedError as failure:
@@ -890,6 +890,11 @@ def _oauth_target(servers: McpServers, server: str) -> ServerSpec:
         raise CodedError(
             ErrorCode.NOT_OAUTH, f"MCP server '{server}' is not listed in --mcp-oauth-server-urls"
         )
+    named = settings.oauth_servers.get(server)
+    if named and named.rstrip("/") != spec.url.rstrip("/"):
+        # An mcp.json entry (the workspace's, say) reusing the name at another URL: the operator
+        # named this server's URL, and only that one is authorized.
+        return ServerSpec(name=server, source="--mcp-oauth-server-urls", url=named)
     return spec
 
 
