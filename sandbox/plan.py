@@ -119,6 +119,7 @@ def build_plan(
     outside: Sequence[str] = (),
     own: Sequence[str] = (),
     caches: CacheGrant | None = None,
+    secrets: Sequence[str] = (),
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
@@ -128,6 +129,7 @@ def build_plan(
     first, which keeps the usual case free of file system calls). `own`: paths the confined
     process itself must write (e.g. its shell's state directory): writable whatever the policy
     says. `caches`: the build caches (sandbox/caches.py), for `workspace_readwrite` only.
+    `secrets`: files the command must not read (the token file), hidden under /dev/null.
     """
     plan = Plan()
     root = os.path.realpath(workspace)
@@ -194,6 +196,9 @@ def build_plan(
     for device in WRITABLE_DEVICES:
         options += ["--dev-rw", device]
     plan.options = options + mounts.options()
+    for secret in secrets:
+        # Readable by the sandbox's user, but not its content (/dev/null over it), nor linkable.
+        plan.options += ["--hide", secret]
 
     plan.env = {"CURSOR_SANDBOX": "native", "CURSOR_ORIG_UID": str(os.getuid())}
     if caches is not None:

@@ -283,3 +283,22 @@ async def test_a_hard_link_to_the_token_file_is_neither_read_nor_searched(
                 await client.run(call("read_tool_call", path=str(workspace / "copy-link.txt")))
             )
             assert read.WhichOneof("result") == "success", read
+
+
+async def test_a_sandboxed_shell_cannot_hard_link_the_token_file(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The token file lies in /tmp here, which sandboxed commands may write: it is still not
+    linked into the workspace (or /tmp) from inside, nor read."""
+    with running_daemon(
+        workspace, tmp_path / "state", "--sandbox-enabled", token_by="file"
+    ) as daemon:  # fmt: skip
+        token_file = daemon.state_dir / "auth-token"
+        async with daemon.client() as client:
+            for target in (workspace / "linked", tmp_path / "linked"):
+                command = f"ln {token_file} {target}; cat {token_file}"
+                ran = result_of(
+                    await client.run(shell(command, requested_sandbox_policy=SANDBOXED))
+                )
+                assert daemon.token not in shell_text(ran), ran
+                assert not target.exists(), ran
