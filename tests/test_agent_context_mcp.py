@@ -236,6 +236,23 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
         await stream.aclose()  # type: ignore[attr-defined]
 
 
+@contextlib.asynccontextmanager
+async def counting_server() -> AsyncIterator[tuple[int, list[int]]]:
+    """A loopback port that counts the connections it gets (and answers none)."""
+    hits: list[int] = []
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(count, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], hits
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 def marking_server(marker: Path) -> dict[str, Any]:
     """A stdio 'server' that only leaves `marker` behind: whether its command was run at all."""
     return {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w').close()"]}
@@ -248,26 +265,20 @@ async def test_list_mcp_tools_starts_no_workspace_server_outside_run_everything(
     ListMcpTools only where a tool call could start it: run_everything, or a server
     mcpAllowlist allows. The operator's own --mcp-config server is listed in any mode."""
     space = tmp_path / "workspace"
-    hits: list[int] = []
-
-    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hits.append(1)
-        writer.close()
-
-    listener = await asyncio.start_server(count, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    write_mcp_json(
-        space,
-        {
-            "planted": marking_server(tmp_path / "planted-ran"),
-            "allowed": marking_server(tmp_path / "allowed-ran"),
-            "remote": {"url": f"http://127.0.0.1:{port}/mcp"},
-        },
-    )
-    (home / ".cursor").mkdir()
-    (home / ".cursor" / "permissions.json").write_text(json.dumps({"mcpAllowlist": ["allowed:*"]}))
-    operator = json.dumps({"mcpServers": {"operator": stdio_server()}})
-    try:
+    async with counting_server() as (port, hits):
+        write_mcp_json(
+            space,
+            {
+                "planted": marking_server(tmp_path / "planted-ran"),
+                "allowed": marking_server(tmp_path / "allowed-ran"),
+                "remote": {"url": f"http://127.0.0.1:{port}/mcp"},
+            },
+        )
+        (home / ".cursor").mkdir()
+        (home / ".cursor" / "permissions.json").write_text(
+            json.dumps({"mcpAllowlist": ["allowed:*"]})
+        )
+        operator = json.dumps({"mcpServers": {"operator": stdio_server()}})
         async with (
             serve_in_process(
                 {}, workspace=space, run_mode="allowlist", mcp_config=operator
@@ -293,9 +304,6 @@ async def test_list_mcp_tools_starts_no_workspace_server_outside_run_everything(
             assert (tmp_path / "allowed-ran").exists()
             assert not (tmp_path / "planted-ran").exists()
             assert not hits
-    finally:
-        listener.close()
-        await listener.wait_closed()
 
 
 async def test_workspace_http_servers_reach_public_addresses_only(
@@ -306,18 +314,10 @@ async def test_workspace_http_servers_reach_public_addresses_only(
     allows the network. The operator's --mcp-config server on loopback still works."""
     space = tmp_path / "workspace"
     space.mkdir()
-    hits: list[int] = []
-
-    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hits.append(1)
-        writer.close()
-
-    listener = await asyncio.start_server(count, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
     operator = json.dumps(
         {"mcpServers": {"operator": {"url": f"http://127.0.0.1:{http_server_port}/mcp"}}}
     )
-    try:
+    async with counting_server() as (port, hits):
         async with (
             serve_in_process({}, workspace=space, mcp_config=operator) as served,
             served.client() as client,
@@ -345,6 +345,3 @@ async def test_workspace_http_servers_reach_public_addresses_only(
                 assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED, servers[name]
                 assert "--fetch-allow-private" in servers[name].error, servers[name]
             assert not hits
-    finally:
-        listener.close()
-        await listener.wait_closed()
