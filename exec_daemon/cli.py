@@ -359,7 +359,8 @@ def main() -> None:
 )
 @click.option(
     "--sandbox-build-cache-folder",
-    type=click.Path(path_type=Path),
+    # Not checked here: another user's folder there must not stop the daemon (its caches are off).
+    type=click.Path(path_type=Path, readable=False),
     default=Path("/tmp/exec-daemon-build-caches"),
     show_default=True,
     help="Where sandboxed commands keep the caches of npm, pip, uv, cargo, go and gradle (shared "
