@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -345,3 +346,28 @@ async def test_workspace_http_servers_reach_public_addresses_only(
                 assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED, servers[name]
                 assert "--fetch-allow-private" in servers[name].error, servers[name]
             assert not hits
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+async def test_a_config_file_that_never_ends_is_refused_not_read(
+    tmp_path: Path, home: Path, kind: str
+) -> None:
+    """A repository can commit `.cursor/mcp.json` (or permissions.json) as a symlink to
+    /dev/zero, or the agent's shell can make it a FIFO: the daemon reads only regular files,
+    bounded, so ListMcpTools answers (with the problem) instead of hanging or filling memory."""
+    space = tmp_path / "workspace"
+    (space / ".cursor").mkdir(parents=True)
+    for name in ("mcp.json", "permissions.json"):
+        path = space / ".cursor" / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+    async with (
+        serve_in_process({}, workspace=space, run_mode="allowlist") as served,
+        served.client() as client,
+    ):
+        async with asyncio.timeout(20):
+            response = await list_tools(client)
+        assert not response.servers
+        assert any("mcp.json" in problem for problem in response.problems), response

@@ -22,6 +22,7 @@ from typing import Any
 
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.environment_file import strip_comments
+from exec_daemon.kernel.paths import read_config_text
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def load_settings(config: DaemonConfig, env: Mapping[str, str]) -> McpSettings:
     problems: list[str] = []
     sources: list[tuple[str, str]] = []
     for path in (home / ".cursor" / "mcp.json", workspace_mcp_json(config)):
-        text = _read_optional(path)
+        text = _read_optional(path, problems)
         if text is not None:
             sources.append((str(path), text))
     if config.mcp_config:
@@ -134,13 +135,16 @@ def load_settings(config: DaemonConfig, env: Mapping[str, str]) -> McpSettings:
     )
 
 
-def _read_optional(path: Path) -> str | None:
+def _read_optional(path: Path, problems: list[str]) -> str | None:
+    """The file's text; None when it is missing, or unreadable (said in `problems`)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_config_text(path)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        log.warning("cannot read %s: %s", path, exc)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        problems.append(f"{path}: cannot be read ({why})")
+        log.warning("cannot read %s: %s", path, why)
         return None
 
 
@@ -267,7 +271,7 @@ def _backend_tools(path: str | None, problems: list[str]) -> list[BackendTool]:
     """
     if not path:
         return []
-    text = _read_optional(Path(path))
+    text = _read_optional(Path(path), problems)
     if text is None:
         problems.append(f"--http-mcp-tools-file: cannot read {path}")
         return []

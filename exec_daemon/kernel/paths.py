@@ -632,6 +632,26 @@ def read_checked(path: Path | str, rules: PathRules, limit: int) -> tuple[bytes,
         return file.read(limit), opened.info
 
 
+CONFIG_FILE_LIMIT = 1024 * 1024
+
+
+def read_config_text(
+    path: Path | str, limit: int = CONFIG_FILE_LIMIT, errors: str = "strict"
+) -> str:
+    """The text of a configuration file a repository or the agent may have planted (mcp.json,
+    permissions.json, hooks.json, sandbox.json, environment.json): a regular file only (a FIFO
+    would block, /dev/zero never ends), opened without blocking, at most `limit` bytes. Raises
+    OSError (FileNotFoundError when missing, EINVAL, EFBIG) or UnicodeDecodeError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    return data.decode("utf-8", errors)
+
+
 def ensure_daemon_folder(path: Path | str, mode: int = 0o755) -> None:
     """Creates the daemon's own folder (terminal logs, spill files) with missing parents, and
     makes sure it is a real folder of the daemon's user with `mode`, never a symlink someone
