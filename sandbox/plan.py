@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exec_daemon.kernel.paths import read_config_text
 from sandbox.caches import CacheGrant
 from sandbox.placeholders import MARK as PLACEHOLDER_MARK
 from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
@@ -284,7 +285,7 @@ def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
         return [git]
     mounts.read_only[git] = "--ro"
     try:
-        text = Path(git).read_text(errors="replace")
+        text = read_config_text(git, errors="replace")
     except OSError as exc:
         raise SandboxRejected(f"cannot read {git}: {exc.strerror}") from exc
     match = re.match(r"gitdir:\s*(.+)", text.strip())
@@ -293,7 +294,7 @@ def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
     git_dir = os.path.realpath(os.path.join(os.path.dirname(git), match.group(1).strip()))
     dirs = [git_dir]
     try:
-        common = Path(git_dir, "commondir").read_text().strip()
+        common = read_config_text(os.path.join(git_dir, "commondir"), errors="replace").strip()
         dirs.append(os.path.realpath(os.path.join(git_dir, common)))
     except OSError:
         pass

@@ -24,6 +24,8 @@ from agent.v1.context_pb2 import (
     WatchAgentContextRequest,
 )
 from exec_daemon.client import ExecDaemonClient
+from exec_daemon.registry import SPECS
+from tests.guards_support import call, result_of
 from tests.inprocess import InProcessDaemon, serve_in_process
 from tests.test_agent_context import home
 from tests.test_mcp import http_server_port, stdio_server
@@ -352,22 +354,35 @@ async def test_workspace_http_servers_reach_public_addresses_only(
 async def test_a_config_file_that_never_ends_is_refused_not_read(
     tmp_path: Path, home: Path, kind: str
 ) -> None:
-    """A repository can commit `.cursor/mcp.json` (or permissions.json) as a symlink to
+    """A repository can commit `.cursor/mcp.json` (permissions.json, .cursorignore) as a symlink to
     /dev/zero, or the agent's shell can make it a FIFO: the daemon reads only regular files,
     bounded, so ListMcpTools answers (with the problem) instead of hanging or filling memory."""
     space = tmp_path / "workspace"
     (space / ".cursor").mkdir(parents=True)
-    for name in ("mcp.json", "permissions.json"):
-        path = space / ".cursor" / name
+    read_spec = next(spec for spec in SPECS if spec.variant == "read_tool_call")
+    (space / "notes.txt").write_text("readable\n")
+    for path in (
+        space / ".cursor" / "mcp.json",
+        space / ".cursor" / "permissions.json",
+        space / ".cursorignore",
+    ):
         if kind == "fifo":
             os.mkfifo(path)
         else:
             path.symlink_to("/dev/zero")
     async with (
-        serve_in_process({}, workspace=space, run_mode="allowlist") as served,
+        serve_in_process(
+            {"read_tool_call": read_spec.handler}, workspace=space, run_mode="allowlist"
+        ) as served,
         served.client() as client,
     ):
         async with asyncio.timeout(20):
             response = await list_tools(client)
         assert not response.servers
         assert any("mcp.json" in problem for problem in response.problems), response
+        # The read tools consult .cursorignore (and permissions.json) on every call.
+        async with asyncio.timeout(20):
+            read = result_of(
+                await client.run(call("read_tool_call", path=str(space / "notes.txt")))
+            )
+        assert read.success.ranges[0].contents == "readable", read

@@ -25,6 +25,7 @@ from exec_daemon.kernel.paths import (
     PathRefused,
     PathRules,
     bytes_chunks,
+    read_config_text,
     write_checked,
 )
 from exec_daemon.kernel.protected import (
@@ -68,7 +69,7 @@ class CursorIgnore:
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
         if stamp != self._stamp:
             try:
-                lines = self.file.read_text(errors="replace").splitlines()
+                lines = read_config_text(self.file, errors="replace").splitlines()
             except OSError:
                 lines = []
             self._spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
