@@ -359,8 +359,7 @@ def main() -> None:
 )
 @click.option(
     "--sandbox-build-cache-folder",
-    # Not checked here: another user's folder there must not stop the daemon (its caches are off).
-    type=click.Path(path_type=Path, readable=False),
+    type=click.Path(path_type=Path),
     default=Path("/tmp/exec-daemon-build-caches"),
     show_default=True,
     help="Where sandboxed commands keep the caches of npm, pip, uv, cargo, go and gradle (shared "

@@ -29,6 +29,7 @@ from agent.v1.web_pb2 import (
     WebSearchArgs,
     WebSearchResult,
 )
+from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec, no_subject
@@ -77,7 +78,11 @@ class HttpClient:
 
         from tools.public_network import AddressRules, PublicOnlyTransport
 
-        rules = AddressRules.of(daemon.config)
+        config = daemon.config
+        rules = AddressRules(
+            allowed_private=parse_networks(config.fetch_allow_private),
+            own_ports=frozenset({config.port, config.pty_websocket_port}),
+        )
         self.client = httpx.AsyncClient(
             transport=PublicOnlyTransport(rules),
             follow_redirects=True,
