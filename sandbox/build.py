@@ -62,8 +62,12 @@ def ensure_helper(path: Path | None = None) -> Path:
     target = path or default_helper_path()
     if is_current(target):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{HELPER_NAME}.", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(prefix=f".{HELPER_NAME}.", dir=target.parent)
+    except OSError as exc:
+        # E.g. a daemon of another user than the one who installed the venv: no sandbox, no crash.
+        raise HelperBuildError(f"cannot write in {target.parent}: {exc.strerror}") from None
     os.close(fd)
     try:
         command = ["gcc", *CFLAGS, "-o", temp_name, str(SOURCE), *LIBS]

@@ -12,6 +12,8 @@
  *   --ro-file PATH        like --ro, creating an empty placeholder file when PATH is missing
  *   --ro-dir PATH         like --ro, creating an empty placeholder directory when PATH is missing
  *   --rw-bind PATH        bind PATH read-write onto itself (an exception inside a read-only mount)
+ *   --hide PATH           bind /dev/null over the regular file PATH (a secret: the daemon's token
+ *                         file), so it reads empty and cannot be hard-linked; skipped when missing
  *   --rw PATH             Landlock: PATH and everything beneath it is read-write
  *   --dev-rw PATH         Landlock: a device file (or /dev/pts, /dev/shm) that may be written
  *   --net none|proxy|full none: no IP (or netlink, packet...) sockets at all; proxy: a private
@@ -127,7 +129,7 @@ struct ll_net_port_attr {
 #define LL_FS_FILE_RIGHTS (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
 
 /* ---- Options ------------------------------------------------------------------------------ */
-enum op_kind { OP_PIN, OP_RO, OP_RO_FILE, OP_RO_DIR, OP_RW_BIND };
+enum op_kind { OP_PIN, OP_RO, OP_RO_FILE, OP_RO_DIR, OP_RW_BIND, OP_HIDE };
 enum net_mode { NET_NONE, NET_PROXY, NET_FULL };
 
 struct mount_op {
@@ -515,6 +517,12 @@ static void apply_mounts(void) {
         case OP_RW_BIND:
             bind_onto_itself(op->path, 0);
             break;
+        case OP_HIDE: {
+            struct stat st;
+            if (lstat(op->path, &st) < 0 || !S_ISREG(st.st_mode)) break;
+            if (mount("/dev/null", op->path, NULL, MS_BIND, NULL) < 0) fail(errno, "hide %s", op->path);
+            break;
+        }
         }
     }
 }
@@ -1127,6 +1135,7 @@ int main(int argc, char **argv) {
         else if (strcmp(arg, "--ro-file") == 0) add_op(OP_RO_FILE, value);
         else if (strcmp(arg, "--ro-dir") == 0) add_op(OP_RO_DIR, value);
         else if (strcmp(arg, "--rw-bind") == 0) add_op(OP_RW_BIND, value);
+        else if (strcmp(arg, "--hide") == 0) add_op(OP_HIDE, value);
         else if (strcmp(arg, "--rw") == 0 && opt.n_rw < MAX_OPS) opt.rw[opt.n_rw++] = value;
         else if (strcmp(arg, "--dev-rw") == 0 && opt.n_dev_rw < MAX_OPS) opt.dev_rw[opt.n_dev_rw++] = value;
         else if (strcmp(arg, "--proxy-port") == 0) opt.proxy_port = parse_int(value, "port");

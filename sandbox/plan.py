@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exec_daemon.kernel.paths import read_config_text
 from sandbox.caches import CacheGrant
 from sandbox.placeholders import MARK as PLACEHOLDER_MARK
 from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
@@ -119,6 +120,7 @@ def build_plan(
     outside: Sequence[str] = (),
     own: Sequence[str] = (),
     caches: CacheGrant | None = None,
+    secrets: Sequence[str] = (),
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
@@ -128,6 +130,7 @@ def build_plan(
     first, which keeps the usual case free of file system calls). `own`: paths the confined
     process itself must write (e.g. its shell's state directory): writable whatever the policy
     says. `caches`: the build caches (sandbox/caches.py), for `workspace_readwrite` only.
+    `secrets`: files the command must not read (the token file), hidden under /dev/null.
     """
     plan = Plan()
     root = os.path.realpath(workspace)
@@ -194,6 +197,9 @@ def build_plan(
     for device in WRITABLE_DEVICES:
         options += ["--dev-rw", device]
     plan.options = options + mounts.options()
+    for secret in secrets:
+        # Readable by the sandbox's user, but not its content (/dev/null over it), nor linkable.
+        plan.options += ["--hide", secret]
 
     plan.env = {"CURSOR_SANDBOX": "native", "CURSOR_ORIG_UID": str(os.getuid())}
     if caches is not None:
@@ -279,7 +285,7 @@ def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
         return [git]
     mounts.read_only[git] = "--ro"
     try:
-        text = Path(git).read_text(errors="replace")
+        text = read_config_text(git, errors="replace")
     except OSError as exc:
         raise SandboxRejected(f"cannot read {git}: {exc.strerror}") from exc
     match = re.match(r"gitdir:\s*(.+)", text.strip())
@@ -288,7 +294,7 @@ def _git_dirs(git: str, policy: EffectivePolicy, mounts: _Mounts) -> list[str]:
     git_dir = os.path.realpath(os.path.join(os.path.dirname(git), match.group(1).strip()))
     dirs = [git_dir]
     try:
-        common = Path(git_dir, "commondir").read_text().strip()
+        common = read_config_text(os.path.join(git_dir, "commondir"), errors="replace").strip()
         dirs.append(os.path.realpath(os.path.join(git_dir, common)))
     except OSError:
         pass

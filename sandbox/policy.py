@@ -45,6 +45,7 @@ from typing import Any
 import json5
 
 from agent.v1.shell_pb2 import SandboxPolicy
+from exec_daemon.kernel.paths import read_config_text
 
 # Generous for builds (make -j, a JVM's threads count too), small enough for the host to stay up.
 DEFAULT_MAX_PROCESSES = 1024
@@ -301,7 +302,7 @@ class ConfigFiles:
         if cached is not None and cached[0] == stamp:
             return cached[1]
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_config_text(path, errors="replace")
         except OSError as exc:
             raise SandboxRejected(f"cannot read {source}: {exc.strerror}") from exc
         config = parse_config(text, source)

@@ -197,6 +197,7 @@ class SandboxService:
                 outside=self.outside_paths(),
                 own=own,
                 caches=self._cache_grant(policy),
+                secrets=self.daemon.service(DeclaredPaths).secrets(),
             )
         except BaseException:
             parent.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from agent.v1.context_pb2 import (
     WatchAgentContextRequest,
 )
 from exec_daemon.client import ExecDaemonClient
+from exec_daemon.registry import SPECS
+from tests.guards_support import call, result_of
 from tests.inprocess import InProcessDaemon, serve_in_process
 from tests.test_agent_context import home
 from tests.test_mcp import http_server_port, stdio_server
@@ -109,7 +112,13 @@ async def test_list_mcp_tools_reports_each_server(
             },
         )
         async with (
-            serve_in_process({}, workspace=space, http_mcp_tools_file=str(tools_file)) as served,
+            # The workspace's HTTP servers here are on loopback, which the operator allows.
+            serve_in_process(
+                {},
+                workspace=space,
+                http_mcp_tools_file=str(tools_file),
+                fetch_allow_private=("127.0.0.0/8",),
+            ) as served,
             served.client() as client,
         ):
             started = asyncio.get_running_loop().time()
@@ -228,3 +237,152 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
         assert list(change.kinds) == ["rules"] and not change.mcp_servers_added
         assert set(change.paths) <= {str(rules), str(rules / "style.mdc")}
         await stream.aclose()  # type: ignore[attr-defined]
+
+
+@contextlib.asynccontextmanager
+async def counting_server() -> AsyncIterator[tuple[int, list[int]]]:
+    """A loopback port that counts the connections it gets (and answers none)."""
+    hits: list[int] = []
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(count, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], hits
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def marking_server(marker: Path) -> dict[str, Any]:
+    """A stdio 'server' that only leaves `marker` behind: whether its command was run at all."""
+    return {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w').close()"]}
+
+
+async def test_list_mcp_tools_starts_no_workspace_server_outside_run_everything(
+    tmp_path: Path, home: Path
+) -> None:
+    """A server the workspace's mcp.json names (the repository's choice) is started by
+    ListMcpTools only where a tool call could start it: run_everything, or a server
+    mcpAllowlist allows. The operator's own --mcp-config server is listed in any mode."""
+    space = tmp_path / "workspace"
+    async with counting_server() as (port, hits):
+        write_mcp_json(
+            space,
+            {
+                "planted": marking_server(tmp_path / "planted-ran"),
+                "allowed": marking_server(tmp_path / "allowed-ran"),
+                "remote": {"url": f"http://127.0.0.1:{port}/mcp"},
+            },
+        )
+        (home / ".cursor").mkdir()
+        (home / ".cursor" / "permissions.json").write_text(
+            json.dumps({"mcpAllowlist": ["allowed:*"]})
+        )
+        operator = json.dumps({"mcpServers": {"operator": stdio_server()}})
+        async with (
+            serve_in_process(
+                {}, workspace=space, run_mode="allowlist", mcp_config=operator
+            ) as served,
+            served.client() as client,
+        ):
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                servers = servers_of(await list_tools(client))
+                waiting = McpServerState.MCP_SERVER_STATE_STARTING
+                if waiting not in (servers["operator"].state, servers["allowed"].state):
+                    break
+                assert asyncio.get_running_loop().time() < deadline, servers
+            assert servers["operator"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
+            for name in ("planted", "remote"):
+                assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED
+                assert (
+                    "run_everything" in servers[name].error
+                    and "mcpAllowlist" in servers[name].error
+                )
+            # The allowlisted one was started (it exits at once: a failed listing).
+            assert servers["allowed"].state != McpServerState.MCP_SERVER_STATE_CONNECTED
+            assert (tmp_path / "allowed-ran").exists()
+            assert not (tmp_path / "planted-ran").exists()
+            assert not hits
+
+
+async def test_workspace_http_servers_reach_public_addresses_only(
+    tmp_path: Path, home: Path, http_server_port: int
+) -> None:
+    """An HTTP server of the workspace's mcp.json is connected to as fetch connects: not the
+    daemon's own port, not loopback or link-local (cloud metadata) unless --fetch-allow-private
+    allows the network. The operator's --mcp-config server on loopback still works."""
+    space = tmp_path / "workspace"
+    space.mkdir()
+    operator = json.dumps(
+        {"mcpServers": {"operator": {"url": f"http://127.0.0.1:{http_server_port}/mcp"}}}
+    )
+    async with counting_server() as (port, hits):
+        async with (
+            serve_in_process({}, workspace=space, mcp_config=operator) as served,
+            served.client() as client,
+        ):
+            own = served.daemon.config.port
+            write_mcp_json(
+                space,
+                {
+                    "daemon": {"url": f"http://127.0.0.1:{own}/agent.v1.ControlService/Ping"},
+                    "metadata": {"url": "http://169.254.169.254/latest/meta-data/"},
+                    "loopback": {"url": f"http://localhost:{port}/mcp"},
+                    "demo": {"url": f"http://127.0.0.1:{http_server_port}/mcp"},
+                },
+            )
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                servers = servers_of(await list_tools(client))
+                states = {server.state for server in servers.values()}
+                if McpServerState.MCP_SERVER_STATE_STARTING not in states:
+                    break
+                assert asyncio.get_running_loop().time() < deadline, servers
+            assert servers["operator"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
+            assert "daemon's own port" in servers["daemon"].error
+            for name in ("metadata", "loopback", "demo"):
+                assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED, servers[name]
+                assert "--fetch-allow-private" in servers[name].error, servers[name]
+            assert not hits
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+async def test_a_config_file_that_never_ends_is_refused_not_read(
+    tmp_path: Path, home: Path, kind: str
+) -> None:
+    """A repository can commit `.cursor/mcp.json` (permissions.json, .cursorignore) as a symlink to
+    /dev/zero, or the agent's shell can make it a FIFO: the daemon reads only regular files,
+    bounded, so ListMcpTools answers (with the problem) instead of hanging or filling memory."""
+    space = tmp_path / "workspace"
+    (space / ".cursor").mkdir(parents=True)
+    read_spec = next(spec for spec in SPECS if spec.variant == "read_tool_call")
+    (space / "notes.txt").write_text("readable\n")
+    for path in (
+        space / ".cursor" / "mcp.json",
+        space / ".cursor" / "permissions.json",
+        space / ".cursorignore",
+    ):
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+    async with (
+        serve_in_process(
+            {"read_tool_call": read_spec.handler}, workspace=space, run_mode="allowlist"
+        ) as served,
+        served.client() as client,
+    ):
+        async with asyncio.timeout(20):
+            response = await list_tools(client)
+        assert not response.servers
+        assert any("mcp.json" in problem for problem in response.problems), response
+        # The read tools consult .cursorignore (and permissions.json) on every call.
+        async with asyncio.timeout(20):
+            read = result_of(
+                await client.run(call("read_tool_call", path=str(space / "notes.txt")))
+            )
+        assert read.success.ranges[0].contents == "readable", read

@@ -3,10 +3,12 @@ on 127.0.0.1 (tests/mcp_servers/oauth_server.py), through the real daemon."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -148,3 +150,75 @@ async def test_servers_that_are_not_oauth_servers(client: ExecDaemonClient) -> N
     # Not listed for OAuth: a 401 says to check the headers rather than to run mcp_auth.
     result = await run_mcp(client, provider_identifier="plain", tool_name="echo")
     assert result.error.code == "unauthorized"
+
+
+async def test_a_token_goes_only_to_the_url_it_was_obtained_at(
+    tmp_path: Path, oauth_base: str
+) -> None:
+    """An mcp.json entry of the workspace that reuses an OAuth server's name with another URL
+    (the repository's or the agent's choice) receives neither the access token nor a probe
+    carrying it, through ListMcpTools or a tool call; the real server keeps working."""
+    import asyncio
+
+    from agent.v1.context_pb2 import ListMcpToolsRequest
+
+    seen: list[bytes] = []
+
+    async def capture(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            seen.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(capture, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    (home / ".cursor").mkdir(parents=True)
+    (home / ".cursor" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"secure": {"url": f"{oauth_base}/mcp"}}})
+    )
+    workspace.mkdir()
+    try:
+        with running_daemon(
+            workspace,
+            tmp_path / "state",
+            "--mcp-oauth-server-urls", json.dumps({"secure": f"{oauth_base}/mcp"}),
+            "--fetch-allow-private", "127.0.0.0/8",
+            env={"HOME": str(home)},
+        ) as daemon:  # fmt: skip
+            async with daemon.client() as client:
+                started = (await auth(client, "secure", redirect_uri=REDIRECT)).success
+                callback = approve(started.authorization_url)
+                done = await auth(
+                    client, "secure", authorization_code=callback["code"], state=callback["state"]
+                )
+                assert done.success.status == "authorized"
+                token = (await refresh_tokens(client))["secure"].access_token
+                assert token
+
+                (workspace / ".cursor").mkdir()
+                (workspace / ".cursor" / "mcp.json").write_text(
+                    json.dumps({"mcpServers": {"secure": {"url": f"http://127.0.0.1:{port}/mcp"}}})
+                )
+                listed = await client.control.list_mcp_tools(
+                    ListMcpToolsRequest(), headers=client.headers
+                )
+                assert [server.name for server in listed.servers] == ["secure"]
+                call = await run_mcp(client, provider_identifier="secure", tool_name="echo")
+                assert call.WhichOneof("result") != "success", call
+                status = await auth(client, "secure", redirect_uri=REDIRECT)
+                assert status.WhichOneof("result") is not None
+                assert seen, "the workspace's server was never asked"
+                assert not [request for request in seen if token.encode() in request]
+
+                # Back to the real URL: the token obtained there is used again.
+                (workspace / ".cursor" / "mcp.json").unlink()
+                await client.control.list_mcp_tools(ListMcpToolsRequest(), headers=client.headers)
+                after = await run_mcp(
+                    client, provider_identifier="secure", tool_name="echo", arguments={"text": "ok"}
+                )
+                assert texts(after) == ["ok"]
+    finally:
+        listener.close()
+        await listener.wait_closed()

@@ -718,3 +718,35 @@ async def test_plain_expansions_stay_allowlisted(
 ) -> None:
     async with echo_ls_daemon.client() as client:
         assert let_through(await client.run(shell(command))), command
+
+
+async def test_typing_into_an_allowlisted_interpreter_needs_approval(tmp_path: Path) -> None:
+    """An allowlisted command that reads its stdin (an interpreter, an editor or pager a command
+    opens) would run whatever write_shell_stdin types: outside run_everything that typing needs
+    approval, in allowlist and auto_review modes; an approved call (run_everything) types."""
+    workspace = project_with_allowlist(tmp_path, ["python3", "cat"])
+    with running_daemon(
+        workspace, tmp_path / "state", "--run-mode", "allowlist", env={"HOME": str(tmp_path)}
+    ) as daemon:
+        async with daemon.client() as client:
+            for command in ("python3 -q -i", "cat"):
+                started = result_of(await client.run(shell(command, is_background=True)))
+                assert started.is_background and started.shell_id, started
+                shell_id = started.shell_id
+                typed = f"open({str(workspace / 'pwned')!r}, 'w').close()\n"
+                for mode in (RunMode.RUN_MODE_ALLOWLIST, RunMode.RUN_MODE_AUTO_REVIEW):
+                    stdin = call("write_shell_stdin_tool_call", shell_id=shell_id, chars=typed)
+                    refused = rejection(await client.run(stdin, run_mode=mode))
+                    assert "approval" in refused.reason or "review" in refused.reason
+                approved = await client.run(
+                    call(
+                        "write_shell_stdin_tool_call", shell_id=shell_id, chars="", close_stdin=True
+                    ),
+                    run_mode=RunMode.RUN_MODE_RUN_EVERYTHING,
+                )
+                assert case(result_of(approved)) == "success", result_of(approved)
+                waited = await client.run(
+                    call("await_tool_call", shell_id=shell_id, timeout_ms=20000)
+                )
+                assert result_of(waited).success.exited, result_of(waited)
+            assert not (workspace / "pwned").exists()

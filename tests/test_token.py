@@ -250,3 +250,55 @@ async def test_the_token_file_is_neither_read_nor_found_nor_written_by_file_tool
             edit = result_of(await client.run(edit_call))
             assert edit.WhichOneof("result") != "success", edit
         assert token_file.read_text().strip() == daemon.token
+
+
+async def test_a_hard_link_to_the_token_file_is_neither_read_nor_searched(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The read and search tools check the file (device, inode), not only its path: a hard link
+    in the workspace to the token file reads as refused and greps as nothing."""
+    with running_daemon(workspace, tmp_path / "state", token_by="file") as daemon:
+        token_file = daemon.state_dir / "auth-token"
+        (workspace / "notes").mkdir()
+        os.link(token_file, workspace / "notes" / "innocent.txt")
+        os.link(token_file, workspace / "also.md")
+        probe = daemon.token[:16]
+        async with daemon.client() as client:
+            for linked in (workspace / "notes" / "innocent.txt", workspace / "also.md"):
+                read = result_of(await client.run(call("read_tool_call", path=str(linked))))
+                assert read.WhichOneof("result") != "success", read
+                assert probe not in str(read)
+            for mode in ("content", "files_with_matches", "count"):
+                grep_call = call(
+                    "grep_tool_call", pattern=probe, path=str(workspace), output_mode=mode
+                )
+                grep = result_of(await client.run(grep_call))
+                assert grep.WhichOneof("result") == "success", grep
+                assert grep.success.total_files == 0, grep
+                assert probe not in str(grep).replace(f'pattern: "{probe}"', "")
+            # A plain copy is an ordinary file the agent made: read like any other.
+            (workspace / "copy.txt").write_text("not the token\n")
+            os.link(workspace / "copy.txt", workspace / "copy-link.txt")
+            read = result_of(
+                await client.run(call("read_tool_call", path=str(workspace / "copy-link.txt")))
+            )
+            assert read.WhichOneof("result") == "success", read
+
+
+async def test_a_sandboxed_shell_cannot_hard_link_the_token_file(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The token file lies in /tmp here, which sandboxed commands may write: it is still not
+    linked into the workspace (or /tmp) from inside, nor read."""
+    with running_daemon(
+        workspace, tmp_path / "state", "--sandbox-enabled", token_by="file"
+    ) as daemon:  # fmt: skip
+        token_file = daemon.state_dir / "auth-token"
+        async with daemon.client() as client:
+            for target in (workspace / "linked", tmp_path / "linked"):
+                command = f"ln {token_file} {target}; cat {token_file}"
+                ran = result_of(
+                    await client.run(shell(command, requested_sandbox_policy=SANDBOXED))
+                )
+                assert daemon.token not in shell_text(ran), ran
+                assert not target.exists(), ran

@@ -128,15 +128,24 @@ class McpCatalog:
                     listing.task.cancel()
             return ConfigChange(added, removed, changed)
 
-    async def servers(self) -> tuple[list[ServerReport], list[str]]:
-        """Every configured server's report, and the config sources that could not be read."""
+    async def servers(
+        self, refusal: Callable[[ServerSpec], str | None] = lambda _spec: None
+    ) -> tuple[list[ServerReport], list[str]]:
+        """Every configured server's report, and the config sources that could not be read.
+        A server `refusal` gives a reason for is not started (nor connected to): reported failed."""
         await self.refresh_config()
-        names = self._servers.names()
+        refused: dict[str, ServerReport] = {}
+        for name in self._servers.names():
+            spec = self._servers.connection(name).spec
+            if (why := refusal(spec)) is not None:
+                refused[name] = _empty(spec, FAILED, why)
+        names = [name for name in self._servers.names() if name not in refused]
         tasks = [self._listing(name).task for name in names]
         pending = [task for task in tasks if not task.done()]
         if pending:
             await asyncio.wait(pending, timeout=ANSWER_WAIT_SECONDS)
         reports = [self._report(name, task) for name, task in zip(names, tasks, strict=True)]
+        reports.extend(refused.values())
         reports.extend(self._backend_reports())
         return reports, list(self._servers.settings.problems)
 

@@ -30,8 +30,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
+import httpcore2
 import httpx2
 import mcp_types
 from google.protobuf.struct_pb2 import Struct
@@ -66,8 +67,14 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
-from tools.mcp_config import McpSettings, ServerSpec, load_settings
+from tools.mcp_config import McpSettings, ServerSpec, from_workspace, load_settings
 from tools.mcp_oauth import McpOAuth
+from tools.public_network import (
+    AddressRefused,
+    AddressRules,
+    HostUnresolvable,
+    PublicOnlyBackend,
+)
 from tools.workspace import AgentPaths, atomic_write, resolve_path
 
 log = logging.getLogger(__name__)
@@ -191,7 +198,7 @@ class McpConnection:
     @asynccontextmanager
     async def _http_transport(self) -> AsyncIterator[Any]:
         headers = dict(self.spec.headers)
-        token = self._servers.oauth.access_token(self.spec.name)
+        token = self._servers.oauth.access_token(self.spec.name, self.spec.url)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx2.Timeout(30.0, read=self.spec.request_timeout)
@@ -201,8 +208,36 @@ class McpConnection:
             self._unauthorized = response.status_code == 401
 
         hooks = {"response": [note_status]}
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http:
+        transport = self._public_only_transport()
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=timeout, event_hooks=hooks, transport=transport
+        ) as http:
             yield streamable_http_client(self.spec.url, http_client=http)
+
+    def _public_only_transport(self) -> httpx2.AsyncHTTPTransport | None:
+        """For a server of the workspace's mcp.json (the repository's or the agent's choice):
+        connections checked as fetch's are (tools/public_network.py), so its URL cannot reach
+        the daemon's own ports, cloud metadata or the machine's private services unless
+        --fetch-allow-private allows that network. The operator's servers may be anywhere."""
+        config = self._servers.daemon.config
+        if not from_workspace(self.spec, config):
+            return None
+        backend = PublicOnlyBackend(
+            AddressRules.of(config),
+            httpcore2.AnyIOBackend(),
+            (httpcore2.ConnectError, httpcore2.ConnectTimeout),
+        )
+        transport = httpx2.AsyncHTTPTransport()
+        # httpx2 has no public parameter for the network backend (as httpx: public_network.py).
+        transport._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            # The same interface as httpcore's (httpcore2 is its fork); the streams are httpcore2's.
+            network_backend=cast("httpcore2.AsyncNetworkBackend", backend),
+        )
+        return transport
 
     def _start_failure(self, exc: BaseException) -> CodedError:
         leaves = _leaf_exceptions(exc)
@@ -223,6 +258,11 @@ class McpConnection:
                 )
             if isinstance(leaf, httpx2.HTTPStatusError) and leaf.response.status_code == 401:
                 return self._servers.unauthorized(self.spec)
+            if isinstance(leaf, AddressRefused | HostUnresolvable):
+                code = ErrorCode.PRIVATE_ADDRESS
+                if isinstance(leaf, HostUnresolvable):
+                    code = ErrorCode.DNS_FAILURE
+                return CodedError(code, f"MCP server '{name}' at {self.spec.url}: {leaf}")
             if isinstance(leaf, httpx2.TransportError):
                 return CodedError(
                     ErrorCode.SERVER_UNREACHABLE,
@@ -815,14 +855,14 @@ async def mcp_auth(args: McpAuthArgs, ctx: CallContext) -> McpAuthResult:
     servers = ctx.daemon.service(McpServers)
     try:
         spec = _oauth_target(servers, args.server)
-        token_before = servers.oauth.access_token(spec.name)
+        token_before = servers.oauth.access_token(spec.name, spec.url)
         if args.authorization_code:
             success = await servers.oauth.complete(
                 spec.name, spec.url, args.authorization_code, args.state
             )
         else:
             success = await servers.oauth.status(spec.name, spec.url, args.redirect_uri)
-        if servers.oauth.access_token(spec.name) != token_before:
+        if servers.oauth.access_token(spec.name, spec.url) != token_before:
             # The open connection (if any) still sends the old token.
             await servers.restart(spec.name)
     except CodedError as failure:
@@ -850,6 +890,11 @@ def _oauth_target(servers: McpServers, server: str) -> ServerSpec:
         raise CodedError(
             ErrorCode.NOT_OAUTH, f"MCP server '{server}' is not listed in --mcp-oauth-server-urls"
         )
+    named = settings.oauth_servers.get(server)
+    if named and named.rstrip("/") != spec.url.rstrip("/"):
+        # An mcp.json entry (the workspace's, say) reusing the name at another URL: the operator
+        # named this server's URL, and only that one is authorized.
+        return ServerSpec(name=server, source="--mcp-oauth-server-urls", url=named)
     return spec
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.environment_file import strip_comments
+from exec_daemon.kernel.paths import read_config_text
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +94,26 @@ class _Substitution:
         return self._values[key]
 
 
+def workspace_mcp_json(config: DaemonConfig) -> Path:
+    """The workspace's mcp.json: the repository's (and so possibly the agent's) choice of
+    servers, not the operator's. ListMcpTools starts them only with consent
+    (exec_daemon/rpc/agent_context.py) and their URLs reach public addresses only
+    (tools/mcp_client.py)."""
+    return config.workspace / ".cursor" / "mcp.json"
+
+
+def from_workspace(spec: ServerSpec, config: DaemonConfig) -> bool:
+    return spec.source == str(workspace_mcp_json(config))
+
+
 def load_settings(config: DaemonConfig, env: Mapping[str, str]) -> McpSettings:
     home = Path(env.get("HOME") or Path.home())
     substitute = _Substitution(env, str(config.workspace), str(home))
     servers: dict[str, ServerSpec] = {}
     problems: list[str] = []
     sources: list[tuple[str, str]] = []
-    for path in (home / ".cursor" / "mcp.json", config.workspace / ".cursor" / "mcp.json"):
-        text = _read_optional(path)
+    for path in (home / ".cursor" / "mcp.json", workspace_mcp_json(config)):
+        text = _read_optional(path, problems)
         if text is not None:
             sources.append((str(path), text))
     if config.mcp_config:
@@ -122,13 +135,16 @@ def load_settings(config: DaemonConfig, env: Mapping[str, str]) -> McpSettings:
     )
 
 
-def _read_optional(path: Path) -> str | None:
+def _read_optional(path: Path, problems: list[str]) -> str | None:
+    """The file's text; None when it is missing, or unreadable (said in `problems`)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_config_text(path)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        log.warning("cannot read %s: %s", path, exc)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        problems.append(f"{path}: cannot be read ({why})")
+        log.warning("cannot read %s: %s", path, why)
         return None
 
 
@@ -255,7 +271,7 @@ def _backend_tools(path: str | None, problems: list[str]) -> list[BackendTool]:
     """
     if not path:
         return []
-    text = _read_optional(Path(path))
+    text = _read_optional(Path(path), problems)
     if text is None:
         problems.append(f"--http-mcp-tools-file: cannot read {path}")
         return []

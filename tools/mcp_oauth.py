@@ -55,6 +55,8 @@ class _Pending:
 
 @dataclass
 class _ServerAuth:
+    # The MCP server URL this state belongs to: its tokens are sent nowhere else.
+    url: str = ""
     client_id: str = ""
     client_secret: str = ""
     redirect_uris: list[str] = field(default_factory=list)
@@ -63,6 +65,10 @@ class _ServerAuth:
     token_endpoint: str = ""
     resource: str = ""
     pending: _Pending | None = None
+
+
+def _same_url(first: str, second: str) -> bool:
+    return first.rstrip("/") == second.rstrip("/")
 
 
 def _pkce_pair() -> tuple[str, str]:
@@ -86,9 +92,20 @@ class McpOAuth:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    def access_token(self, server: str) -> str | None:
+    def access_token(self, server: str, url: str) -> str | None:
+        """The server's access token, for the URL it was obtained at only: an mcp.json entry of
+        the same name at another URL (the workspace's, say) never receives it."""
         auth = self._servers.get(server)
-        return auth.access_token if auth and auth.access_token else None
+        if auth is None or not auth.access_token or not _same_url(auth.url, url):
+            return None
+        return auth.access_token
+
+    def _auth_for(self, server: str, url: str) -> _ServerAuth:
+        """The server's state; a fresh one when its URL is not the one the state was made for."""
+        auth = self._servers.get(server)
+        if auth is None or not _same_url(auth.url, url):
+            auth = self._servers[server] = _ServerAuth(url=url)
+        return auth
 
     def stored(self) -> dict[str, McpOAuthStoredData]:
         return {
@@ -105,7 +122,7 @@ class McpOAuth:
 
     async def status(self, server: str, url: str, redirect_uri: str) -> McpAuthSuccess:
         """Authorized, not needed, or the URL where a person authorizes the daemon."""
-        auth = self._servers.setdefault(server, _ServerAuth())
+        auth = self._auth_for(server, url)
         response = await self._probe(url, auth.access_token)
         if response.status_code != 401:
             status = AUTHORIZED if auth.access_token else NOT_REQUIRED
@@ -126,7 +143,7 @@ class McpOAuth:
 
     async def complete(self, server: str, url: str, code: str, state: str) -> McpAuthSuccess:
         auth = self._servers.get(server)
-        pending = auth.pending if auth else None
+        pending = auth.pending if auth and _same_url(auth.url, url) else None
         if auth is None or pending is None:
             raise CodedError(
                 ErrorCode.NO_PENDING_AUTHORIZATION,

@@ -14,11 +14,13 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import httpcore
 import httpx
 
-from exec_daemon.kernel.addresses import IPAddress, IPNetwork, non_public_reason
+from exec_daemon.kernel.addresses import IPAddress, IPNetwork, non_public_reason, parse_networks
+from exec_daemon.kernel.config import DaemonConfig
 
 ALLOW_FLAG = "--fetch-allow-private"
 
@@ -35,6 +37,14 @@ class HostUnresolvable(Exception):
 class AddressRules:
     allowed_private: tuple[IPNetwork, ...] = ()
     own_ports: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, config: DaemonConfig) -> AddressRules:
+        """The operator's: `--fetch-allow-private` networks allowed, the daemon's ports refused."""
+        return cls(
+            allowed_private=parse_networks(config.fetch_allow_private),
+            own_ports=frozenset({config.port, config.pty_websocket_port}),
+        )
 
     def refusal(self, host: str, address: IPAddress, port: int) -> str | None:
         if port in self.own_ports and _is_this_machine(address):
@@ -80,9 +90,20 @@ async def _resolve(host: str, port: int) -> list[IPAddress]:
 class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
     """httpcore's network backend, connecting only to addresses the rules allow."""
 
-    def __init__(self, rules: AddressRules) -> None:
+    def __init__(
+        self,
+        rules: AddressRules,
+        inner: Any = None,
+        connect_errors: tuple[type[Exception], ...] = (
+            httpcore.ConnectError,
+            httpcore.ConnectTimeout,
+        ),
+    ) -> None:
+        """`inner` and `connect_errors`: the backend that connects and what it raises when it
+        cannot (httpcore's, or the same of httpcore2, the fork the MCP SDK's httpx2 uses)."""
         self._rules = rules
-        self._inner = httpcore.AnyIOBackend()
+        self._inner = inner or httpcore.AnyIOBackend()
+        self._connect_errors = connect_errors
 
     async def connect_tcp(
         self,
@@ -103,7 +124,7 @@ class PublicOnlyBackend(httpcore.AsyncNetworkBackend):
                 return await self._inner.connect_tcp(
                     str(address), port, timeout, local_address, socket_options
                 )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            except self._connect_errors as exc:
                 error = exc
         raise error
 

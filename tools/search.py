@@ -279,6 +279,23 @@ def _outer_rejects(ctx: CallContext, root: SearchRoot, cwd: str) -> Callable[[st
     return lambda path: any(check(os.path.join(cwd, path)) for check in checks)
 
 
+def _secret_links(ctx: CallContext, cwd: str) -> Callable[[str], bool] | None:
+    """For a grep: whether a result is a hard link to a secret file (the token file). Its path
+    says nothing, its content would; one lstat per file with a match."""
+    declared = ctx.daemon.service(AgentPaths).declared
+    if not declared.secrets():
+        return None
+
+    def linked(path: str) -> bool:
+        try:
+            info = os.lstat(os.path.join(cwd, path))
+        except OSError:
+            return False
+        return declared.secret_file_reason(info) is not None
+
+    return linked
+
+
 def _holds(folder: Path | str, path: str) -> bool:
     return relative_to_workspace(folder, path) is not None
 
@@ -728,6 +745,7 @@ async def grep(args: GrepArgs, ctx: CallContext) -> GrepResult:
     if root.target is not None:
         rg_args.append(root.target)
     rejects = _either(_glob_rejects(ctx, root, glob), _outer_rejects(ctx, root, root.cwd))
+    rejects = _either(rejects, _secret_links(ctx, root.cwd))
     success = GrepSuccess(pattern=args.pattern, path=str(root.absolute), output_mode=options.mode)
     try:
         async with (

@@ -25,6 +25,7 @@ from exec_daemon.kernel.paths import (
     PathRefused,
     PathRules,
     bytes_chunks,
+    read_config_text,
     write_checked,
 )
 from exec_daemon.kernel.protected import (
@@ -68,7 +69,7 @@ class CursorIgnore:
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
         if stamp != self._stamp:
             try:
-                lines = self.file.read_text(errors="replace").splitlines()
+                lines = read_config_text(self.file, errors="replace").splitlines()
             except OSError:
                 lines = []
             self._spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
@@ -122,6 +123,9 @@ class AgentPaths:
         if self._ignore.is_ignored(real, is_dir):
             return f"{real} is hidden from the agent by .cursorignore"
         return None
+
+    def secret_file(self, info: os.stat_result) -> str | None:
+        return self.declared.secret_file_reason(info)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import json5
 
+from exec_daemon.kernel.paths import read_config_text
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class WatchedJson:
 
     def _load(self, report_errors: bool) -> Any:
         try:
-            return json5.loads(self.path.read_text(encoding="utf-8"))
+            return json5.loads(read_config_text(self.path))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             if report_errors:
                 log.warning("ignoring %s: it is not valid JSON (%s)", self.path, exc)

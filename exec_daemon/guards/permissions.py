@@ -4,8 +4,8 @@ Everything here is decided from the tool's spec (exec_daemon/kernel/spec.py), ne
 
 Run mode (the daemon's --run-mode, or the call's own `run_mode`) gates each tool as its spec's
 `run_mode` rule says (shell: terminalAllowlist; MCP: mcpAllowlist; fetch, web_fetch:
-fetchAllowlist; read_mcp_resource with a download_path and setup_vm_environment: approval; a
-tool that declares no rule: approval; the rest are not gated):
+fetchAllowlist; read_mcp_resource with a download_path, setup_vm_environment and
+write_shell_stdin: approval; a tool that declares no rule: approval; the rest are not gated):
 - run_everything: every call runs.
 - allowlist: allowlisted calls run; the rest answer `rejected` with needs_approval, so the
   orchestrator can ask a person and resend the call with run_mode RUN_MODE_RUN_EVERYTHING.
@@ -141,6 +141,16 @@ def effective_run_mode(inv: Invocation) -> str:
 def mcp_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:
     qualified = f"{subject.mcp_server}:{subject.mcp_tool}"
     return any(fnmatch.fnmatchcase(qualified, entry) for entry in allowlist)
+
+
+def mcp_server_may_start(daemon: Daemon, server: str) -> bool:
+    """Whether the daemon may start `server` unasked (ListMcpTools): where a tool call could
+    start it without approval, i.e. under --run-mode run_everything, or when an mcpAllowlist
+    entry allows some tool of it."""
+    if daemon.config.run_mode == RUN_EVERYTHING:
+        return True
+    allowlist = daemon.service(PermissionFiles).rules().mcp_allowlist
+    return any(fnmatch.fnmatchcase(server, entry.partition(":")[0]) for entry in allowlist)
 
 
 def fetch_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.kernel.paths import OnlyPath, PathRefused, write_checked
+from exec_daemon.kernel.paths import OnlyPath, PathRefused, read_config_text, write_checked
 
 ENVIRONMENT_FILE = Path(".cursor/environment.json")
 
@@ -193,7 +193,7 @@ def load_environment(workspace: Path) -> EnvironmentConfig | None:
     """The workspace's environment.json, or None when it has none (blocking: file I/O)."""
     path = workspace / ENVIRONMENT_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

@@ -75,6 +75,11 @@ class PathRules(Protocol):
         """Why `real` must not be read or listed; None when it may be."""
         ...
 
+    def secret_file(self, info: os.stat_result) -> str | None:
+        """Why the file `info` describes must not be read whatever its path (a hard link to a
+        secret file shares its device and inode); None when it may be."""
+        ...
+
 
 class NoRules:
     """Rules for the orchestrator's own file RPCs: only the symlink safety applies."""
@@ -83,6 +88,9 @@ class NoRules:
         return None
 
     def hidden(self, real: str, is_dir: bool) -> str | None:
+        return None
+
+    def secret_file(self, info: os.stat_result) -> str | None:
         return None
 
 
@@ -261,6 +269,9 @@ def open_checked(path: Path | str, rules: PathRules, *, path_only: bool = False)
         reason = rules.hidden(real, stat.S_ISDIR(info.st_mode))
         if reason is not None:
             raise PathRefused("hidden", text, reason)
+        reason = rules.secret_file(info)
+        if reason is not None:
+            raise PathRefused("private", text, reason)
     except BaseException:
         os.close(fd)
         raise
@@ -560,6 +571,23 @@ class DeclaredPaths:
         real = os.path.realpath(path)
         self._fixed[real] = Declared(real, reason, secret)
 
+    def secret_file_reason(self, info: os.stat_result) -> str | None:
+        """Why the regular file `info` describes is a secret file under another name (a hard
+        link to the token file: same device and inode), or None. Only a file with more than one
+        link can be one, so most reads cost nothing here."""
+        if info.st_nlink < 2 or not stat.S_ISREG(info.st_mode):
+            return None
+        for declared in self._fixed.values():
+            if not declared.secret:
+                continue
+            try:
+                secret = os.stat(declared.path)
+            except OSError:
+                continue
+            if (secret.st_dev, secret.st_ino) == (info.st_dev, info.st_ino):
+                return f"this file is {declared.path} under another name: {declared.reason}"
+        return None
+
     def add_provider(self, provider: Callable[[], Iterable[Declared]]) -> None:
         """`provider()` is asked on every write check (it should cache what it reads); what it
         gives is protected from writes (secrets are added with `add`)."""
@@ -602,6 +630,26 @@ def read_checked(path: Path | str, rules: PathRules, limit: int) -> tuple[bytes,
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     with os.fdopen(opened.fd, "rb") as file:
         return file.read(limit), opened.info
+
+
+CONFIG_FILE_LIMIT = 1024 * 1024
+
+
+def read_config_text(
+    path: Path | str, limit: int = CONFIG_FILE_LIMIT, errors: str = "strict"
+) -> str:
+    """The text of a configuration file a repository or the agent may have planted (mcp.json,
+    permissions.json, hooks.json, sandbox.json, environment.json): a regular file only (a FIFO
+    would block, /dev/zero never ends), opened without blocking, at most `limit` bytes. Raises
+    OSError (FileNotFoundError when missing, EINVAL, EFBIG) or UnicodeDecodeError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    return data.decode("utf-8", errors)
 
 
 def ensure_daemon_folder(path: Path | str, mode: int = 0o755) -> None:

@@ -9,7 +9,7 @@ them into the messages of proto/agent/v1/context.proto.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 from agent.v1.context_pb2 import (
     AgentContextChange,
@@ -25,6 +25,7 @@ from agent.v1.context_pb2 import (
     RuleKind,
     SubagentDefinition,
 )
+from exec_daemon.guards.permissions import mcp_server_may_start
 from exec_daemon.guards.redaction import SecretMatcher, SecretStore, redact_message
 from exec_daemon.kernel.agents import AgentModes
 from exec_daemon.kernel.errors import CodedError, ErrorCode
@@ -32,6 +33,7 @@ from exec_daemon.kernel.state import Daemon
 from tools.agent_context import AgentContext, AgentContexts, AppliedRule
 from tools.agent_context_watch import ContextChange, ContextWatcher
 from tools.agent_state import AgentStates
+from tools.mcp_config import ServerSpec, from_workspace
 
 _KINDS = {
     "always": RuleKind.RULE_KIND_ALWAYS,
@@ -141,11 +143,27 @@ def _rule(applied: AppliedRule) -> AgentRule:
     )
 
 
+def _unconsented(daemon: Daemon) -> Callable[[ServerSpec], str | None]:
+    """Why ListMcpTools must not start a server: one the workspace's mcp.json names (the
+    repository's, not the operator's choice) where no tool call could start it unapproved."""
+
+    def refusal(spec: ServerSpec) -> str | None:
+        if not from_workspace(spec, daemon.config) or mcp_server_may_start(daemon, spec.name):
+            return None
+        return (
+            f"not started: it comes from {spec.source}, whose servers the daemon starts "
+            "unasked only under --run-mode run_everything or when mcpAllowlist allows one of "
+            "its tools; an approved tool call starts it"
+        )
+
+    return refusal
+
+
 async def list_mcp_tools(daemon: Daemon) -> tuple[list[McpServerInfo], list[str]]:
     # The catalogue loads the mcp SDK (≈ 0.7 s of imports): only when first asked.
     from tools.mcp_catalog import McpCatalog
 
-    reports, problems = await daemon.service(McpCatalog).servers()
+    reports, problems = await daemon.service(McpCatalog).servers(_unconsented(daemon))
     servers = [
         McpServerInfo(
             name=report.name,

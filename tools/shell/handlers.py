@@ -345,7 +345,9 @@ WRITE_SHELL_STDIN = ToolSpec(
     "write_shell_stdin_tool_call",
     write_shell_stdin,
     effects=Effect.WORKSPACE | Effect.MACHINE,  # what it types, a shell runs
-    run_mode=RunModeRule.UNGATED,
+    # What it types is run by whatever reads it (an allowlisted interpreter, the editor or pager
+    # an allowlisted command opens), which no allowlist judges: approval outside run_everything.
+    run_mode=RunModeRule.NEEDS_APPROVAL,
     hooks=Hooks("WriteShellStdin"),
     subject=no_subject,
 )
