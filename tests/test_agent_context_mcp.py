@@ -70,6 +70,24 @@ def servers_of(response: ListMcpToolsResponse) -> dict[str, McpServerInfo]:
     return {server.name: server for server in response.servers}
 
 
+async def settled_tools(
+    client: ExecDaemonClient, *, still_starting: frozenset[str] = frozenset()
+) -> ListMcpToolsResponse:
+    """ListMcpTools asked again until no server but `still_starting` is starting: an answer
+    waits a few seconds at most, and on a loaded machine a Python server may need more."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        response = await list_tools(client)
+        starting = {
+            server.name
+            for server in response.servers
+            if server.state == McpServerState.MCP_SERVER_STATE_STARTING
+        }
+        if starting <= still_starting:
+            return response
+        assert asyncio.get_running_loop().time() < deadline, response
+
+
 async def test_list_mcp_tools_reports_each_server(
     tmp_path: Path, home: Path, http_server_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,16 +143,8 @@ async def test_list_mcp_tools_reports_each_server(
             first = await list_tools(client)
             took = asyncio.get_running_loop().time() - started
             # Servers still starting after the wait are listed on a later call (from the cache
-            # once their listing ends); on a loaded machine a Python server may take > 2 s.
-            deadline = started + 60
-            response = first
-            while any(
-                server.state == McpServerState.MCP_SERVER_STATE_STARTING
-                for server in response.servers
-                if server.name != "silent"
-            ):
-                assert asyncio.get_running_loop().time() < deadline, response
-                response = await list_tools(client)
+            # once their listing ends).
+            response = await settled_tools(client, still_starting=frozenset({"silent"}))
             again = await list_tools(client)
 
     servers = servers_of(response)
@@ -199,7 +209,7 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
     space = tmp_path / "workspace"
     write_mcp_json(space, {"local": stdio_server()})
     async with serve_in_process({}, workspace=space) as served, served.client() as client:
-        before = servers_of(await list_tools(client))
+        before = servers_of(await settled_tools(client))
         assert set(before) == {"local"}
 
         stream = watched(served)
@@ -212,7 +222,7 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
         assert list(change.mcp_servers_added) == ["added"]
         assert str(space / ".cursor" / "mcp.json") in change.paths
 
-        after = servers_of(await list_tools(client))
+        after = servers_of(await settled_tools(client))
         assert set(after) == {"local", "added"}
         assert after["added"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
         # The untouched server kept its listing (and its connection).
@@ -223,7 +233,7 @@ async def test_editing_mcp_json_adds_a_server_and_the_watch_says_so(
         change = await next_change(stream)
         assert list(change.mcp_servers_removed) == ["local"]
         assert list(change.mcp_servers_changed) == ["added"]
-        after = servers_of(await list_tools(client))
+        after = servers_of(await settled_tools(client))
         assert set(after) == {"added"}
         assert after["added"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
 
@@ -288,13 +298,7 @@ async def test_list_mcp_tools_starts_no_workspace_server_outside_run_everything(
             ) as served,
             served.client() as client,
         ):
-            deadline = asyncio.get_running_loop().time() + 60
-            while True:
-                servers = servers_of(await list_tools(client))
-                waiting = McpServerState.MCP_SERVER_STATE_STARTING
-                if waiting not in (servers["operator"].state, servers["allowed"].state):
-                    break
-                assert asyncio.get_running_loop().time() < deadline, servers
+            servers = servers_of(await settled_tools(client))
             assert servers["operator"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
             for name in ("planted", "remote"):
                 assert servers[name].state == McpServerState.MCP_SERVER_STATE_FAILED
@@ -335,13 +339,7 @@ async def test_workspace_http_servers_reach_public_addresses_only(
                     "demo": {"url": f"http://127.0.0.1:{http_server_port}/mcp"},
                 },
             )
-            deadline = asyncio.get_running_loop().time() + 60
-            while True:
-                servers = servers_of(await list_tools(client))
-                states = {server.state for server in servers.values()}
-                if McpServerState.MCP_SERVER_STATE_STARTING not in states:
-                    break
-                assert asyncio.get_running_loop().time() < deadline, servers
+            servers = servers_of(await settled_tools(client))
             assert servers["operator"].state == McpServerState.MCP_SERVER_STATE_CONNECTED
             assert "daemon's own port" in servers["daemon"].error
             for name in ("metadata", "loopback", "demo"):
