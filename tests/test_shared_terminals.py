@@ -132,9 +132,9 @@ async def test_the_terminal_takes_the_smallest_viewer_size(daemon: RunningDaemon
 async def test_rename_and_close_from_a_viewer(daemon: RunningDaemon) -> None:
     async with connect(daemon, "/terminals/new?shared=1&name=first") as viewer:
         await viewer.ws.send(json.dumps({"type": "rename", "name": "  build  "}))
-        await eventually(
-            lambda: any(t["name"] == "build" for t in list_terminals(daemon)), what="the rename"
-        )
+        assert await viewer.control() == {"type": "renamed", "name": "build"}
+        [listed] = [t for t in list_terminals(daemon) if t["id"] == viewer.id]
+        assert (listed["name"], listed["renamed"]) == ("build", True)
         for bad in ("", "x" * 201, "bell\x07"):
             await viewer.ws.send(json.dumps({"type": "rename", "name": bad}))
             reply = await viewer.control()

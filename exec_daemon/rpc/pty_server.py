@@ -10,8 +10,9 @@
   holding a JSON object with a string `type` is control, any other text frame is input.
 - Control from the client: `resize` {cols, rows} (what this viewer's window fits: the terminal
   takes the smallest size its attached viewers offer, tmux's `window-size smallest`), `signal`
-  {signal}, `rename` {name}, `close` (ends the terminal). From the server: `attached`, `size`
-  {cols, rows} (the terminal's size whenever it changes: draw at that size), `exit`, `error`.
+  {signal}, `rename` {name} (answered `renamed`), `close` (ends the terminal). From the server:
+  `attached` {id, offset, end (where the replay ends), cols, rows, truncated}, `size` {cols, rows} (the terminal's size whenever it changes: draw at that size),
+  `renamed`, `exit`, `error`.
 
 Auth is the daemon's bearer token (`authorization: Bearer` or `?token=` for browsers), compared
 in constant time, refused with HTTP 401 before the upgrade; a browser page from another origin
@@ -263,6 +264,8 @@ class PtyWebSocketServer:
                     "type": "attached",
                     "id": terminal.id,
                     "offset": attachment.offset,
+                    # Where the replay of earlier output ends and live output begins.
+                    "end": terminal.scrollback.end,
                     "cols": terminal.cols,
                     "rows": terminal.rows,
                     "truncated": truncated,
@@ -338,6 +341,9 @@ class PtyWebSocketServer:
                 error = await self._control(attachment, control)
                 if error:
                     await connection.send(json.dumps({"type": "error", "message": error}))
+                elif control["type"] == "rename":
+                    reply = {"type": "renamed", "name": terminal.name}
+                    await connection.send(json.dumps(reply))
                 return
         try:
             terminal.write(message)

@@ -317,6 +317,8 @@ class Terminal:
         validate_size(spec.cols, spec.rows)
         self.id = terminal_id
         self.name = spec.name or terminal_id
+        # Named by a person (rename): the page shows this name rather than the program's title.
+        self.renamed = False
         self.description = spec.description
         self.command = spec.command or ""
         self.cwd = spec.cwd
@@ -576,6 +578,7 @@ class Terminal:
                 f"a terminal name is 1..{MAX_NAME_CHARS} printable characters",
             )
         self.name = name
+        self.renamed = True
 
     def send_signal(self, name: str) -> None:
         """Delivers a signal to the terminal's foreground job, as the key would (Ctrl-C...)."""
@@ -628,6 +631,7 @@ class Terminal:
             "offset": self.scrollback.end,
             "log_path": str(self.log_path),
             "shared": self.shared,
+            "renamed": self.renamed,
         }
 
 

@@ -232,6 +232,13 @@ class SharedTerminals:
             shared.pane,
             f"exec cat >> {shlex.quote(str(log_path))}",
             ";",
+            # The page's tab shows the pane title until the program sets one (OSC 0/2).
+            "select-pane",
+            "-t",
+            shared.pane,
+            "-T",
+            name or session,
+            ";",
             "display-message",
             "-p",
             "-t",
