@@ -79,6 +79,12 @@ ASSETS: dict[str, Path] = {
     "/assets/addon-search.mjs": NODE_MODULES / "@xterm/addon-search/lib/addon-search.mjs",
     "/assets/addon-web-links.mjs": NODE_MODULES / "@xterm/addon-web-links/lib/addon-web-links.mjs",
 }
+# Scripts only from this origin (the token is in its storage: SECURITY.md); xterm.js styles
+# its rows inline; never framed.
+PAGE_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 TERMINAL_PATH = re.compile(r"^/terminals/([A-Za-z0-9_-]{1,64})$")
 
 
@@ -197,7 +203,10 @@ class PtyWebSocketServer:
         content_type = mimetypes.guess_type(ASSETS[path].name)[0] or "application/octet-stream"
         if ASSETS[path].suffix in (".mjs", ".js"):
             content_type = "text/javascript"
-        return _response(connection, http.HTTPStatus.OK, body, f"{content_type}; charset=utf-8")
+        response = _response(connection, http.HTTPStatus.OK, body, f"{content_type}; charset=utf-8")
+        if path == "/":
+            response.headers["Content-Security-Policy"] = PAGE_POLICY
+        return response
 
     # -- after the upgrade ----------------------------------------------------------------------
 
