@@ -19,6 +19,7 @@ from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult, ShellToolC
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import eventually
+from tests.sandbox_harness import processes_with_argument
 from tests.test_pty_server import connect, list_terminals
 
 pytestmark = [
@@ -187,3 +188,17 @@ async def test_a_sandboxed_shell_cannot_use_the_tmux_server(
         requested_sandbox_policy=NONE,
     )
     assert "server" in sessions
+
+
+async def test_stopping_the_daemon_ends_the_tmux_server_and_every_session(tmp_path: Path) -> None:
+    marker = f"300.{uuid.uuid4().int % 10**6:06d}"  # seconds, and unique
+    # A session whose program ignores SIGHUP, like a careless dev server.
+    write_environment(tmp_path, [{"name": "stubborn", "command": f"trap '' HUP; sleep {marker}"}])
+    with running_daemon(tmp_path, tmp_path.parent / f"{tmp_path.name}-state") as own:
+        socket_path = (await shared_terminal(own, "stubborn"))["shared"]["tmux_socket"]
+        async with connect(own, "/terminals/new?shared=1&command=sleep+" + marker) as person:
+            await eventually(lambda: len(processes_with_argument(marker)) == 2, what="both sleeps")
+            assert own.stop() == 0
+            await person.until_closed()
+    assert processes_with_argument(marker) == []
+    assert processes_with_argument(socket_path) == []
