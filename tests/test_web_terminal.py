@@ -116,6 +116,8 @@ def test_a_person_uses_the_web_terminal(workspace: Path, tmp_path: Path) -> None
     ticks = [tick for tick in seen["ticksAfterReconnect"]["ticks"] if tick >= offline - 3]
     assert ticks == list(range(offline - 3, ticks[-1] + 1)), ticks
     assert ticks[-1] >= offline + 4
+    closed = seen["closedTab"]
+    assert not closed["stillListed"] and closed["nowShowing"] not in (None, closed["doomed"])
     assert "is gone (the daemon restarted?); opened a new shell" in seen["afterRestart"]["status"]
     assert seen["consoleErrors"] == []
     for name in ("find", "light-theme", "two-viewers-big", "shared-terminal", "offline"):

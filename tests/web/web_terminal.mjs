@@ -302,6 +302,21 @@ try {
   seen.ticksAfterReconnect = { tickOffline, ticks };
   seen.offlineTypingReachedTheProgram = (await bufferText()).includes('lost-while-offline');
 
+  // The + button opens a shell; its tab's × ends it and the page shows another terminal.
+  const shown = (await termState()).id;
+  await page.locator('#new-terminal').click();
+  await page.waitForFunction((old) => window.execTerminal.state.online && window.execTerminal.state.id !== old, shown);
+  const doomed = (await termState()).id;
+  await page.locator(`.tab[data-id="${doomed}"]`).waitFor();
+  await page.locator(`.tab[data-id="${doomed}"] .close`).click();
+  await page.locator(`.tab[data-id="${doomed}"]`).waitFor({ state: 'detached' });
+  await waitOnline();
+  seen.closedTab = {
+    stillListed: (await listTerminals()).some((t) => t.id === doomed),
+    nowShowing: (await termState()).id,
+    doomed,
+  };
+
   // A daemon restart: the page is not stuck on a terminal id the new daemon never knew.
   await page.locator('.tab .label', { hasText: 'my build' }).click();
   await waitOnline();
