@@ -80,6 +80,11 @@ class SharedSession:
     session: str
 
     @property
+    def target(self) -> str:
+        """The session as a tmux target, matched exactly (not as a prefix)."""
+        return f"={self.session}"
+
+    @property
     def pane(self) -> str:
         """The session's (only) pane as a tmux target, matched exactly."""
         return f"={self.session}:"
@@ -199,10 +204,11 @@ class SharedTerminals:
         validate_size(cols, rows)
         workdir = manager.resolve_cwd(cwd)
         terminal_id = new_terminal_id()
-        session = self._session_name(name or terminal_id, terminal_id)
-        shared = SharedSession(str(self.socket), session)
+        shared = SharedSession(
+            str(self.socket), self._session_name(name or terminal_id, terminal_id)
+        )
         log_path = manager.folder / f"terminal-{terminal_id}.log"
-        exit_path = self.socket.parent / f"exit-{terminal_id}"
+        exit_file = shlex.quote(str(self.socket.parent / f"exit-{terminal_id}"))
         go = f"go-{terminal_id}"
         await asyncio.to_thread(_write_header, log_path, terminal_id, name, command, shared)
         # The program waits until its output is piped to the log and the daemon's client is
@@ -210,56 +216,31 @@ class SharedTerminals:
         # from which the client's terminal reports it.
         shell = login_shell()
         program = shlex.join([shell, "-c", command] if command else [shell])
-        wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {shlex.quote(str(exit_path))}"
-        new_session = ["new-session", "-d", "-s", session, "-x", str(cols), "-y", str(rows)]
+        wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {exit_file}"
+        new_session = ["new-session", "-d", "-s", shared.session, "-x", str(cols), "-y", str(rows)]
         new_session += ["-c", workdir]
         for key, value in manager.environment().items():
             if key != "TERM":  # inside tmux it is tmux's default-terminal
                 new_session += ["-e", f"{key}={value}"]
-        pane_pid = await self._tmux(
-            *new_session,
-            wrapped,
-            ";",
-            "set-option",
-            "-p",
-            "-t",
-            shared.pane,
-            "remain-on-exit",
-            "on" if keep_on_exit else "off",
-            ";",
-            "pipe-pane",
-            "-t",
-            shared.pane,
-            f"exec cat >> {shlex.quote(str(log_path))}",
-            ";",
-            # The page's tab shows the pane title until the program sets one (OSC 0/2).
-            "select-pane",
-            "-t",
-            shared.pane,
-            "-T",
-            name or session,
-            ";",
-            "display-message",
-            "-p",
-            "-t",
-            shared.pane,
-            "#{pane_pid}",
+        setup = _session_setup(shared, log_path, keep_on_exit, title=name or shared.session)
+        pane_pid = await self._tmux(*new_session, wrapped, *setup)
+        attach = shared.tmux("wait-for", "-S", go, ";", "attach-session", "-t", shared.target)
+        report_exit = (
+            f'code=$(cat {exit_file} 2>/dev/null || echo 0); rm -f {exit_file}; exit "$code"'
         )
-        attach = shared.tmux("wait-for", "-S", go, ";", "attach-session", "-t", f"={session}")
-        report_exit = f'exit "$(cat {shlex.quote(str(exit_path))} 2>/dev/null || echo 0)"'
         try:
             terminal = manager.create(
                 command=f"{attach}; {report_exit}",
                 cwd=cwd,
                 cols=cols,
                 rows=rows,
-                name=name or session,
+                name=name or shared.session,
                 description=description,
                 terminal_id=terminal_id,
                 record=False,
             )
         except CodedError:
-            await self._tmux("kill-session", "-t", f"={session}", check=False)
+            await self._tmux("kill-session", "-t", shared.target, check=False)
             raise
         terminal.shared = shared.describe()
         if pane_pid and pane_pid.strip().isdigit():
@@ -273,15 +254,33 @@ class SharedTerminals:
         """Ends a terminal: its tmux session (and so its client) if it is shared."""
         shared = self.sessions.pop(terminal.id, None)
         if shared is not None and self.available:
-            await self._tmux("kill-session", "-t", f"={shared.session}", check=False)
+            await self._tmux("kill-session", "-t", shared.target, check=False)
         await self._daemon.service(PtyManager).close(terminal.id)
 
     async def aclose(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
+            if self.socket is not None:
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(self.socket.unlink)
         if self._folder is not None and self._folder.name.startswith("exec-daemon-tmux-"):
             await asyncio.to_thread(shutil.rmtree, self._folder, True)
+
+
+def _session_setup(
+    shared: SharedSession, log_path: Path, keep_on_exit: bool, title: str
+) -> list[str]:
+    """The tmux commands that follow a new session's, in the same command list (so before the
+    server reads anything from its program): what stays after exit, the log pipe, the pane's
+    title (the page's tab shows it until the program sets one), and the pane's pid printed."""
+    pane = shared.pane
+    return [
+        *(";", "set-option", "-p", "-t", pane, "remain-on-exit", "on" if keep_on_exit else "off"),
+        *(";", "pipe-pane", "-t", pane, f"exec cat >> {shlex.quote(str(log_path))}"),
+        *(";", "select-pane", "-t", pane, "-T", title),
+        *(";", "display-message", "-p", "-t", pane, "#{pane_pid}"),
+    ]
 
 
 def foreground_group_of(pid: int) -> int | None:
