@@ -37,7 +37,7 @@ from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
 from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
-from exec_daemon.terminals import environment
+from exec_daemon.terminals import environment, tmux
 from sandbox.service import SandboxService
 from tools import display, reports
 
@@ -188,7 +188,8 @@ async def serve(config: DaemonConfig) -> None:
     if config.computer_use_enabled or config.record_screen_enabled:
         await display.start_at_boot(daemon)
     try:
-        async with pty_server.serving(daemon), environment.started(daemon):
+        # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
+        async with tmux.running(daemon), pty_server.serving(daemon), environment.started(daemon):
             http = asyncio.create_task(
                 hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
             )

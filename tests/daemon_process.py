@@ -93,11 +93,13 @@ def running_daemon(
     token: str | None = None,
     argv: Sequence[str] | None = None,
     token_by: str = "env",
+    ports: tuple[int, int] | None = None,
 ) -> Iterator[RunningDaemon]:
     """`token_by`: how the daemon gets its token, "env" (EXEC_DAEMON_AUTH_TOKEN), "file"
-    (--auth-token-file, mode 0600, in `state_dir`) or "argv" (--auth-token)."""
+    (--auth-token-file, mode 0600, in `state_dir`) or "argv" (--auth-token). `ports`: the RPC
+    and PTY ports (a restart on the ports of a daemon that stopped), else free ones."""
     token = token or secrets.token_hex(32)
-    port, pty_port = free_port(), free_port()
+    port, pty_port = ports or (free_port(), free_port())
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "daemon.log"
     command = [

@@ -87,6 +87,7 @@ async def test_command_output_reaches_clients_and_the_terminal_file(
     output = await read_all(attachment)
     assert output == b"hello\r\n\xff\xfe"  # the PTY turns \n into \r\n; bytes stay bytes
     assert await terminal.wait_exit() == 5
+    assert terminal.file is not None
     await terminal.file.aclose()
     log_bytes = terminal.file.path.read_bytes()
     assert terminal.file.path.name == f"terminal-{terminal.id}.log"

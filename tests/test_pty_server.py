@@ -334,7 +334,15 @@ async def test_the_web_page_and_its_scripts_are_served(daemon: RunningDaemon) ->
     status, body, headers = http_get(daemon, "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert b"/assets/terminal.js" in body
-    for asset in ("/assets/terminal.js", "/assets/xterm.mjs", "/assets/addon-fit.mjs"):
+    assert "script-src 'self';" in headers["Content-Security-Policy"]
+    scripts = (
+        "terminal.js",
+        "xterm.mjs",
+        "addon-fit.mjs",
+        "addon-search.mjs",
+        "addon-web-links.mjs",
+    )
+    for asset in (f"/assets/{name}" for name in scripts):
         status, body, headers = http_get(daemon, asset)
         assert status == 200, asset
         assert headers["Content-Type"].startswith("text/javascript"), asset

@@ -3,10 +3,16 @@
 - `GET /` and `/assets/...`: the web terminal (public files: no data, no token needed; the
   page asks for the token and sends it with every data request).
 - `GET /terminals`: the terminals as JSON.
-- WebSocket `/terminals/new?cols=&rows=[&command=][&cwd=][&name=]` creates a terminal and
-  attaches; `/terminals/{id}[?since=OFFSET]` attaches to one (no `since`: all the scrollback
-  still held). Binary frames are raw terminal bytes both ways; a text frame holding a JSON
-  object with a string `type` is control, any other text frame is input.
+- WebSocket `/terminals/new?cols=&rows=[&command=][&cwd=][&name=][&shared=1]` creates a
+  terminal and attaches (`shared=1`: in a tmux session the agent can read and type into,
+  exec_daemon/terminals/tmux.py); `/terminals/{id}[?since=OFFSET]` attaches to one (no `since`:
+  all the scrollback still held). Binary frames are raw terminal bytes both ways; a text frame
+  holding a JSON object with a string `type` is control, any other text frame is input.
+- Control from the client: `resize` {cols, rows} (what this viewer's window fits: the terminal
+  takes the smallest size its attached viewers offer, tmux's `window-size smallest`), `signal`
+  {signal}, `rename` {name} (answered `renamed`), `close` (ends the terminal). From the server:
+  `attached` {id, offset, end (where the replay ends), cols, rows, truncated}, `size` {cols, rows} (the terminal's size whenever it changes: draw at that size),
+  `renamed`, `exit`, `error`.
 
 Auth is the daemon's bearer token (`authorization: Bearer` or `?token=` for browsers), compared
 in constant time, refused with HTTP 401 before the upgrade; a browser page from another origin
@@ -27,7 +33,7 @@ import logging
 import mimetypes
 import re
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ from websockets.http11 import Request, Response
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Terminal
+from exec_daemon.terminals.tmux import SharedTerminals
 
 log = logging.getLogger(__name__)
 # websockets logs every refused handshake (every static file is one) at INFO: too chatty.
@@ -71,7 +78,15 @@ ASSETS: dict[str, Path] = {
     "/assets/xterm.mjs": NODE_MODULES / "@xterm/xterm/lib/xterm.mjs",
     "/assets/xterm.css": NODE_MODULES / "@xterm/xterm/css/xterm.css",
     "/assets/addon-fit.mjs": NODE_MODULES / "@xterm/addon-fit/lib/addon-fit.mjs",
+    "/assets/addon-search.mjs": NODE_MODULES / "@xterm/addon-search/lib/addon-search.mjs",
+    "/assets/addon-web-links.mjs": NODE_MODULES / "@xterm/addon-web-links/lib/addon-web-links.mjs",
 }
+# Scripts only from this origin (the token is in its storage: SECURITY.md); xterm.js styles
+# its rows inline; never framed.
+PAGE_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 TERMINAL_PATH = re.compile(r"^/terminals/([A-Za-z0-9_-]{1,64})$")
 
 
@@ -126,6 +141,7 @@ class PtyWebSocketServer:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.manager = daemon.service(PtyManager)
+        self.shared = daemon.service(SharedTerminals)
         self._token = daemon.config.auth_token.encode()
         self._asset_cache: dict[str, bytes] = {}
         self._routes: weakref.WeakKeyDictionary[ServerConnection, Route] = (
@@ -189,7 +205,10 @@ class PtyWebSocketServer:
         content_type = mimetypes.guess_type(ASSETS[path].name)[0] or "application/octet-stream"
         if ASSETS[path].suffix in (".mjs", ".js"):
             content_type = "text/javascript"
-        return _response(connection, http.HTTPStatus.OK, body, f"{content_type}; charset=utf-8")
+        response = _response(connection, http.HTTPStatus.OK, body, f"{content_type}; charset=utf-8")
+        if path == "/":
+            response.headers["Content-Security-Policy"] = PAGE_POLICY
+        return response
 
     # -- after the upgrade ----------------------------------------------------------------------
 
@@ -199,7 +218,7 @@ class PtyWebSocketServer:
             await connection.close(CLOSE_BAD_REQUEST, "bad request")
             return
         try:
-            terminal, since = self._terminal_for(route)
+            terminal, since = await self._terminal_for(route)
         except BadRequest as exc:
             await connection.close(CLOSE_BAD_REQUEST, _reason(str(exc)))
             return
@@ -213,7 +232,7 @@ class PtyWebSocketServer:
         finally:
             attachment.detach()
 
-    def _terminal_for(self, route: Route) -> tuple[Terminal, int | None]:
+    async def _terminal_for(self, route: Route) -> tuple[Terminal, int | None]:
         query = route.query
         if not route.new:
             since = _int_param(query, "since", None)
@@ -226,7 +245,12 @@ class PtyWebSocketServer:
         name = query.get("name", "")
         if len(name) > 200:
             raise BadRequest("name is longer than 200 characters")
-        terminal = self.manager.create(
+        shared = query.get("shared", "0")
+        if shared not in ("0", "1"):
+            raise BadRequest(f"shared must be 0 or 1, got {shared[:40]!r}")
+        # shared=1 (what the web page asks): a tmux session the agent reads and types into too.
+        create = self.shared.create if shared == "1" else self._create_plain
+        terminal = await create(
             command=query.get("command") or None,
             cwd=query.get("cwd") or None,
             cols=cols,
@@ -234,6 +258,9 @@ class PtyWebSocketServer:
             name=name,
         )
         return terminal, None
+
+    async def _create_plain(self, **kwargs: Any) -> Terminal:
+        return self.manager.create(**kwargs)
 
     async def _serve_attachment(
         self,
@@ -248,6 +275,8 @@ class PtyWebSocketServer:
                     "type": "attached",
                     "id": terminal.id,
                     "offset": attachment.offset,
+                    # Where the replay of earlier output ends and live output begins.
+                    "end": terminal.scrollback.end,
                     "cols": terminal.cols,
                     "rows": terminal.rows,
                     "truncated": truncated,
@@ -255,10 +284,13 @@ class PtyWebSocketServer:
             )
         )
         sender = asyncio.create_task(self._send_output(connection, terminal, attachment))
+        attachment.on_size = lambda cols, rows: self._send_soon(
+            connection, {"type": "size", "cols": cols, "rows": rows}
+        )
         attachment.on_overrun = lambda: self._drop_slow_client(connection, sender, attachment)
         try:
             async for message in connection:
-                await self._on_message(connection, terminal, message)
+                await self._on_message(connection, attachment, message)
         except ConnectionClosed:
             pass
         finally:
@@ -286,9 +318,10 @@ class PtyWebSocketServer:
         """The client is stuck while the ring moved past it: stop feeding it, tell it why."""
         sender.cancel()
         attachment.detach()
-        task = asyncio.get_running_loop().create_task(
-            self._close_too_slow(connection, attachment.offset)
-        )
+        self._in_background(self._close_too_slow(connection, attachment.offset))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
@@ -304,17 +337,24 @@ class PtyWebSocketServer:
         except ConnectionClosed:
             pass
 
+    def _send_soon(self, connection: ServerConnection, message: dict[str, Any]) -> None:
+        self._in_background(_send_quietly(connection, message))
+
     async def _on_message(
-        self, connection: ServerConnection, terminal: Terminal, message: str | bytes
+        self, connection: ServerConnection, attachment: Attachment, message: str | bytes
     ) -> None:
+        terminal = attachment.terminal
         if isinstance(message, str):
             control = _control(message)
             if control is None:
                 message = message.encode()
             else:
-                error = self._control(terminal, control)
+                error = await self._control(attachment, control)
                 if error:
                     await connection.send(json.dumps({"type": "error", "message": error}))
+                elif control["type"] == "rename":
+                    reply = {"type": "renamed", "name": terminal.name}
+                    await connection.send(json.dumps(reply))
                 return
         try:
             terminal.write(message)
@@ -323,23 +363,34 @@ class PtyWebSocketServer:
             return
         await terminal.drain()
 
-    @staticmethod
-    def _control(terminal: Terminal, control: dict[str, Any]) -> str | None:
+    async def _control(self, attachment: Attachment, control: dict[str, Any]) -> str | None:
         """Applies a control message; returns the error to report, if any."""
         kind = control["type"]
+        terminal = attachment.terminal
         try:
             if kind == "resize":
                 cols, rows = control.get("cols"), control.get("rows")
                 if not (isinstance(cols, int) and isinstance(rows, int)):
                     return "resize needs integer cols and rows"
-                terminal.resize(cols, rows)
+                # What this viewer's window fits; the terminal takes the smallest offer.
+                terminal.offer_size(attachment, cols, rows)
+            elif kind == "rename":
+                name = control.get("name")
+                if not isinstance(name, str):
+                    return "rename needs a string name"
+                terminal.rename(name)
+            elif kind == "close":
+                await self.shared.close(terminal)
             elif kind == "signal":
                 name = control.get("signal")
                 if not isinstance(name, str):
                     return 'signal needs a signal name, e.g. "SIGINT"'
                 terminal.send_signal(name)
             else:
-                return f"unknown control message type {kind[:40]!r}; one of resize, signal"
+                return (
+                    f"unknown control message type {kind[:40]!r}; "
+                    "one of resize, signal, rename, close"
+                )
         except CodedError as exc:
             return exc.message
         return None
@@ -356,6 +407,11 @@ def _control(text: str) -> dict[str, Any] | None:
     if isinstance(value, dict) and isinstance(value.get("type"), str):
         return value
     return None
+
+
+async def _send_quietly(connection: ServerConnection, message: dict[str, Any]) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        await connection.send(json.dumps(message))
 
 
 def _reason(text: str) -> str:

@@ -2,8 +2,9 @@
 
 - `install` runs before the agent starts (`exec-daemon install`); it must be safe to run again.
 - `start` runs when the daemon starts, in a terminal named "start"; then every entry of
-  `terminals` (`name`, `command`, `description`) runs in its own named PTY terminal, which the
-  person (web terminal) and the agent (the terminal files) both see.
+  `terminals` (`name`, `command`, `description`) runs in its own tmux session (terminals/tmux.py),
+  which the person (web terminal) and the agent (tmux from its shell, and the terminal files)
+  both see and type into; its screen stays when the command ends.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.terminals.pty import PtyManager
+from exec_daemon.terminals.tmux import SharedTerminals
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +72,14 @@ async def start_environment(daemon: Daemon) -> None:
     manager = daemon.service(PtyManager)
     if config.start:
         await _run_start(manager, config.start)
+    shared = daemon.service(SharedTerminals)
     for index, spec in enumerate(config.terminals, 1):
         try:
-            terminal = manager.create(
+            terminal = await shared.create(
                 command=spec.command,
                 name=spec.name or f"terminal {index}",
                 description=spec.description,
+                keep_on_exit=True,
             )
         except CodedError as exc:
             log.error("environment.json terminal %r did not start: %s", spec.name, exc.message)
@@ -98,7 +102,7 @@ async def _run_start(manager: PtyManager, command: str) -> None:
         )
         return
     if code != 0:
-        log.warning("environment.json start exited with code %d (see %s)", code, terminal.file.path)
+        log.warning("environment.json start exited with code %d (see %s)", code, terminal.log_path)
 
 
 @contextlib.asynccontextmanager

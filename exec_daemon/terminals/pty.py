@@ -60,6 +60,7 @@ MAX_ROWS = 500
 # Exited terminals stay listed (with their scrollback) until this many newer ones exited.
 KEEP_EXITED = 32
 KILL_GRACE_SECONDS = 1.0
+MAX_NAME_CHARS = 200
 
 SIGNALS = {
     name: getattr(signal, name)
@@ -78,6 +79,10 @@ SIGNALS = {
 }
 # Environment the daemon gives the agent's pipes but that makes no sense on a real terminal.
 NOT_FOR_TERMINALS = ("NO_COLOR", "FORCE_COLOR")
+
+
+def new_terminal_id() -> str:
+    return secrets.token_hex(4)
 
 
 class ClientTooSlow(Exception):
@@ -245,6 +250,10 @@ class Attachment:
         self.released = False
         self._wakeup = asyncio.Event()
         self.on_overrun: Callable[[], None] | None = None
+        # The size this client's window offers (None: it takes whatever size the terminal has).
+        self.size: tuple[int, int] | None = None
+        # Told the terminal's size whenever it changes (size arbitration, a resize RPC).
+        self.on_size: Callable[[int, int], None] | None = None
 
     def _notify(self) -> None:
         if self.offset < self.terminal.scrollback.start and not self.overrun:
@@ -275,12 +284,17 @@ class Attachment:
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def _tell_size(self) -> None:
+        if self.on_size is not None:
+            self.on_size(self.terminal.cols, self.terminal.rows)
+
     def lag(self) -> int:
         return self.terminal.scrollback.end - self.offset
 
     def detach(self) -> None:
         self.terminal.attachments.discard(self)
         self.terminal._maybe_resume()
+        self.terminal._arbitrate_size()
 
 
 @dataclass(frozen=True)
@@ -292,6 +306,9 @@ class TerminalSpec:
     rows: int
     name: str
     description: str = ""
+    # False: the output is not written to terminal-<id>.log here (a shared terminal's tmux
+    # client: its tmux session's raw output goes to that file instead).
+    record: bool = True
 
 
 class Terminal:
@@ -301,10 +318,18 @@ class Terminal:
         validate_size(spec.cols, spec.rows)
         self.id = terminal_id
         self.name = spec.name or terminal_id
+        # Named by a person (rename): the page shows this name rather than the program's title.
+        self.renamed = False
         self.description = spec.description
         self.command = spec.command or ""
         self.cwd = spec.cwd
         self.cols, self.rows = spec.cols, spec.rows
+        self.log_path = folder / f"terminal-{terminal_id}.log"
+        # A shared terminal's tmux session: how the agent reads and types into it.
+        self.shared: dict[str, str] | None = None
+        # Where the signals sent to this terminal go when it is not the PTY's foreground job
+        # (a shared terminal's program runs in tmux, behind the client on this PTY).
+        self.foreground_group: Callable[[], int | None] | None = None
         self.scrollback = Scrollback()
         self.attachments: set[Attachment] = set()
         self.exit_code: int | None = None
@@ -334,9 +359,9 @@ class Terminal:
         self.fd: int = self.process.fd
         try:
             os.set_blocking(self.fd, False)
-            self.file = OutputFile(
-                folder / f"terminal-{terminal_id}.log", self._file_header(spec.command or shell)
-            )
+            self.file: OutputFile | None = None
+            if spec.record:
+                self.file = OutputFile(self.log_path, self._file_header(spec.command or shell))
             self._pidfd = os.pidfd_open(self.pid)
         except OSError as exc:
             log.error("terminal %s: set-up failed: %s", terminal_id, exc)
@@ -385,7 +410,8 @@ class Terminal:
 
     def _publish(self, data: bytes) -> None:
         self.scrollback.append(data)
-        self.file.append(data)
+        if self.file is not None:
+            self.file.append(data)
         for attachment in list(self.attachments):
             attachment._notify()
         if self._reading and any(
@@ -461,7 +487,8 @@ class Terminal:
         if self._fd_open:
             self._on_readable()
         self.exit_code = code
-        self.file.append(f"\n# exited with code {code}\n".encode())
+        if self.file is not None:
+            self.file.append(f"\n# exited with code {code}\n".encode())
         self._exited.set()
         for attachment in list(self.attachments):
             attachment._notify()
@@ -523,7 +550,36 @@ class Terminal:
         validate_size(cols, rows)
         if self._fd_open:
             self.process.setwinsize(rows, cols)
+        changed = (cols, rows) != (self.cols, self.rows)
         self.cols, self.rows = cols, rows
+        if changed:
+            for attachment in list(self.attachments):
+                attachment._tell_size()
+
+    def offer_size(self, attachment: Attachment, cols: int, rows: int) -> None:
+        """A viewer's window fits cols x rows: the terminal takes the smallest size any attached
+        viewer offers (tmux's `window-size smallest`), so every viewer sees all of it."""
+        validate_size(cols, rows)
+        attachment.size = (cols, rows)
+        before = (self.cols, self.rows)
+        self._arbitrate_size()
+        if (self.cols, self.rows) == before:
+            attachment._tell_size()
+
+    def _arbitrate_size(self) -> None:
+        offers = [a.size for a in self.attachments if a.size is not None]
+        if offers and self.exit_code is None:
+            self.resize(min(c for c, _ in offers), min(r for _, r in offers))
+
+    def rename(self, name: str) -> None:
+        name = name.strip()
+        if not 1 <= len(name) <= MAX_NAME_CHARS or not name.isprintable():
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"a terminal name is 1..{MAX_NAME_CHARS} printable characters",
+            )
+        self.name = name
+        self.renamed = True
 
     def send_signal(self, name: str) -> None:
         """Delivers a signal to the terminal's foreground job, as the key would (Ctrl-C...)."""
@@ -531,7 +587,9 @@ class Terminal:
         if self.exit_code is not None:
             raise CodedError(ErrorCode.EXITED, f"terminal {self.id} has exited")
         group = self.pid
-        if self._fd_open:
+        if self.foreground_group is not None:
+            group = self.foreground_group() or group
+        elif self._fd_open:
             with contextlib.suppress(OSError):
                 group = os.tcgetpgrp(self.fd)
         with contextlib.suppress(ProcessLookupError):
@@ -556,7 +614,8 @@ class Terminal:
         await self.kill(KILL_GRACE_SECONDS)
         self._close_fd()
         self._close_pidfd()
-        await self.file.aclose()
+        if self.file is not None:
+            await self.file.aclose()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -571,7 +630,9 @@ class Terminal:
             "exit_code": self.exit_code,
             "clients": len(self.attachments),
             "offset": self.scrollback.end,
-            "log_path": str(self.file.path),
+            "log_path": str(self.log_path),
+            "shared": self.shared,
+            "renamed": self.renamed,
         }
 
 
@@ -616,6 +677,8 @@ class PtyManager:
         rows: int = 24,
         name: str = "",
         description: str = "",
+        terminal_id: str | None = None,
+        record: bool = True,
     ) -> Terminal:
         spec = TerminalSpec(
             command=command or None,
@@ -625,8 +688,9 @@ class PtyManager:
             rows=rows,
             name=name,
             description=description,
+            record=record,
         )
-        terminal_id = secrets.token_hex(4)
+        terminal_id = terminal_id or new_terminal_id()
         terminal = Terminal(terminal_id, spec, self.folder)
         self._terminals[terminal_id] = terminal
         self._forget_old_exited()
@@ -663,6 +727,12 @@ class PtyManager:
         terminal = self.get(terminal_id)
         await terminal.kill()
         return terminal.exit_code if terminal.exit_code is not None else -1
+
+    async def close(self, terminal_id: str) -> None:
+        """Ends a terminal and forgets it (a person closed its tab)."""
+        terminal = self._terminals.pop(terminal_id, None)
+        if terminal is not None:
+            await terminal.aclose()
 
     async def aclose(self) -> None:
         terminals = list(self._terminals.values())

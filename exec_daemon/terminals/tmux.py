@@ -1,0 +1,325 @@
+"""Shared terminals: tmux sessions on the daemon's own tmux server, seen by people and the agent.
+
+environment.json's `terminals` and the shells a person opens from the web page run as tmux
+sessions on one tmux server that the daemon starts (`tmux -D`, a helper it keeps) with its own
+configuration file (never `~/.tmux.conf` or `/etc/tmux.conf`, which a `run-shell` line would turn
+into unconfined commands). Each one is seen through a PTY terminal that runs a tmux client
+attached to the session, so every web viewer of that terminal watches the same screen; the
+session's raw output goes to `terminal-<id>.log` (`pipe-pane`), as every terminal's does.
+
+The agent reads and types into them with tmux from an unsandboxed shell (the commands are in the
+log file's header and in `GET /terminals`):
+
+    tmux -S <socket> capture-pane -p -t =<session>          # the screen as text
+    tmux -S <socket> send-keys -t =<session> 'make test' Enter
+
+The socket lives in a 0700 folder of the daemon's own (`<terminals folder>/tmux/`) and is bound
+when the daemon starts, before any sandbox: every sandbox hides unix sockets bound outside it
+(sandbox/README.md), so a sandboxed shell cannot reach the server that would run anything it
+asks unconfined. The server lives as long as the daemon (so the socket is never bound again
+after a sandbox started); the daemon ends it, and every session's processes, when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import ensure_daemon_folder
+from exec_daemon.kernel.runner import Helper, HelperFailed, run_helper, start_helper
+from exec_daemon.kernel.state import Daemon
+from exec_daemon.terminals.pty import (
+    PtyManager,
+    Terminal,
+    login_shell,
+    new_terminal_id,
+    validate_size,
+)
+
+log = logging.getLogger(__name__)
+
+TMUX_COMMAND_SECONDS = 10.0
+SERVER_START_SECONDS = 10.0
+# A unix socket's path holds at most 107 bytes (sun_path).
+MAX_SOCKET_PATH = 100
+# What a tmux session may be called without quoting trouble (tmux forbids ':' and '.').
+UNSAFE_SESSION_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+# status off + no alternate screen for the outer terminal: lines that scroll off the session's
+# screen land in the web terminal's own scrollback. set-titles passes a program's OSC 0/2 title
+# on to the page's tab.
+CONFIG = """\
+set -g default-shell {shell}
+set -g status off
+set -g escape-time 0
+set -g history-limit 20000
+set -g set-titles on
+set -g set-titles-string '#T'
+set -g default-terminal screen-256color
+set -ga terminal-overrides ',xterm*:smcup@:rmcup@'
+set -g remain-on-exit off
+"""
+
+
+@dataclass(frozen=True)
+class SharedSession:
+    """How the agent reaches one shared terminal."""
+
+    socket: str
+    session: str
+
+    @property
+    def target(self) -> str:
+        """The session as a tmux target, matched exactly (not as a prefix)."""
+        return f"={self.session}"
+
+    @property
+    def pane(self) -> str:
+        """The session's (only) pane as a tmux target, matched exactly."""
+        return f"={self.session}:"
+
+    def tmux(self, *args: str) -> str:
+        return shlex.join(["tmux", "-S", self.socket, *args])
+
+    def describe(self) -> dict[str, str]:
+        target = self.pane
+        return {
+            "tmux_socket": self.socket,
+            "tmux_session": self.session,
+            "read_screen": self.tmux("capture-pane", "-p", "-t", target),
+            "type_keys": self.tmux("send-keys", "-t", target, "echo hello", "Enter"),
+        }
+
+
+class SharedTerminals:
+    """The daemon's tmux server (a `daemon.service`) and the sessions it holds."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._server: Helper | None = None
+        self._folder: Path | None = None
+        self.socket: Path | None = None
+        self.sessions: dict[str, SharedSession] = {}
+
+    @property
+    def available(self) -> bool:
+        return self._server is not None and self._server.process.returncode is None
+
+    async def start(self) -> None:
+        """Starts the tmux server; without tmux, terminals stay plain PTY terminals."""
+        if shutil.which("tmux") is None:
+            log.warning("tmux is not installed: terminals are not shared with the agent")
+            return
+        try:
+            folder = await asyncio.to_thread(self._make_folder)
+            config = folder / "tmux.conf"
+            await asyncio.to_thread(
+                config.write_text, CONFIG.format(shell=shlex.quote(login_shell()))
+            )
+            socket = folder / "server.sock"
+            environment = self._daemon.service(PtyManager).environment()
+            server = await start_helper(
+                ["tmux", "-D", "-f", str(config), "-S", str(socket)], env=environment
+            )
+        except (OSError, HelperFailed) as exc:
+            log.error("the tmux server did not start (terminals are not shared): %s", exc)
+            return
+        self._server, self._folder, self.socket = server, folder, socket
+        if not await self._wait_listening():
+            log.error("the tmux server did not listen on %s; terminals are not shared", socket)
+            await self.aclose()
+            return
+        log.info("shared terminals: tmux server on %s", socket)
+
+    def _make_folder(self) -> Path:
+        folder = self._daemon.config.terminals_folder / "tmux"
+        if len(str(folder / "server.sock")) > MAX_SOCKET_PATH:
+            return Path(tempfile.mkdtemp(prefix="exec-daemon-tmux-"))
+        ensure_daemon_folder(folder, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            (folder / "server.sock").unlink()  # a stale one from an earlier daemon
+        return folder
+
+    async def _wait_listening(self) -> bool:
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while time.monotonic() < deadline and self.available:
+            if await self._tmux("show-options", "-g", "status", check=False) is not None:
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    async def _tmux(self, *args: str, check: bool = True) -> str | None:
+        """Runs a tmux command list on the server; its output, or None when it failed and not
+        `check` (else CodedError)."""
+        assert self.socket is not None
+        argv = ["tmux", "-S", str(self.socket), *args]
+        environment = self._daemon.service(PtyManager).environment()
+        try:
+            completed = await run_helper(argv, env=environment, time_limit=TMUX_COMMAND_SECONDS)
+        except HelperFailed as exc:
+            if check:
+                raise CodedError(ErrorCode.UNAVAILABLE, f"tmux failed: {exc.message}") from exc
+            return None
+        if completed.returncode == 0:
+            return completed.stdout.text()
+        if check:
+            detail = completed.stderr.text().strip()[:300]
+            raise CodedError(ErrorCode.SPAWN_FAILED, f"tmux {args[0]} failed: {detail}")
+        return None
+
+    def _session_name(self, name: str, terminal_id: str) -> str:
+        base = UNSAFE_SESSION_CHARS.sub("-", name).strip("-")[:40] or "terminal"
+        taken = {shared.session for shared in self.sessions.values()}
+        return base if base not in taken else f"{base}-{terminal_id}"
+
+    async def create(
+        self,
+        *,
+        command: str | None = None,
+        cwd: str | None = None,
+        cols: int = 80,
+        rows: int = 24,
+        name: str = "",
+        description: str = "",
+        keep_on_exit: bool = False,
+    ) -> Terminal:
+        """A new tmux session running `command` (default: a login shell) and the PTY terminal
+        attached to it. `keep_on_exit`: the session's screen stays once the command ended."""
+        manager = self._daemon.service(PtyManager)
+        if not self.available or self.socket is None:
+            return manager.create(
+                command=command, cwd=cwd, cols=cols, rows=rows, name=name, description=description
+            )
+        validate_size(cols, rows)
+        workdir = manager.resolve_cwd(cwd)
+        terminal_id = new_terminal_id()
+        shared = SharedSession(
+            str(self.socket), self._session_name(name or terminal_id, terminal_id)
+        )
+        log_path = manager.folder / f"terminal-{terminal_id}.log"
+        exit_file = shlex.quote(str(self.socket.parent / f"exit-{terminal_id}"))
+        go = f"go-{terminal_id}"
+        await asyncio.to_thread(_write_header, log_path, terminal_id, name, command, shared)
+        # The program waits until its output is piped to the log and the daemon's client is
+        # attached (so even a command that ends at once is seen); its exit code goes to a file,
+        # from which the client's terminal reports it.
+        shell = login_shell()
+        program = shlex.join([shell, "-c", command] if command else [shell])
+        wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {exit_file}"
+        new_session = ["new-session", "-d", "-s", shared.session, "-x", str(cols), "-y", str(rows)]
+        new_session += ["-c", workdir]
+        for key, value in manager.environment().items():
+            if key != "TERM":  # inside tmux it is tmux's default-terminal
+                new_session += ["-e", f"{key}={value}"]
+        setup = _session_setup(shared, log_path, keep_on_exit, title=name or shared.session)
+        pane_pid = await self._tmux(*new_session, wrapped, *setup)
+        attach = shared.tmux("wait-for", "-S", go, ";", "attach-session", "-t", shared.target)
+        report_exit = (
+            f'code=$(cat {exit_file} 2>/dev/null || echo 0); rm -f {exit_file}; exit "$code"'
+        )
+        try:
+            terminal = manager.create(
+                command=f"{attach}; {report_exit}",
+                cwd=cwd,
+                cols=cols,
+                rows=rows,
+                name=name or shared.session,
+                description=description,
+                terminal_id=terminal_id,
+                record=False,
+            )
+        except CodedError:
+            await self._tmux("kill-session", "-t", shared.target, check=False)
+            raise
+        terminal.shared = shared.describe()
+        if pane_pid and pane_pid.strip().isdigit():
+            pid = int(pane_pid)
+            # Ctrl-C from the page or a signal RPC reaches the program, not the tmux client.
+            terminal.foreground_group = lambda: foreground_group_of(pid)
+        self.sessions[terminal_id] = shared
+        return terminal
+
+    async def close(self, terminal: Terminal) -> None:
+        """Ends a terminal: its tmux session (and so its client) if it is shared."""
+        shared = self.sessions.pop(terminal.id, None)
+        if shared is not None and self.available:
+            await self._tmux("kill-session", "-t", shared.target, check=False)
+        await self._daemon.service(PtyManager).close(terminal.id)
+
+    async def aclose(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop()
+            if self.socket is not None:
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(self.socket.unlink)
+        if self._folder is not None and self._folder.name.startswith("exec-daemon-tmux-"):
+            await asyncio.to_thread(shutil.rmtree, self._folder, True)
+
+
+def _session_setup(
+    shared: SharedSession, log_path: Path, keep_on_exit: bool, title: str
+) -> list[str]:
+    """The tmux commands that follow a new session's, in the same command list (so before the
+    server reads anything from its program): what stays after exit, the log pipe, the pane's
+    title (the page's tab shows it until the program sets one), and the pane's pid printed."""
+    pane = shared.pane
+    return [
+        *(";", "set-option", "-p", "-t", pane, "remain-on-exit", "on" if keep_on_exit else "off"),
+        *(";", "pipe-pane", "-t", pane, f"exec cat >> {shlex.quote(str(log_path))}"),
+        *(";", "select-pane", "-t", pane, "-T", title),
+        *(";", "display-message", "-p", "-t", pane, "#{pane_pid}"),
+    ]
+
+
+def foreground_group_of(pid: int) -> int | None:
+    """The foreground process group of `pid`'s controlling terminal (tpgid in its stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    # After "pid (comm)": state ppid pgrp session tty_nr tpgid ...
+    group = int(fields[5])
+    return group if group > 0 else None
+
+
+def _write_header(
+    path: Path, terminal_id: str, name: str, command: str | None, shared: SharedSession
+) -> None:
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    target = shared.pane
+    header = (
+        f"# terminal {terminal_id} {name!r}: tmux session {shared.session!r}, started {started}\n"
+        f"# command: {command or 'a login shell'}\n"
+        f"# read its screen: {shared.tmux('capture-pane', '-p', '-t', target)}\n"
+        f"# type into it: {shared.tmux('send-keys', '-t', target, 'make test', 'Enter')}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, header.encode())
+    finally:
+        os.close(fd)
+
+
+@contextlib.asynccontextmanager
+async def running(daemon: Daemon) -> AsyncIterator[SharedTerminals]:
+    """The tmux server for the duration of the block."""
+    shared = daemon.service(SharedTerminals)
+    await shared.start()
+    try:
+        yield shared
+    finally:
+        await shared.aclose()
