@@ -11,9 +11,10 @@ The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server
 start) builds it in the background and then follows the workspace through a file watcher
 (watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a batch
 at a time; the event loop only lists files and installs results. Files are first read and
-chunked (their words are then searchable), then embedded. A search never waits for the index
-(at most SEARCH_WAIT_SECONDS for a running update): before it is complete it answers from what
-is indexed plus the lexical ranking, and says how complete the index is (`index_complete`,
+chunked (their words are then searchable), then embedded. A search also asks for a refresh
+(files are listed and stat'ed, only changed ones read), so it sees the agent's latest edit, but
+waits for it at most SEARCH_WAIT_SECONDS: before the index is complete it answers from what is
+indexed plus the lexical ranking, and says how complete the index is (`index_complete`,
 `indexed_files` of `total_files`, a note).
 
 Embeddings persist in `<terminals folder>/sem-index/` (the daemon's own folder, which the file
@@ -521,10 +522,9 @@ class SemanticIndex:
     ) -> tuple[list[tuple[float, str, Chunk]], IndexState]:
         """The `limit` best chunks under `directories` (all when empty), and how complete the
         index was. Never waits for indexing longer than SEARCH_WAIT_SECONDS."""
-        if self._update_task is None:
-            await self.start(watch=False)
-        elif self._watch_task is None:
-            self._schedule_update()  # nothing follows the workspace: refresh on each search
+        # What the agent changed just before searching may not have reached the watcher yet:
+        # a refresh (listing and stat'ing; only changes are read) usually ends within the wait.
+        self._schedule_update()
         task = self._update_task
         if task is not None and not task.done():
             await asyncio.wait([task], timeout=SEARCH_WAIT_SECONDS)
