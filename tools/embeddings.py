@@ -156,6 +156,8 @@ class _Layer:
 class Embedder:
     """all-MiniLM-L6-v2: texts in, unit-length 384-dimensional float32 vectors out."""
 
+    name = "all-MiniLM-L6-v2"
+
     def __init__(self, directory: Path) -> None:
         from threadpoolctl import threadpool_limits
         from tokenizers import Tokenizer

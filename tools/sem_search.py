@@ -257,6 +257,8 @@ class SemanticIndex:
     state: IndexState = field(default_factory=IndexState)
     # None: load the static model (tools/static_embeddings.py); benchmarks pass another.
     embedder_factory: Callable[[], Embedder] | None = None
+    # Fuse the vector ranking with BM25's (False: by vectors alone, as before; for comparison).
+    hybrid: bool = True
 
     def __post_init__(self) -> None:
         self._embedder: Embedder | None = None
@@ -564,6 +566,8 @@ class SemanticIndex:
         rankings = [[score if score > 0 else -math.inf for score in lexical]]
         embedded = [(path, entry) for path, entry in candidates if entry.vectors is not None]
         if self._embedder is not None and embedded:
+            if not self.hybrid and len(embedded) == len(candidates):
+                rankings = []
             import numpy as np
 
             query_vector = self._embedder.embed([query])[0]
