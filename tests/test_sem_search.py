@@ -3,7 +3,9 @@ that share no words with the code find the right file among decoys; the index fo
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,12 @@ def corpus_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningD
 @pytest.fixture
 async def corpus_client(corpus_daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
     async with corpus_daemon.client() as connected:
+        deadline = time.monotonic() + 120
+        # The index is built in the background from the daemon's start: these tests judge
+        # the ranking of a complete index.
+        while not (await search(connected, "x")).success.index_complete:
+            assert time.monotonic() < deadline, "the index was never completed"
+            await asyncio.sleep(0.05)
         yield connected
 
 

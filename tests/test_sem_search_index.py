@@ -6,6 +6,8 @@ reach, and a lexical answer that says so when the static model is missing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +59,7 @@ class CountingEmbedder:
     def __init__(self, delay: float = 0.0) -> None:
         self.inner = StaticEmbedder.load()
         self.name = self.inner.name
+        self.dimension = self.inner.dimension
         self.embedded: list[str] = []
         self.delay = delay
 
@@ -254,3 +257,28 @@ async def test_without_the_static_model_the_answer_is_lexical_and_says_so(tmp_pa
     assert top_path(result) == "billing/invoice.py"
     assert result.success.model == LEXICAL_MODEL_NAME
     assert "words only" in result.success.note and "no-model" in result.success.note
+
+
+async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    state_folder = tmp_path / "state"
+    daemon = new_index(workspace, state_folder)
+    try:
+        assert await daemon.service(SemanticIndex).ready(60)
+    finally:
+        await daemon.aclose()
+    store = state_folder / "terminals" / INDEX_FOLDER_NAME / "vectors.sqlite"
+    with contextlib.closing(sqlite3.connect(store)) as db, db:
+        rows = db.execute("UPDATE vectors SET data = x'0000'").rowcount
+    assert rows == len(FILES)
+    again = CountingEmbedder()
+    daemon = new_index(workspace, state_folder, lambda: again)
+    try:
+        index = daemon.service(SemanticIndex)
+        assert await index.ready(60)
+        hits, _ = await index.search("invoice total", [], 1)
+        assert hits[0][1].endswith("billing/invoice.py")
+    finally:
+        await daemon.aclose()
+    assert len(again.embedded) == len(FILES), "each damaged entry embedded again"

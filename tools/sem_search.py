@@ -122,6 +122,7 @@ class FileEntry:
 
 class Embedder(Protocol):
     name: str
+    dimension: int
 
     def embed(self, texts: list[str]) -> Vectors: ...
 
@@ -381,6 +382,9 @@ class SemanticIndex:
         except OSError as exc:
             log.warning("sem_search: the index is not kept on disk (%s): %s", folder, exc)
 
+    def _embedder_dimension(self) -> int:
+        return self._embedder.dimension if self._embedder is not None else 0
+
     @property
     def model_name(self) -> str:
         return self._embedder.name if self._embedder is not None else LEXICAL_MODEL_NAME
@@ -446,7 +450,9 @@ class SemanticIndex:
             kept = self._store.get_many([read.entry.key for read in reads if read.entry])
             for read in reads:
                 if read.entry is not None and read.entry.key in kept:
-                    read.entry.vectors = _unpack(kept[read.entry.key], len(read.entry.chunks))
+                    read.entry.vectors = _unpack(
+                        kept[read.entry.key], len(read.entry.chunks), self._embedder_dimension()
+                    )
         return reads
 
     def _install(self, read: _Read) -> None:
@@ -632,12 +638,13 @@ def _pack(vectors: Vectors) -> bytes:
     return vectors.astype(np.float16).tobytes()
 
 
-def _unpack(data: bytes, rows: int) -> Vectors | None:
+def _unpack(data: bytes, rows: int, dimension: int) -> Vectors | None:
+    """Stored vectors, or None (embed again) when they do not have the expected shape."""
     import numpy as np
 
-    if rows == 0 or len(data) % (2 * rows):
+    if rows == 0 or len(data) != 2 * rows * dimension:
         return None
-    return np.frombuffer(data, dtype=np.float16).reshape(rows, -1).astype(np.float32)
+    return np.frombuffer(data, dtype=np.float16).reshape(rows, dimension).astype(np.float32)
 
 
 class ModelUnavailableError(Exception):
