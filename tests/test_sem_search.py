@@ -14,11 +14,9 @@ import pytest
 
 from agent.v1.agent_pb2 import SemSearchArgs
 from agent.v1.tool_call_pb2 import ToolCall
-from exec_daemon.cli import resolve_rg_path
 from exec_daemon.client import ExecDaemonClient
-from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.test_sem_search_index import new_index
 from tools.sem_search import SemanticIndex, chunk_text
 from tools.static_embeddings import StaticEmbedder
 
@@ -213,13 +211,7 @@ async def test_an_index_can_be_awaited_until_complete(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     write_corpus(workspace, CORPUS)
-    config = DaemonConfig(
-        auth_token="t",
-        workspace=workspace,
-        rg_path=resolve_rg_path("rg"),
-        terminals_folder=tmp_path / "terminals",
-    )
-    daemon = Daemon(config)
+    daemon = new_index(workspace, tmp_path)
     index = daemon.service(SemanticIndex)
     try:
         assert not await index.ready(0.0)
