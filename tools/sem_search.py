@@ -274,6 +274,8 @@ class SemanticIndex:
         self._stop = threading.Event()
         self._stop_watching = asyncio.Event()
         self._chunk_count = 0
+        # Files read but not embedded yet, oldest first (kept so no step scans every file).
+        self._unembedded: dict[str, None] = {}
         self._document_frequency: Counter[str] = Counter()
         self._total_terms = 0
         self._updates = 0
@@ -425,11 +427,8 @@ class SemanticIndex:
     def _count(self) -> None:
         self.state.lexical_files = len(self.files)
         # Files that are not text count as done; with no model, every read file is.
-        self.state.indexed_files = sum(
-            1
-            for entry in self.files.values()
-            if entry.vectors is not None or not entry.chunks or self._embedder is None
-        )
+        waiting = len(self._unembedded) if self._embedder is not None else 0
+        self.state.indexed_files = len(self.files) - waiting
 
     def _read_group(self, group: list[tuple[str, tuple[int, int]]]) -> list[_Read]:
         """In the worker: read, chunk and split into words; vectors from the store if kept."""
@@ -464,6 +463,8 @@ class SemanticIndex:
             self.state.chunks_truncated = True
             return
         self.files[read.path] = entry
+        if entry.chunks and entry.vectors is None:
+            self._unembedded[read.path] = None
         self._chunk_count += len(entry.chunks)
         for terms in entry.terms:
             self._document_frequency.update(terms.keys())
@@ -473,6 +474,7 @@ class SemanticIndex:
         entry = self.files.pop(path, None)
         if entry is None:
             return
+        self._unembedded.pop(path, None)
         self._chunk_count -= len(entry.chunks)
         for terms in entry.terms:
             self._document_frequency.subtract(terms.keys())
@@ -484,18 +486,19 @@ class SemanticIndex:
         while not self._stop.is_set():
             group: list[tuple[str, FileEntry]] = []
             size = 0
-            for path, entry in self.files.items():
-                if entry.vectors is None and entry.chunks:
-                    group.append((path, entry))
-                    size += len(entry.chunks)
-                    if size >= EMBED_GROUP:
-                        break
+            for path in self._unembedded:
+                entry = self.files[path]
+                group.append((path, entry))
+                size += len(entry.chunks)
+                if size >= EMBED_GROUP:
+                    break
             if not group:
                 return
             vectors = await self._in_worker(self._embed_group, group)
             for (path, entry), rows in zip(group, vectors, strict=True):
                 if self.files.get(path) is entry:  # not replaced by an edit meanwhile
                     entry.vectors = rows
+                    self._unembedded.pop(path, None)
             self._count()
 
     def _embed_group(self, group: list[tuple[str, FileEntry]]) -> list[Vectors]:
