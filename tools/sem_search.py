@@ -25,7 +25,10 @@ the static model's weights (or numpy/tokenizers) the search is lexical only and 
 Public surface (also used by scripts/bench_sem_search.py and scripts/bench_scale.py):
 `SemanticIndex(daemon)`, `await index.start()`, `await index.ready(timeout)` (True when the
 index is complete), `index.state` (IndexState: total/lexical/indexed file counts, complete),
-`await index.search(query, directories, limit)` -> (hits, IndexState), `await index.aclose()`.
+`await index.search(query, directories, limit)` -> ([(score, absolute path, Chunk)], IndexState)
+(`directories`: absolute, empty for all), `await index.aclose()`. A benchmark builds one with
+`Daemon(DaemonConfig(..., terminals_folder=<where the store goes>))` and
+`daemon.provide(SemanticIndex, lambda d: SemanticIndex(d, embedder_factory=..., hybrid=...))`.
 """
 
 from __future__ import annotations
