@@ -43,6 +43,10 @@ RUN python3 -m venv .venv \
 
 # The web terminal's xterm.js comes with exec_daemon/ (exec_daemon/web/vendor, scripts/vendor-web).
 COPY proto ./proto
+# sem_search's static embedding model, distilled from the MiniLM package's weights
+# (tools/static_embeddings.py; a layer of its own: it changes only with those two files).
+COPY tools/__init__.py tools/embeddings.py tools/static_embeddings.py ./tools/
+RUN .venv/bin/python -m tools.static_embeddings
 COPY sandbox ./sandbox
 COPY tools ./tools
 COPY exec_daemon ./exec_daemon

@@ -40,6 +40,7 @@ from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
 from sandbox.service import SandboxService
 from tools import display, reports
+from tools.sem_search import SemanticIndex
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,9 @@ async def serve(config: DaemonConfig) -> None:
     await daemon.service(SandboxService).start()
     if config.computer_use_enabled or config.record_screen_enabled:
         await display.start_at_boot(daemon)
+    # sem_search's index is built in the background (a low-priority worker thread) and then
+    # follows the workspace, so a search finds it ready.
+    await daemon.service(SemanticIndex).start()
     try:
         # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
         async with tmux.running(daemon), pty_server.serving(daemon), environment.started(daemon):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,11 @@ import pytest
 
 from agent.v1.agent_pb2 import SemSearchArgs
 from agent.v1.tool_call_pb2 import ToolCall
-from exec_daemon.cli import resolve_rg_path
 from exec_daemon.client import ExecDaemonClient
-from exec_daemon.kernel.config import DaemonConfig
-from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.test_sem_search_index import new_index
 from tools.sem_search import SemanticIndex, chunk_text
+from tools.static_embeddings import StaticEmbedder
 
 CORPUS = {
     "auth/passwords.py": """
@@ -120,6 +120,12 @@ def corpus_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningD
 @pytest.fixture
 async def corpus_client(corpus_daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
     async with corpus_daemon.client() as connected:
+        deadline = time.monotonic() + 120
+        # The index is built in the background from the daemon's start: these tests judge
+        # the ranking of a complete index.
+        while not (await search(connected, "x")).success.index_complete:
+            assert time.monotonic() < deadline, "the index was never completed"
+            await asyncio.sleep(0.05)
         yield connected
 
 
@@ -142,16 +148,17 @@ async def test_a_query_finds_the_file_that_means_it(
 ) -> None:
     result = await search(corpus_client, query, max_results=3)
     assert result.WhichOneof("result") == "success", result
-    assert paths(result)[0] == expected, [
-        (c.path, round(c.score, 3)) for c in result.success.results
-    ]
-    best = result.success.results[0]
+    # The static model (tools/static_embeddings.py) is weaker than MiniLM on queries that share
+    # no word with the code: the right file is among the first three, not always first.
+    found = paths(result)
+    assert expected in found, [(c.path, round(c.score, 3)) for c in result.success.results]
+    best = result.success.results[found.index(expected)]
     assert best.start_line == 1 and best.end_line >= 3
     assert best.contents.splitlines()[0] == CORPUS[expected].lstrip("\n").splitlines()[0]
     scores = [chunk.score for chunk in result.success.results]
     assert scores == sorted(scores, reverse=True) and 0 < scores[0] <= 1
     assert result.success.index_complete
-    assert result.success.model == "all-MiniLM-L6-v2"
+    assert result.success.model == StaticEmbedder.name
 
 
 async def test_target_directories_limit_the_search(corpus_client: ExecDaemonClient) -> None:
@@ -192,7 +199,7 @@ def forecast(city: str) -> str:
     )
     (workspace / "mail" / "notify.py").unlink()
     again = await search(client, "weather forecast for tomorrow", max_results=20)
-    assert paths(again)[0] == "billing/invoice.py"
+    assert "billing/invoice.py" in paths(again)[:3]
     assert "mail/notify.py" not in paths(again)
     assert again.success.total_files == len(CORPUS) - 1
     old_meaning = await search(client, QUERIES[3][0], max_results=20)
@@ -200,37 +207,19 @@ def forecast(city: str) -> str:
     assert "VAT_RATE" not in contents, "the old content is gone from the index"
 
 
-async def test_without_the_model_the_search_is_unavailable(tmp_path: Path) -> None:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    write_corpus(workspace, {"a.py": "x = 1\n"})
-    env = {"EXEC_DAEMON_EMBEDDING_MODEL": str(tmp_path / "no-model")}
-    with running_daemon(workspace, tmp_path / "state", env=env) as running:
-        async with running.client() as client:
-            result = await search(client, "anything")
-    assert result.WhichOneof("result") == "error"
-    assert result.error.code == "unavailable"
-    assert "weights are missing" in result.error.message
-
-
-async def test_a_search_that_cannot_wait_answers_from_what_is_indexed(tmp_path: Path) -> None:
+async def test_an_index_can_be_awaited_until_complete(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     write_corpus(workspace, CORPUS)
-    config = DaemonConfig(auth_token="t", workspace=workspace, rg_path=resolve_rg_path("rg"))
-    daemon = Daemon(config)
+    daemon = new_index(workspace, tmp_path)
     index = daemon.service(SemanticIndex)
     try:
-        state = await index.refreshed(0.0)
-        assert not state.complete
-        for _ in range(300):
-            state = await index.refreshed(1.0)
-            if state.complete:
-                break
+        assert not await index.ready(0.0)
+        assert await index.ready(60.0)
+        state = index.state
         assert state.complete and state.indexed_files == state.total_files == len(CORPUS)
     finally:
         await daemon.aclose()
-    await asyncio.sleep(0)
 
 
 def test_chunks_cover_every_line_and_prefer_blank_lines() -> None:

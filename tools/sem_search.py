@@ -1,34 +1,59 @@
 """sem_search_tool_call (SemSearch): semantic code search over the workspace.
 
 The workspace's text files (those the agent may see: .gitignore and .cursorignore apply) are
-cut into chunks of a few dozen lines, each embedded with all-MiniLM-L6-v2 (tools/embeddings.py)
-together with its path; a query is embedded the same way and the chunks closest to it (cosine)
-come back with their scores.
+cut into chunks of a few dozen lines. Each chunk is embedded, with its path, by a static model
+distilled from all-MiniLM-L6-v2 (tools/static_embeddings.py: the mean of per-token vectors,
+about a second of one core for 2 MB of code) and is also searchable by its words (BM25). A
+query is ranked both ways and the two rankings are fused (reciprocal rank fusion): hybrid
+ranking found more of the expected files than either alone (scripts/bench_sem_search.py).
 
-The index lives in memory, one per daemon (= per workspace), built lazily by the first search
-and refreshed by every later one: files are listed and stat'ed again, and only files whose size
-or mtime changed are embedded again (deleted ones dropped). Embedding runs in worker threads,
-a batch at a time, newest files first. It costs about 2 s of one core per 10 KB of code, so a
-search waits for it at most SEARCH_WAIT_SECONDS; past that it answers from what is indexed (and
-says so: `index_complete`, counts, a note) while indexing goes on for the next search.
+The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
+start) builds it in the background and then follows the workspace through a file watcher
+(watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a batch
+at a time; the event loop only lists files and installs results. Files are first read and
+chunked (their words are then searchable), then embedded. A search also asks for a refresh
+(files are listed and stat'ed, only changed ones read), so it sees the agent's latest edit, but
+waits for it at most SEARCH_WAIT_SECONDS: before the index is complete it answers from what is
+indexed plus the lexical ranking, and says how complete the index is (`index_complete`,
+`indexed_files` of `total_files`, a note).
+
+Embeddings persist in `<terminals folder>/sem-index/` (the daemon's own folder, which the file
+tools refuse to write and sandboxes mount read-only), keyed by the hash of the model, the
+file's path and its content: a restart or a branch switch embeds only what changed. Without
+the static model's weights (or numpy/tokenizers) the search is lexical only and says so.
+
+Public surface (also used by scripts/bench_sem_search.py and scripts/bench_scale.py):
+`SemanticIndex(daemon)`, `await index.start()`, `await index.ready(timeout)` (True when the
+index is complete), `index.state` (IndexState: total/lexical/indexed file counts, complete),
+`await index.search(query, directories, limit)` -> ([(score, absolute path, Chunk)], IndexState)
+(`directories`: absolute, empty for all), `await index.aclose()`. A benchmark builds one with
+`Daemon(DaemonConfig(..., terminals_folder=<where the store goes>))` and
+`daemon.provide(SemanticIndex, lambda d: SemanticIndex(d, embedder_factory=..., hybrid=...))`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import hashlib
 import logging
+import math
 import os
+import re
+import sqlite3
 import threading
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSearchSuccess
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
-from exec_daemon.kernel.paths import PathRefused, real_path
+from exec_daemon.kernel.paths import PathRefused, ensure_daemon_folder, real_path
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import (
@@ -41,28 +66,43 @@ from tools.workspace import (
 from tools.workspace_files import list_files
 
 if TYPE_CHECKING:
-    from tools.embeddings import Embedder, Vectors
+    import numpy as np
+    import numpy.typing as npt
+
+    Vectors = npt.NDArray[np.float32]
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-SEARCH_WAIT_SECONDS = 45.0
+LEXICAL_MODEL_NAME = "lexical (BM25)"
+# A search waits this long at most for an update already running (an edit just made).
+SEARCH_WAIT_SECONDS = 1.0
 LIST_SECONDS = 60.0
-MAX_INDEXED_FILES = 20_000
-MAX_INDEXED_CHUNKS = 50_000
+MAX_INDEXED_FILES = 100_000
+MAX_INDEXED_CHUNKS = 200_000
 MAX_FILE_BYTES = 512 * 1024
 CHUNK_MAX_LINES = 30
 CHUNK_MIN_LINES = 8
-# About 250 tokens of code (3.3 characters a token): a chunk fits the model's 256-token window.
+# About 250 tokens of code (3.3 characters a token).
 CHUNK_MAX_CHARS = 800
 # Files whose lines average longer than this are minified or data, not code to read.
 MAX_AVERAGE_LINE_CHARS = 300
-# Chunks embedded per worker-thread call: small enough that shutdown and new files are not
-# kept waiting long.
-EMBED_GROUP = 32
+# Files read and chunked per worker call, chunks embedded per worker call: small enough that
+# a search, an edit or shutdown is not kept waiting long.
+READ_GROUP = 64
+EMBED_GROUP = 512
+# The watcher's batching of events (ms): an editor's write-rename-chmod is one change.
+WATCH_DEBOUNCE_MS = 50
+WORKER_NICENESS = 10
+# Reciprocal rank fusion's constant (Cormack et al. 2009) and the BM25 parameters.
+RRF_K = 60
+BM25_K1 = 1.2
+BM25_B = 0.75
+INDEX_FOLDER_NAME = "sem-index"
 DEFAULT_RESULTS = 10
 MAX_RESULTS = 50
 MAX_RESULT_CHARS = 4000
+
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -74,11 +114,20 @@ class Chunk:
 
 @dataclass
 class FileEntry:
-    """An embedded file (a file is in the index only once all its chunks are embedded)."""
+    """A chunked file: searchable by its words at once, by meaning once `vectors` is set."""
 
     stamp: tuple[int, int]  # (size, mtime_ns)
+    key: str  # the store's key: model, path and content hashed
     chunks: list[Chunk]
-    vectors: Vectors  # one row per chunk
+    terms: list[Counter[str]]  # each chunk's words, for BM25
+    vectors: Vectors | None = None  # one unit row per chunk
+
+
+class Embedder(Protocol):
+    name: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> Vectors: ...
 
 
 def chunk_text(text: str) -> list[Chunk]:
@@ -104,19 +153,24 @@ def chunk_text(text: str) -> list[Chunk]:
     return chunks
 
 
-def _read_chunks(path: str) -> list[Chunk]:
-    """The chunks of a text file; none for binary, huge or minified files."""
+def words(text: str) -> list[str]:
+    """Lower-case words, identifiers split at case changes and underscores (parseUnifiedDiff,
+    parse_unified_diff: parse, unified, diff)."""
+    return [word.lower() for word in _WORD.findall(text) if len(word) > 1]
+
+
+def _read_text(path: str) -> bytes | None:
+    """A text file's bytes; None for unreadable, binary, huge or minified files."""
     try:
         with open(path, "rb") as file:
             data = file.read(MAX_FILE_BYTES + 1)
     except OSError:
-        return []
+        return None
     if len(data) > MAX_FILE_BYTES or b"\0" in data[:8192]:
-        return []
-    text = data.decode("utf-8", "replace")
-    if text and len(text) / (text.count("\n") + 1) > MAX_AVERAGE_LINE_CHARS:
-        return []
-    return chunk_text(text)
+        return None
+    if data and len(data) / (data.count(b"\n") + 1) > MAX_AVERAGE_LINE_CHARS:
+        return None
+    return data
 
 
 def _stamps(paths: list[str]) -> dict[str, tuple[int, int]]:
@@ -128,153 +182,493 @@ def _stamps(paths: list[str]) -> dict[str, tuple[int, int]]:
     return stamps
 
 
-def _embedding_text(shown_path: str, chunk: Chunk) -> str:
+def embedding_text(shown_path: str, chunk: Chunk) -> str:
     return f"{shown_path}\n{chunk.text}"
+
+
+class VectorStore:
+    """Chunk vectors on disk (SQLite), keyed by FileEntry.key. Used from the worker thread only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, data BLOB NOT NULL)"
+            )
+        return self._db
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        db = self._open()
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            marks = ",".join("?" * len(part))
+            query = f"SELECT key, data FROM vectors WHERE key IN ({marks})"
+            found.update(db.execute(query, part).fetchall())
+        return found
+
+    def put_many(self, rows: list[tuple[str, bytes]]) -> None:
+        db = self._open()
+        with db:
+            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _lower_priority() -> None:
+    """Runs in the worker thread: Linux's nice value is per thread."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+
+
+@dataclass
+class IndexState:
+    total_files: int = 0
+    lexical_files: int = 0  # read and chunked: searchable by words
+    indexed_files: int = 0  # embedded too
+    complete: bool = False
+    files_truncated: bool = False
+    chunks_truncated: bool = False
+    # Why the search is by words only (the static model missing), else "".
+    lexical_only_reason: str = ""
+
+
+@dataclass
+class _Read:
+    path: str
+    stamp: tuple[int, int]
+    entry: FileEntry | None  # None: not text
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class SemanticIndex:
+    """The workspace's chunks, words and vectors; one per daemon (`daemon.service(...)`)."""
+
+    daemon: Daemon
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    state: IndexState = field(default_factory=IndexState)
+    # None: load the static model (tools/static_embeddings.py); benchmarks pass another.
+    embedder_factory: Callable[[], Embedder] | None = None
+    # Fuse the vector ranking with BM25's (False: by vectors alone, as before; for comparison).
+    hybrid: bool = True
+
+    def __post_init__(self) -> None:
+        self._embedder: Embedder | None = None
+        self._embedder_loaded = False
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="sem-index", initializer=_lower_priority
+        )
+        self._store: VectorStore | None = None
+        self._update_task: asyncio.Task[None] | None = None
+        self._again = False
+        self._watch_task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+        self._stop_watching = asyncio.Event()
+        self._chunk_count = 0
+        # Files read but not embedded yet, oldest first (kept so no step scans every file).
+        self._unembedded: dict[str, None] = {}
+        self._document_frequency: Counter[str] = Counter()
+        self._total_terms = 0
+        self._updates = 0
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def start(self, watch: bool = True) -> None:
+        """Starts indexing in the background and, with `watch`, following the workspace."""
+        self._schedule_update()
+        if watch and self._watch_task is None:
+            self._watch_task = asyncio.create_task(self._watch())
+
+    async def ready(self, seconds: float) -> bool:
+        """Waits up to `seconds` for the index to be complete (starting it if need be)."""
+        if self._update_task is None:
+            self._schedule_update()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            task = self._update_task
+            assert task is not None
+            if task.done():  # an update runs until no change is left
+                return self.state.complete
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.wait([task], timeout=left)
+
+    async def aclose(self) -> None:
+        self._stop.set()
+        self._stop_watching.set()
+        for task in (self._watch_task, self._update_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        store = self._store
+        if store is not None:
+            await asyncio.get_running_loop().run_in_executor(self._worker, store.close)
+        self._worker.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def updates(self) -> int:
+        """How many updates have finished (tests and benchmarks poll it)."""
+        return self._updates
+
+    def _schedule_update(self) -> None:
+        if self._update_task is not None and not self._update_task.done():
+            self._again = True  # the running one may have listed before the change
+            return
+        self._again = False
+        self._update_task = asyncio.create_task(self._update_until_quiet())
+
+    async def _update_until_quiet(self) -> None:
+        try:
+            await self._update()
+            while self._again and not self._stop.is_set():
+                self._again = False
+                await self._update()
+        except CodedError as failure:
+            log.warning("sem_search index: %s", failure.message)
+        except Exception:
+            log.exception("sem_search index: update failed")
+
+    async def _watch(self) -> None:
+        try:
+            from watchfiles import awatch
+        except ImportError:
+            return
+        workspace = str(self.daemon.workspace)
+        try:
+            async for _changes in awatch(
+                workspace,
+                stop_event=self._stop_watching,
+                debounce=WATCH_DEBOUNCE_MS,
+                step=WATCH_DEBOUNCE_MS,
+                recursive=True,
+            ):
+                self._schedule_update()
+        except Exception as exc:  # a watch limit reached, the workspace gone: searches refresh
+            log.warning("sem_search index: not following changes (%s)", exc)
+            self._watch_task = None
+
+    async def _in_worker(self, function: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, function, *args)
+
+    # -- the model and the store -----------------------------------------------------------
+
+    def _load_embedder(self) -> None:
+        """In the worker: the model, or why there is none (the search is then lexical)."""
+        if self._embedder_loaded:
+            return
+        self._embedder_loaded = True
+        try:
+            factory = self.embedder_factory or _load_static_embedder
+            self._embedder = factory()
+        except ModelUnavailableError as exc:
+            self.state.lexical_only_reason = str(exc)
+            log.warning("sem_search: searching by words only: %s", exc)
+            return
+        folder = Path(self.daemon.config.terminals_folder) / INDEX_FOLDER_NAME
+        try:
+            ensure_daemon_folder(folder, 0o700)
+            self._store = VectorStore(folder / "vectors.sqlite")
+        except OSError as exc:
+            log.warning("sem_search: the index is not kept on disk (%s): %s", folder, exc)
+
+    def _embedder_dimension(self) -> int:
+        return self._embedder.dimension if self._embedder is not None else 0
+
+    @property
+    def model_name(self) -> str:
+        return self._embedder.name if self._embedder is not None else LEXICAL_MODEL_NAME
+
+    # -- updating --------------------------------------------------------------------------
+
+    async def _update(self) -> None:
+        await self._in_worker(self._load_embedder)
+        workspace = Path(self.daemon.workspace)
+        paths, more = await list_files(self.daemon, workspace, MAX_INDEXED_FILES, LIST_SECONDS)
+        stamps = await self._in_worker(_stamps, paths)
+        for gone in set(self.files) - set(stamps):
+            self._forget(gone)
+        changed = [path for path, stamp in stamps.items() if self._entry_stamp(path) != stamp]
+        # Newest first: what the agent just worked on is likeliest to be searched for.
+        changed.sort(key=lambda path: stamps[path][1], reverse=True)
+        reason = self.state.lexical_only_reason
+        self.state = IndexState(
+            total_files=len(stamps), files_truncated=more, lexical_only_reason=reason
+        )
+        self._count()
+        for start in range(0, len(changed), READ_GROUP):
+            if self._stop.is_set():
+                return
+            group = [(path, stamps[path]) for path in changed[start : start + READ_GROUP]]
+            for read in await self._in_worker(self._read_group, group):
+                self._install(read)
+            self._count()
+        await self._embed_missing()
+        self._count()
+        self.state.complete = not self._stop.is_set()
+        self._updates += 1
+
+    def _entry_stamp(self, path: str) -> tuple[int, int] | None:
+        entry = self.files.get(path)
+        return entry.stamp if entry is not None else None
+
+    def _count(self) -> None:
+        self.state.lexical_files = len(self.files)
+        # Files that are not text count as done; with no model, every read file is.
+        waiting = len(self._unembedded) if self._embedder is not None else 0
+        self.state.indexed_files = len(self.files) - waiting
+
+    def _read_group(self, group: list[tuple[str, tuple[int, int]]]) -> list[_Read]:
+        """In the worker: read, chunk and split into words; vectors from the store if kept."""
+        workspace = self.daemon.workspace
+        model = self.model_name
+        reads = []
+        for path, stamp in group:
+            data = _read_text(path)
+            shown = display_path(workspace, path)
+            if data is None:
+                reads.append(_Read(path, stamp, FileEntry(stamp, "", [], [])))
+                continue
+            key = hashlib.sha256(f"{model}\0{shown}\0".encode() + data).hexdigest()
+            chunks = chunk_text(data.decode("utf-8", "replace"))
+            terms = [Counter(words(embedding_text(shown, chunk))) for chunk in chunks]
+            reads.append(_Read(path, stamp, FileEntry(stamp, key, chunks, terms)))
+        if self._store is not None:
+            kept = self._store.get_many([read.entry.key for read in reads if read.entry])
+            for read in reads:
+                if read.entry is not None and read.entry.key in kept:
+                    read.entry.vectors = _unpack(
+                        kept[read.entry.key], len(read.entry.chunks), self._embedder_dimension()
+                    )
+        return reads
+
+    def _install(self, read: _Read) -> None:
+        self._forget(read.path)
+        entry = read.entry
+        if entry is None:
+            return
+        if self._chunk_count + len(entry.chunks) > MAX_INDEXED_CHUNKS:
+            self.state.chunks_truncated = True
+            return
+        self.files[read.path] = entry
+        if entry.chunks and entry.vectors is None:
+            self._unembedded[read.path] = None
+        self._chunk_count += len(entry.chunks)
+        for terms in entry.terms:
+            self._document_frequency.update(terms.keys())
+            self._total_terms += sum(terms.values())
+
+    def _forget(self, path: str) -> None:
+        entry = self.files.pop(path, None)
+        if entry is None:
+            return
+        self._unembedded.pop(path, None)
+        self._chunk_count -= len(entry.chunks)
+        for terms in entry.terms:
+            self._document_frequency.subtract(terms.keys())
+            self._total_terms -= sum(terms.values())
+
+    async def _embed_missing(self) -> None:
+        if self._embedder is None:
+            return
+        while not self._stop.is_set():
+            group: list[tuple[str, FileEntry]] = []
+            size = 0
+            for path in self._unembedded:
+                entry = self.files[path]
+                group.append((path, entry))
+                size += len(entry.chunks)
+                if size >= EMBED_GROUP:
+                    break
+            if not group:
+                return
+            vectors = await self._in_worker(self._embed_group, group)
+            for (path, entry), rows in zip(group, vectors, strict=True):
+                if self.files.get(path) is entry:  # not replaced by an edit meanwhile
+                    entry.vectors = rows
+                    self._unembedded.pop(path, None)
+            self._count()
+
+    def _embed_group(self, group: list[tuple[str, FileEntry]]) -> list[Vectors]:
+        """In the worker: embed the files' chunks, keep them in the store."""
+        assert self._embedder is not None
+        workspace = self.daemon.workspace
+        texts = [
+            embedding_text(display_path(workspace, path), chunk)
+            for path, entry in group
+            for chunk in entry.chunks
+        ]
+        matrix = self._embedder.embed(texts)
+        per_file, row = [], 0
+        for _path, entry in group:
+            per_file.append(matrix[row : row + len(entry.chunks)])
+            row += len(entry.chunks)
+        if self._store is not None:
+            rows = [
+                (entry.key, _pack(vectors))
+                for (_p, entry), vectors in zip(group, per_file, strict=True)
+            ]
+            try:
+                self._store.put_many(rows)
+            except sqlite3.Error as exc:
+                log.warning("sem_search: cannot keep vectors on disk: %s", exc)
+        return per_file
+
+    # -- searching -------------------------------------------------------------------------
+
+    async def search(
+        self, query: str, directories: Sequence[str], limit: int
+    ) -> tuple[list[tuple[float, str, Chunk]], IndexState]:
+        """The `limit` best chunks under `directories` (all when empty), and how complete the
+        index was. Never waits for indexing longer than SEARCH_WAIT_SECONDS."""
+        # What the agent changed just before searching may not have reached the watcher yet:
+        # a refresh (listing and stat'ing; only changes are read) usually ends within the wait.
+        self._schedule_update()
+        task = self._update_task
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=SEARCH_WAIT_SECONDS)
+        state = replace(self.state)
+        if self._update_task is not None and not self._update_task.done():
+            state.complete = False
+        candidates = self._candidates(directories)
+        statistics = (len(self.files), self._chunk_count, self._total_terms)
+        hits = await self._in_worker(
+            self._rank, query, candidates, dict(self._document_frequency), statistics, limit
+        )
+        return hits, state
+
+    def _candidates(self, within: Sequence[str]) -> list[tuple[str, FileEntry]]:
+        prefixes = tuple(directory.rstrip("/") + "/" for directory in within)
+        return [
+            (path, entry)
+            for path, entry in self.files.items()
+            if entry.chunks and (not prefixes or path.startswith(prefixes))
+        ]
+
+    def _rank(
+        self,
+        query: str,
+        candidates: list[tuple[str, FileEntry]],
+        document_frequency: dict[str, int],
+        statistics: tuple[int, int, int],
+        limit: int,
+    ) -> list[tuple[float, str, Chunk]]:
+        owners = [(path, chunk) for path, entry in candidates for chunk in entry.chunks]
+        lexical = bm25_scores(
+            words(query),
+            [terms for _path, entry in candidates for terms in entry.terms],
+            document_frequency,
+            statistics,
+        )
+        rankings = [[score if score > 0 else -math.inf for score in lexical]]
+        embedded = [(path, entry) for path, entry in candidates if entry.vectors is not None]
+        if self._embedder is not None and embedded:
+            if not self.hybrid and len(embedded) == len(candidates):
+                rankings = []
+            import numpy as np
+
+            query_vector = self._embedder.embed([query])[0]
+            semantic = np.full(len(owners), -np.inf, dtype=np.float32)
+            row = 0
+            for _path, entry in candidates:
+                if entry.vectors is not None:
+                    semantic[row : row + len(entry.chunks)] = entry.vectors @ query_vector
+                row += len(entry.chunks)
+            rankings.append([float(score) for score in semantic])
+        return [(score, *owners[index]) for score, index in fuse(rankings, limit)]
+
+
+def bm25_scores(
+    query_words: list[str],
+    chunk_terms: list[Counter[str]],
+    document_frequency: dict[str, int],
+    statistics: tuple[int, int, int],
+) -> list[float]:
+    """Okapi BM25 of every chunk for the query's words (0 for chunks with none of them)."""
+    _files, chunks, total_terms = statistics
+    average = total_terms / chunks if chunks else 1.0
+    weights = {
+        word: math.log(
+            1
+            + (chunks - document_frequency.get(word, 0) + 0.5)
+            / (document_frequency.get(word, 0) + 0.5)
+        )
+        for word in set(query_words)
+    }
+    scores = []
+    for terms in chunk_terms:
+        score = 0.0
+        length = sum(terms.values()) if weights else 0
+        for word, weight in weights.items():
+            frequency = terms.get(word, 0)
+            if frequency:
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+                score += weight * frequency * (BM25_K1 + 1) / (frequency + norm)
+        scores.append(score)
+    return scores
+
+
+def fuse(rankings: list[list[float]], limit: int) -> list[tuple[float, int]]:
+    """Reciprocal rank fusion of score lists (higher is better; -inf: not ranked by that list):
+    the `limit` best (fused score, index), best first."""
+    fused: dict[int, float] = {}
+    for scores in rankings:
+        order = sorted(
+            (index for index, score in enumerate(scores) if score != -math.inf),
+            key=lambda index: -scores[index],
+        )
+        for rank, index in enumerate(order):
+            fused[index] = fused.get(index, 0.0) + 1 / (RRF_K + rank + 1)
+    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [(score, index) for index, score in best]
+
+
+def _pack(vectors: Vectors) -> bytes:
+    import numpy as np
+
+    return vectors.astype(np.float16).tobytes()
+
+
+def _unpack(data: bytes, rows: int, dimension: int) -> Vectors | None:
+    """Stored vectors, or None (embed again) when they do not have the expected shape."""
+    import numpy as np
+
+    if rows == 0 or len(data) != 2 * rows * dimension:
+        return None
+    return np.frombuffer(data, dtype=np.float16).reshape(rows, dimension).astype(np.float32)
 
 
 class ModelUnavailableError(Exception):
     pass
 
 
-@dataclass
-class IndexState:
-    total_files: int = 0
-    indexed_files: int = 0
-    complete: bool = False
-    files_truncated: bool = False
-    chunks_truncated: bool = False
-
-
-class SemanticIndex:
-    """The workspace's chunk embeddings; one per daemon (`daemon.service(SemanticIndex)`)."""
-
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.files: dict[str, FileEntry] = {}
-        self.state = IndexState()
-        self._embedder: Embedder | None = None
-        self._model_lock = asyncio.Lock()
-        self._refresh: asyncio.Task[None] | None = None
-        self._stop = threading.Event()
-
-    async def embedder(self) -> Embedder:
-        async with self._model_lock:
-            if self._embedder is None:
-                self._embedder = await asyncio.to_thread(_load_embedder)
-            return self._embedder
-
-    async def refreshed(self, wait_seconds: float) -> IndexState:
-        """Brings the index up to date, waiting at most `wait_seconds` (indexing goes on after)."""
-        if self._refresh is None or self._refresh.done():
-            self._refresh = asyncio.create_task(self._update())
-        task = self._refresh
-        # asyncio.wait never cancels `task`: an aborted search leaves indexing running.
-        await asyncio.wait([task], timeout=wait_seconds)
-        if task.done():
-            task.result()  # raises what the indexing raised (the model missing, ...)
-        return replace(self.state, complete=task.done())
-
-    async def _update(self) -> None:
-        workspace = Path(self.daemon.workspace)
-        paths, more = await list_files(self.daemon, workspace, MAX_INDEXED_FILES, LIST_SECONDS)
-        stamps = await asyncio.to_thread(_stamps, paths)
-        for gone in set(self.files) - set(stamps):
-            del self.files[gone]
-        changed = [path for path, stamp in stamps.items() if self._entry_stamp(path) != stamp]
-        # Newest first: what the agent just worked on is likeliest to be searched for.
-        changed.sort(key=lambda path: stamps[path][1], reverse=True)
-        self.state = IndexState(total_files=len(stamps), files_truncated=more)
-        self.state.indexed_files = len(stamps) - len(changed)
-        if changed:
-            embedder = await self.embedder()
-            await self._embed_files(embedder, changed, stamps)
-
-    def _entry_stamp(self, path: str) -> tuple[int, int] | None:
-        entry = self.files.get(path)
-        return entry.stamp if entry is not None else None
-
-    def _chunk_count(self) -> int:
-        return sum(len(entry.chunks) for entry in self.files.values())
-
-    async def _embed_files(
-        self, embedder: Embedder, paths: list[str], stamps: dict[str, tuple[int, int]]
-    ) -> None:
-        workspace = self.daemon.workspace
-        budget = MAX_INDEXED_CHUNKS - self._chunk_count()
-        queue = list(paths)
-        while queue and not self._stop.is_set():
-            group: list[tuple[str, list[Chunk]]] = []
-            size = 0
-            while queue and size < EMBED_GROUP:
-                path = queue.pop(0)
-                chunks = await asyncio.to_thread(_read_chunks, path)
-                old = self.files.pop(path, None)
-                budget += len(old.chunks) if old else 0
-                if len(chunks) > budget:
-                    self.state.chunks_truncated = True
-                    continue
-                budget -= len(chunks)
-                group.append((path, chunks))
-                size += len(chunks)
-            texts = [
-                _embedding_text(display_path(workspace, path), chunk)
-                for path, chunks in group
-                for chunk in chunks
-            ]
-            vectors = await asyncio.to_thread(embedder.embed, texts)
-            row = 0
-            for path, chunks in group:
-                self.files[path] = FileEntry(stamps[path], chunks, vectors[row : row + len(chunks)])
-                row += len(chunks)
-                self.state.indexed_files += 1
-
-    def candidates(self, within: list[str]) -> list[tuple[str, FileEntry]]:
-        """The embedded files under the `within` directories (all when empty), with chunks."""
-        prefixes = [directory.rstrip("/") + "/" for directory in within]
-        return [
-            (path, entry)
-            for path, entry in self.files.items()
-            if entry.chunks and (not prefixes or path.startswith(tuple(prefixes)))
-        ]
-
-    async def aclose(self) -> None:
-        self._stop.set()
-        if self._refresh is not None and not self._refresh.done():
-            self._refresh.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._refresh
-
-
-def rank(
-    candidates: list[tuple[str, FileEntry]], query: Vectors, limit: int
-) -> list[tuple[float, str, Chunk]]:
-    """The `limit` chunks closest to `query` (vectors are unit length: cosine = dot product)."""
-    import numpy as np
-
-    if not candidates:
-        return []
-    matrix = np.concatenate([entry.vectors for _, entry in candidates])
-    owners = [(path, chunk) for path, entry in candidates for chunk in entry.chunks]
-    scores = matrix @ query
-    best = np.argsort(-scores, kind="stable")[:limit]
-    return [(float(scores[index]), *owners[index]) for index in best]
-
-
-def _load_embedder() -> Embedder:
+def _load_static_embedder() -> Embedder:
     try:
-        from tools.embeddings import Embedder, ModelUnavailable
+        from tools.embeddings import ModelUnavailable
+        from tools.static_embeddings import StaticEmbedder
     except ImportError as exc:
         raise ModelUnavailableError(
             f"semantic search needs numpy and tokenizers, which are not installed ({exc.name})"
         ) from None
     try:
-        return Embedder.load()
+        return StaticEmbedder.load()
     except ModelUnavailable as exc:
         raise ModelUnavailableError(str(exc)) from None
-    except ImportError as exc:
-        raise ModelUnavailableError(
-            f"semantic search needs {exc.name}, which is not installed"
-        ) from None
 
 
 def _error(code: str, message: str) -> SemSearchResult:
@@ -311,10 +705,15 @@ def _directories(ctx: CallContext, targets: list[str]) -> list[str] | SemSearchR
 
 def _note(state: IndexState) -> str:
     notes = []
+    if state.lexical_only_reason:
+        notes.append(
+            f"results are ranked by words only, not by meaning: {state.lexical_only_reason}"
+        )
     if not state.complete:
         notes.append(
             f"the index is still being built ({state.indexed_files} of {state.total_files} files "
-            "so far): these results cover only the indexed files; search again later for more"
+            f"embedded, {state.lexical_files} searchable by words): results cover those; search "
+            "again later for more"
         )
     if state.files_truncated:
         notes.append(f"only the first {MAX_INDEXED_FILES} files of the workspace are indexed")
@@ -331,16 +730,8 @@ async def sem_search(args: SemSearchArgs, ctx: CallContext) -> SemSearchResult:
     if isinstance(directories, SemSearchResult):
         return directories
     index = ctx.daemon.service(SemanticIndex)
-    try:
-        embedder = await index.embedder()
-        state = await index.refreshed(SEARCH_WAIT_SECONDS)
-    except ModelUnavailableError as exc:
-        return _error("unavailable", str(exc))
-    except CodedError as failure:
-        return _error(failure.code, failure.message)
-    query_vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
     limit = min(args.max_results or DEFAULT_RESULTS, MAX_RESULTS)
-    hits = await asyncio.to_thread(rank, index.candidates(directories), query_vector, limit)
+    hits, state = await index.search(query, directories, limit)
     workspace = ctx.daemon.workspace
     return SemSearchResult(
         success=SemSearchSuccess(
@@ -358,7 +749,7 @@ async def sem_search(args: SemSearchArgs, ctx: CallContext) -> SemSearchResult:
             indexed_files=state.indexed_files,
             total_files=state.total_files,
             note=_note(state),
-            model=MODEL_NAME,
+            model=index.model_name,
         )
     )
 

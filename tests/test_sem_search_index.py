@@ -1,0 +1,284 @@
+"""sem_search's index (tools/sem_search.py): built in the background from daemon start, never in
+the way of other calls, partial answers that say so, vectors kept on disk across restarts (only
+changed files embedded again), edits followed by the watcher, the store out of the agent's
+reach, and a lexical answer that says so when the static model is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.v1.agent_pb2 import SemSearchArgs
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.cli import resolve_rg_path
+from exec_daemon.client import ExecDaemonClient
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
+from tests.daemon_process import running_daemon
+from tests.workspace_support import case, result_of, write_call
+from tools import sem_search
+from tools.sem_search import INDEX_FOLDER_NAME, LEXICAL_MODEL_NAME, SemanticIndex
+from tools.static_embeddings import STATIC_MODEL_VARIABLE, StaticEmbedder
+
+FILES = {
+    "auth/passwords.py": "def verify_password(plain, stored):\n    return hmac.compare_digest(plain, stored)\n",
+    "net/retry.py": "def fetch_with_backoff(url):\n    for attempt in range(5):\n        sleep(2 ** attempt)\n",
+    "billing/invoice.py": "def invoice_total(lines):\n    return sum(price * quantity for price, quantity in lines)\n",
+}
+
+
+def write_files(workspace: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+
+
+def many_files(workspace: Path, count: int) -> None:
+    """`count` files of ~40 lines each: enough work that indexing takes a while."""
+    for number in range(count):
+        body = "\n\n".join(
+            f"def handler_{number}_{part}(request):\n    value = request.get('field_{part}')\n"
+            f"    return compute_{number}(value) + {part}\n"
+            for part in range(10)
+        )
+        write_files(workspace, {f"pkg{number % 10}/module_{number}.py": body})
+
+
+class CountingEmbedder:
+    """The static model, counting the texts it embeds (and optionally slowed, to keep indexing
+    running long enough to observe it)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.inner = StaticEmbedder.load()
+        self.name = self.inner.name
+        self.dimension = self.inner.dimension
+        self.embedded: list[str] = []
+        self.delay = delay
+
+    def embed(self, texts: list[str]) -> Any:
+        if "\n" in texts[0]:  # chunks ("path\ntext"), not a query
+            self.embedded.extend(texts)
+            time.sleep(self.delay)  # runs in the index's worker thread
+        return self.inner.embed(texts)
+
+
+def new_index(workspace: Path, state: Path, embedder: Callable[[], Any] | None = None) -> Daemon:
+    config = DaemonConfig(
+        auth_token="t",
+        workspace=workspace,
+        rg_path=resolve_rg_path("rg"),
+        terminals_folder=state / "terminals",
+    )
+    daemon = Daemon(config)
+    daemon.provide(SemanticIndex, lambda daemon: SemanticIndex(daemon, embedder_factory=embedder))
+    return daemon
+
+
+async def test_indexing_never_holds_up_the_event_loop(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    many_files(workspace, 300)
+    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.05))
+    index = daemon.service(SemanticIndex)
+    try:
+        await index.start(watch=False)
+        loop = asyncio.get_running_loop()
+        worst = 0.0
+        ticks = 0
+        while not await index.ready(0):
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            worst = max(worst, loop.time() - before - 0.01)
+            ticks += 1
+        assert ticks >= 5, "indexing finished too fast to observe"
+        # Generous: 2 cores shared with other work; one embed batch held the loop for seconds.
+        assert worst < 0.5, f"the event loop stalled {worst:.3f} s while indexing"
+        assert index.state.indexed_files == index.state.total_files == 300
+    finally:
+        await daemon.aclose()
+
+
+async def test_a_search_before_the_index_is_complete_says_how_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = tmp_path / "workspace"
+    many_files(workspace, 200)
+    write_files(workspace, FILES)
+    monkeypatch.setattr(sem_search, "SEARCH_WAIT_SECONDS", 0.0)
+    slow = CountingEmbedder(delay=0.5)
+    daemon = new_index(workspace, tmp_path / "state", lambda: slow)
+    index = daemon.service(SemanticIndex)
+    try:
+        await index.start(watch=False)
+
+        def read_all() -> bool:
+            return index.state.lexical_files == index.state.total_files > 0
+
+        deadline = time.monotonic() + 30
+        while not read_all():
+            assert time.monotonic() < deadline, index.state
+            await asyncio.sleep(0.02)
+        hits, state = await index.search("invoice_total price quantity", [], 5)
+        assert not state.complete
+        assert state.indexed_files < state.total_files == 203
+        assert hits and hits[0][1].endswith("billing/invoice.py"), "the words find it already"
+        note = sem_search._note(state)
+        assert "still being built" in note and f"of {state.total_files} files" in note
+    finally:
+        await daemon.aclose()
+
+
+async def test_a_restart_embeds_only_the_files_that_changed(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    many_files(workspace, 20)
+    write_files(workspace, FILES)
+    state_folder = tmp_path / "state"
+    first = CountingEmbedder()
+    daemon = new_index(workspace, state_folder, lambda: first)
+    try:
+        assert await daemon.service(SemanticIndex).ready(60)
+    finally:
+        await daemon.aclose()
+    assert len(first.embedded) > 23, "every chunk embedded once"
+    assert (state_folder / "terminals" / INDEX_FOLDER_NAME / "vectors.sqlite").is_file()
+
+    write_files(
+        workspace, {"net/retry.py": "def retry_forever():\n    while True:\n        pass\n"}
+    )
+    second = CountingEmbedder()
+    daemon = new_index(workspace, state_folder, lambda: second)
+    try:
+        index = daemon.service(SemanticIndex)
+        assert await index.ready(60)
+        assert index.state.indexed_files == 23
+        hits, _ = await index.search("retry forever", [], 1)
+        assert hits[0][1].endswith("net/retry.py")
+    finally:
+        await daemon.aclose()
+    assert [text.splitlines()[0] for text in second.embedded] == ["net/retry.py"]
+
+
+async def search(client: ExecDaemonClient, query: str) -> Any:
+    call = ToolCall()
+    call.sem_search_tool_call.args.CopyFrom(SemSearchArgs(query=query, max_results=5))
+    outcome = await client.run(call)
+    assert outcome.result is not None, outcome.error
+    return outcome.result.sem_search_tool_call.result
+
+
+async def poll_search(
+    client: ExecDaemonClient, query: str, done: Callable[[Any], bool], seconds: float = 30
+) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        result = await search(client, query)
+        if done(result):
+            return result
+        assert time.monotonic() < deadline, result
+        await asyncio.sleep(0.05)
+
+
+def top_path(result: Any) -> str:
+    return result.success.results[0].path if result.success.results else ""
+
+
+async def test_the_daemon_indexes_at_start_and_follows_edits(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    write_files(workspace, FILES)
+    state_folder = tmp_path / "state"
+    with running_daemon(workspace, state_folder) as running:
+        store = state_folder / "terminals" / INDEX_FOLDER_NAME / "vectors.sqlite"
+        deadline = time.monotonic() + 30
+        while not store.is_file():  # indexing began without any search asking for it
+            assert time.monotonic() < deadline, "no index was built at start"
+            await asyncio.sleep(0.05)
+        async with running.client() as client:
+            await poll_search(client, "password", lambda r: r.success.index_complete)
+            write_files(workspace, {"weather/forecast.py": "def tomorrow_rain_forecast(city):\n"})
+            found = await poll_search(
+                client, "rain forecast", lambda r: top_path(r) == "weather/forecast.py"
+            )
+            assert found.success.model == StaticEmbedder.name
+            (workspace / "billing" / "invoice.py").write_text("def unrelated():\n    pass\n")
+            await poll_search(
+                client,
+                "invoice total",
+                lambda r: (
+                    "billing/invoice.py" not in top_path(r)
+                    or "unrelated" in r.success.results[0].contents
+                ),
+            )
+
+
+async def test_the_agent_cannot_write_the_index_store(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    write_files(workspace, FILES)
+    state_folder = tmp_path / "state"
+    folder = state_folder / "terminals" / INDEX_FOLDER_NAME
+    with running_daemon(workspace, state_folder) as running:
+        async with running.client() as client:
+            await poll_search(client, "password", lambda r: r.success.index_complete)
+            store = folder / "vectors.sqlite"
+            before = store.read_bytes()
+            for target in (
+                store,
+                folder / "planted.sqlite",
+                folder / ".." / INDEX_FOLDER_NAME / "x",
+            ):
+                result = await result_of(client, write_call(target, "garbage"))
+                assert case(result) in {"permission_denied", "rejected"}, result
+            link = workspace / "index-link"
+            link.symlink_to(folder)
+            result = await result_of(client, write_call(link / "vectors.sqlite", "garbage"))
+            assert case(result) in {"permission_denied", "rejected"}, result
+            assert store.read_bytes()[:100] == before[:100]
+            assert not (folder / "planted.sqlite").exists()
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+
+
+async def test_without_the_static_model_the_answer_is_lexical_and_says_so(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    write_files(workspace, FILES)
+    env = {STATIC_MODEL_VARIABLE: str(tmp_path / "no-model")}
+    with running_daemon(workspace, tmp_path / "state", env=env) as running:
+        async with running.client() as client:
+            result = await poll_search(client, "invoice total", lambda r: r.success.index_complete)
+    assert result.WhichOneof("result") == "success"
+    assert top_path(result) == "billing/invoice.py"
+    assert result.success.model == LEXICAL_MODEL_NAME
+    assert "words only" in result.success.note and "no-model" in result.success.note
+
+
+async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    state_folder = tmp_path / "state"
+    daemon = new_index(workspace, state_folder)
+    try:
+        assert await daemon.service(SemanticIndex).ready(60)
+    finally:
+        await daemon.aclose()
+    store = state_folder / "terminals" / INDEX_FOLDER_NAME / "vectors.sqlite"
+    with contextlib.closing(sqlite3.connect(store)) as db, db:
+        rows = db.execute("UPDATE vectors SET data = x'0000'").rowcount
+    assert rows == len(FILES)
+    again = CountingEmbedder()
+    daemon = new_index(workspace, state_folder, lambda: again)
+    try:
+        index = daemon.service(SemanticIndex)
+        assert await index.ready(60)
+        hits, _ = await index.search("invoice total", [], 1)
+        assert hits[0][1].endswith("billing/invoice.py")
+    finally:
+        await daemon.aclose()
+    assert len(again.embedded) == len(FILES), "each damaged entry embedded again"
