@@ -19,6 +19,8 @@ from exec_daemon import __version__
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
     DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_IDE_FOLDER,
+    DEFAULT_IDE_PORT,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
     DEFAULT_PTY_WEBSOCKET_PORT,
@@ -365,6 +367,21 @@ def main() -> None:
     help="Where sandboxed commands keep the caches of npm, pip, uv, cargo, go and gradle (shared "
     "by every sandboxed command; unconfined ones keep their own unless sandbox.json sets "
     "enableSharedBuildCache).",
+)
+@click.option(
+    "--ide-port",
+    type=int,
+    default=DEFAULT_IDE_PORT,
+    show_default=True,
+    help="Port of the browser IDE (code-server behind the daemon's token), started by "
+    "WarmRemoteAccessServer; 0: off.",
+)
+@click.option(
+    "--ide-folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_IDE_FOLDER,
+    show_default=True,
+    help="Where code-server is installed (DownloadCursorServer with a version) and keeps its state.",
 )
 def serve(
     workspace: Path | None,
