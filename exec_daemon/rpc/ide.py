@@ -199,6 +199,8 @@ def parse_head(head: bytes) -> Request | None:
                 headers.append((name.strip(), value.strip()))
     except ValueError:
         return None
+    if not (method.isalpha() and version.startswith("HTTP/1.")):
+        return None
     return Request(method, target, version, headers)
 
 

@@ -52,7 +52,7 @@ try {
     ok: true,
     landedOn,
     tokenLeftTheAddressBar: !page.url().includes(token) && !landedOn.includes(token),
-    activeTab: tab.trim(),
+    activeTab: tab.replace(/\s+/g, ''),
     refusedRequests: failedRequests,
   }));
 } catch (error) {
