@@ -28,11 +28,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.v1.control_pb2 import WarmRemoteAccessServerRequest  # noqa: E402
-from exec_daemon.kernel.config import DEFAULT_IDE_FOLDER  # noqa: E402
-from exec_daemon.rpc.ide import installed_versions  # noqa: E402
-from scripts.benchmarking import add_quick_flag, expect  # noqa: E402
-from tests.daemon_process import free_port, running_daemon  # noqa: E402
+from agent.v1.control_pb2 import WarmRemoteAccessServerRequest
+from exec_daemon.kernel.config import DEFAULT_IDE_FOLDER
+from exec_daemon.rpc.ide import installed_versions
+from scripts.benchmarking import add_quick_flag, expect
+from tests.daemon_process import free_port, running_daemon
 
 
 def status_of(url: str, token: str | None) -> int:
