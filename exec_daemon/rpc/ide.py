@@ -115,6 +115,27 @@ async def _unpack(package: str, into: Path, env: dict[str, str], staging: Path) 
     )
 
 
+def _node_gyp_path(env: dict[str, str]) -> str:
+    """PATH with npm's own node-gyp on it (npm puts it there only for the scripts it runs)."""
+    npm = shutil.which("npm", path=env["PATH"])
+    npm_bin = Path(os.path.realpath(npm)).parent if npm else Path("/usr/bin")
+    return f"{npm_bin / 'node-gyp-bin'}:{env['PATH']}"
+
+
+async def _build_argon2(code_server: Path, env: dict[str, str]) -> None:
+    """npm 11 skips the install scripts of dependencies it was not told to allow, argon2's among
+    them; code-server loads argon2 at start, so its native module is built here if missing."""
+    argon2 = code_server / "node_modules" / "argon2"
+    if (argon2 / "build" / "Release" / "argon2.node").is_file() or not argon2.is_dir():
+        return
+    await _step(
+        ["nice", "-n", "10", str(code_server / "node_modules" / ".bin" / "node-gyp-build")],
+        {**env, "PATH": _node_gyp_path(env)},
+        argon2,
+        "building argon2",
+    )
+
+
 async def install(folder: Path, version: str) -> Path:
     """Fetches code-server@`version` and Node 24 from the npm registry and builds its native
     modules (slow: minutes), into `<folder>/code-server-<version>`. Already there: returns at once."""
@@ -136,6 +157,7 @@ async def install(folder: Path, version: str) -> Path:
             staging / "code-server",
             f"building code-server {version}",
         )
+        await _build_argon2(staging / "code-server", env)
         await asyncio.to_thread(_finish_install, staging, target, version)
     except OSError as exc:
         raise CodedError(ErrorCode.INTERNAL, f"installing code-server failed: {exc}") from None
