@@ -77,7 +77,7 @@ def installed_versions(folder: Path) -> list[str]:
 
 def _build_env(node_bin: Path, node_dir: Path) -> dict[str, str]:
     return {
-        "PATH": f"{node_bin}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{node_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "HOME": os.environ.get("HOME", "/root"),
         # Native modules are built against Node 24's own headers, not a system nodedir.
         "npm_config_nodedir": str(node_dir),
