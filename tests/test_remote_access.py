@@ -250,3 +250,55 @@ def _code_server_pids(ide_folder: Path) -> list[int]:
             if str(ide_folder).encode() in command and b"entry.js" in command:
                 found.append(int(entry.name))
     return found
+
+
+SOCKET_PROBE = r"""python3 - <<'PY'
+import socket
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("{sock}")
+    s.sendall(b"GET /?folder=/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    print("ANSWER", s.recv(200).split(b"\r\n")[0].decode())
+except OSError as e:
+    print("REFUSED", e.errno)
+PY
+touch {folder}/planted 2>/dev/null && echo WROTE-FOLDER || echo FOLDER-READ-ONLY
+"""
+
+
+async def test_a_sandboxed_shell_cannot_use_code_server_directly(
+    workspace: Path, tmp_path: Path, ide_folder: Path
+) -> None:
+    from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
+    from agent.v1.tool_call_pb2 import ToolCall
+
+    port = free_port()
+    sock = ide_folder / "run" / "code-server.sock"
+    probe = SOCKET_PROBE.format(sock=sock, folder=ide_folder)
+    flags = ("--sandbox-enabled", "--ide-port", str(port), "--ide-folder", str(ide_folder))
+    with running_daemon(workspace, tmp_path / "state", *flags) as daemon:
+        async with daemon.client() as client:
+
+            async def sandboxed(agent: str) -> str:
+                call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=probe)))
+                outcome = await client.run(call, agent_id=agent)
+                assert outcome.result is not None, outcome.error
+                result = outcome.result.shell_tool_call.result
+                assert result.sandbox_policy.type != result.sandbox_policy.TYPE_INSECURE_NONE
+                return str(result.success.stdout) + str(result.failure.stdout)
+
+            # A session whose sandbox exists before code-server's socket is bound...
+            early_before = await sandboxed("early")
+            await client.control.warm_remote_access_server(
+                WarmRemoteAccessServerRequest(), headers=client.headers
+            )
+            early = await sandboxed("early")
+            # ... and one started after.
+            late = await sandboxed("late")
+    assert "FOLDER-READ-ONLY" in early_before, early_before
+    # Started after: the socket is hidden from it.
+    assert "REFUSED" in late and "FOLDER-READ-ONLY" in late, late
+    # Started before: it reaches code-server, which without the random session only sends it
+    # to its login page (and no password hashes to that session).
+    assert "ANSWER HTTP/1.1 302" in early and "FOLDER-READ-ONLY" in early, early
+    assert not (ide_folder / "planted").exists()

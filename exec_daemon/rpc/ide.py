@@ -239,6 +239,11 @@ class IdeServer:
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
+        # Made at the daemon's start, so that every sandbox, also one started before the IDE,
+        # mounts it read-only (where it lies in a writable area such as /tmp).
+        with contextlib.suppress(OSError):
+            ensure_daemon_folder(self.folder, 0o700)
+        daemon.service(Sandboxing).keep_private(self.folder)
         self._lock = asyncio.Lock()
         self._helper: Helper | None = None
         self._proxy: asyncio.Server | None = None
@@ -288,7 +293,6 @@ class IdeServer:
         run = self.folder / "run"
         self._socket = run / "code-server.sock"
         log_file = await asyncio.to_thread(_open_log, run, self._socket)
-        self._daemon.service(Sandboxing).keep_private(self.folder)
         self._session = secrets.token_hex(32)
         env = {
             "PATH": f"{home / 'node' / 'bin'}:{self._daemon.env.get('PATH') or '/usr/bin:/bin'}",
