@@ -2,32 +2,12 @@
 // person would: signs in with ?token=, sees the workspace's file tree, opens a file and reads it.
 // Usage: node tests/web/ide.mjs IDE_URL TOKEN FILE_NAME FILE_TEXT SCREENSHOT.png
 // Prints one JSON line with what it saw; exits non-zero (with a failure screenshot) on error.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const [ideUrl, token, fileName, fileText, screenshotPath] = process.argv.slice(2);
 const TIMEOUT_MS = 45000;
 
-const userDataDir = mkdtempSync(path.join(tmpdir(), 'exec-daemon-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-  viewport: { width: 1280, height: 800 },
-});
-context.setDefaultTimeout(TIMEOUT_MS);
-const page = context.pages()[0] ?? (await context.newPage());
+const { page, close } = await launchChromium({ width: 1280, height: 800 }, TIMEOUT_MS);
 const failedRequests = [];
 page.on('response', (response) => {
   if (response.status() === 401) failedRequests.push(`${response.status()} ${response.url()}`);
@@ -60,6 +40,5 @@ try {
   console.log(JSON.stringify({ ok: false, error: String(error), url: page.url(), refusedRequests: failedRequests }));
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
 }
