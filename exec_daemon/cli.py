@@ -370,7 +370,7 @@ def main() -> None:
 )
 @click.option(
     "--ide-port",
-    type=int,
+    type=click.IntRange(0, 65535),
     default=DEFAULT_IDE_PORT,
     show_default=True,
     help="Port of the browser IDE (code-server behind the daemon's token), started by "

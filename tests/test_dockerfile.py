@@ -24,7 +24,7 @@ DOCKERFILE = REPO / "Dockerfile"
 WRAPPER = "/exec-daemon/bin/exec-daemon"
 SEED_PORTS = {"rpc": 26053, "pty": 26054, "novnc": 26058}
 # The browser IDE's token-checking proxy (--ide-port; the seeds name no port for it).
-IDE_PORT = 26055
+IDE_PORT = 26059
 # In scripts/setup for building (the sandbox helper) or for the tests only, never in the VM.
 BUILD_OR_TEST_ONLY = {
     "gcc": "builds the sandbox helper (bundle stage)",

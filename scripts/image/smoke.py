@@ -10,7 +10,7 @@ echoes. With --probe-docker: whether `sudo service docker start` brings dockerd 
 checked). With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
 PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop; a
 screen recording of that display; chromium's DevTools on 9222; noVNC on 26058 greeting as VNC;
-the IDE: WarmRemoteAccessServer cold then warm (timed), its page on 26055 with the token, 401
+the IDE: WarmRemoteAccessServer cold then warm (timed), its page on 26059 with the token, 401
 without.
 Prints one JSON line of timings last; exits 1 when any check failed.
 """
@@ -182,7 +182,7 @@ class Smoke:
                 await self.check("chromium answers DevTools on 9222", lambda: self.browser(client))
                 await self.check("noVNC on 26058 bridges to the VNC server", self.novnc)
                 await self.check(
-                    "the IDE on 26055 starts, warm and behind the token", lambda: self.ide(client)
+                    "the IDE on 26059 starts, warm and behind the token", lambda: self.ide(client)
                 )
             if self.options.probe_docker:
                 await self.docker(client)
@@ -277,9 +277,9 @@ class Smoke:
             WarmRemoteAccessServerRequest(), headers=client.headers
         )
         self.timings["ide_warm_call"] = round(time.monotonic() - started, 3)
-        if not (cold.ready and warm == cold and "127.0.0.1:26055/" in cold.message):
-            raise SmokeFailure(f"not ready at 26055: {cold} / {warm}")
-        base = "http://127.0.0.1:26055"
+        if not (cold.ready and warm == cold and "127.0.0.1:26059/" in cold.message):
+            raise SmokeFailure(f"not ready at 26059: {cold} / {warm}")
+        base = "http://127.0.0.1:26059"
         page = await asyncio.to_thread(
             http_get,
             base + "/?folder=/workspace",
