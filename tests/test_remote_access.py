@@ -238,6 +238,15 @@ async def test_warming_without_an_install_says_what_to_do(workspace: Path, tmp_p
     assert other_version.value.code == Code.FAILED_PRECONDITION
 
 
+def _socket_answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def _code_server_pids(ide_folder: Path) -> list[int]:
     """Processes whose command line names this test's code-server."""
     found = []
@@ -302,3 +311,37 @@ async def test_a_sandboxed_shell_cannot_use_code_server_directly(
     # to its login page (and no password hashes to that session).
     assert "ANSWER HTTP/1.1 302" in early and "FOLDER-READ-ONLY" in early, early
     assert not (ide_folder / "planted").exists()
+
+
+async def test_the_ide_comes_back_after_code_server_dies(
+    workspace: Path, tmp_path: Path, ide_folder: Path
+) -> None:
+    import os
+    import signal
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ide_daemon(workspace, tmp_path, ide_folder, port) as daemon:
+        bearer = {"Authorization": f"Bearer {daemon.token}"}
+        async with daemon.client() as client:
+            await client.control.warm_remote_access_server(
+                WarmRemoteAccessServerRequest(), headers=client.headers
+            )
+            # code-server is a wrapper and the server it forks, in one process group: a crash.
+            os.killpg(os.getpgid(_code_server_pids(ide_folder)[0]), signal.SIGKILL)
+            # Gone once its socket refuses (its command line empties before its fds close).
+            deadline = time.monotonic() + 10
+            while _socket_answers(ide_folder / "run" / "code-server.sock"):
+                assert time.monotonic() < deadline, "code-server did not die"
+                time.sleep(0.05)
+            while_dead = status_of(base + "/healthz", bearer)
+            huge = raw_answer(
+                port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+            )
+            again = await client.control.warm_remote_access_server(
+                WarmRemoteAccessServerRequest(), headers=client.headers
+            )
+            back = status_of(base + "/healthz", bearer)
+    assert while_dead == 502
+    assert huge.startswith(b"HTTP/1.1 431")
+    assert again.ready and back == 200

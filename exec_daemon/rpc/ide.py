@@ -344,7 +344,9 @@ class IdeServer:
     async def _listen(self) -> asyncio.Server:
         config = self._daemon.config
         try:
-            server = await asyncio.start_server(self._serve, config.host, config.ide_port)
+            server = await asyncio.start_server(
+                self._serve, config.host, config.ide_port, limit=MAX_HEAD_BYTES
+            )
         except OSError as exc:
             await self._stop_helper()
             raise CodedError(
@@ -408,8 +410,11 @@ class IdeServer:
             self._tasks.add(task)
         try:
             await self._proxy_connection(reader, writer)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # the person's browser went away, or never sent a request
+        except asyncio.LimitOverrunError:
+            with contextlib.suppress(OSError):
+                writer.write(_response("431 Request Header Fields Too Large", [], "too large\n"))
         finally:
             if task is not None:
                 self._tasks.discard(task)
@@ -419,7 +424,7 @@ class IdeServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30.0)
-        request = parse_head(head[:-4]) if len(head) <= MAX_HEAD_BYTES else None
+        request = parse_head(head[:-4])
         if request is None:
             writer.write(_response("400 Bad Request", [], "not an HTTP request\n"))
             return
@@ -432,7 +437,16 @@ class IdeServer:
             writer.write(answer)
             await writer.drain()
             return
-        up_reader, up_writer = await asyncio.open_unix_connection(str(self._socket))
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(self._socket))
+        except OSError:
+            writer.write(
+                _response(
+                    "502 Bad Gateway", [], "the IDE is not running: call WarmRemoteAccessServer\n"
+                )
+            )
+            await writer.drain()
+            return
         try:
             # One request per connection through the check: a keep-alive connection's next
             # request would otherwise reach code-server without the session cookie added.
