@@ -47,12 +47,6 @@ def _file_name(commit: str, url: str) -> str:
 
 
 def _check_url(url: str) -> None:
-    if not url:
-        raise CodedError(
-            ErrorCode.FAILED_PRECONDITION,
-            "no url given: this daemon does not know where Cursor publishes its server builds; "
-            "pass the archive's url",
-        )
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise CodedError(ErrorCode.INVALID_ARGUMENT, "url must be an http or https URL")
