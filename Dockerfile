@@ -9,8 +9,8 @@
 #
 # Stages: `bundle` makes /exec-daemon, self-contained (its own Python runtime, rg, gh, the sandbox
 # helper, the web terminal's assets, the `exec-daemon` wrapper), so that it can be copied onto any
-# glibc >= 2.36 base; `ide` builds the browser IDE (code-server) with its compiler; `minimal` is that bundle on a base with no Python at all; the last stage is
-# the VM image.
+# glibc >= 2.36 base; `ide` builds the browser IDE (code-server) with its compiler; `minimal` is
+# that bundle on a base with no Python at all; the last stage is the VM image.
 ARG BUNDLE_BASE=debian:bookworm
 ARG MINIMAL_BASE=debian:bookworm
 ARG BASE_IMAGE=debian:bookworm
