@@ -140,8 +140,18 @@ async def install(folder: Path, version: str) -> Path:
     """Fetches code-server@`version` and Node 24 from the npm registry and builds its native
     modules (slow: minutes), into `<folder>/code-server-<version>`. Already there: returns at once."""
     target = install_folder(folder, version)
-    if (target / INSTALLED_MARK).is_file():
-        return target
+    async with _INSTALLING.setdefault(str(target), asyncio.Lock()):
+        if not (target / INSTALLED_MARK).is_file():
+            await _install(target, version)
+    return target
+
+
+# One install per target at a time: a second DownloadCursorServer waits and finds it done.
+_INSTALLING: dict[str, asyncio.Lock] = {}
+
+
+async def _install(target: Path, version: str) -> None:
+    folder = target.parent
     await asyncio.to_thread(ensure_daemon_folder, folder, 0o700)
     staging = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".staging-", dir=folder))
     try:
@@ -164,7 +174,6 @@ async def install(folder: Path, version: str) -> Path:
     finally:
         await asyncio.to_thread(shutil.rmtree, staging, True)
     log.info("installed code-server %s in %s", version, target)
-    return target
 
 
 def ide_message(url: str) -> str:
