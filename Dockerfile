@@ -9,8 +9,8 @@
 #
 # Stages: `bundle` makes /exec-daemon, self-contained (its own Python runtime, rg, gh, the sandbox
 # helper, the web terminal's assets, the `exec-daemon` wrapper), so that it can be copied onto any
-# glibc >= 2.36 base; `minimal` is that bundle on a base with no Python at all; the last stage is
-# the VM image.
+# glibc >= 2.36 base; `ide` builds the browser IDE (code-server) with its compiler; `minimal` is
+# that bundle on a base with no Python at all; the last stage is the VM image.
 ARG BUNDLE_BASE=debian:bookworm
 ARG MINIMAL_BASE=debian:bookworm
 ARG BASE_IMAGE=debian:bookworm
@@ -60,6 +60,21 @@ RUN .venv/bin/pip install --no-cache-dir -q --no-deps -e . \
     && rm -rf exec_daemon.egg-info build
 
 # ---------------------------------------------------------------------------------------------
+# The browser IDE (code-server, exec_daemon/rpc/ide.py) from the npm registry with Node 24 from
+# it too; its native modules need a compiler and headers, which stay in this stage.
+FROM bundle AS ide
+ARG DEBIAN_FRONTEND=noninteractive
+ARG CODE_SERVER_VERSION=4.139.1
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        build-essential pkg-config libkrb5-dev libx11-dev libxkbfile-dev libsecret-1-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN PATH=/opt/npm/bin:$PATH /exec-daemon/.venv/bin/python -m exec_daemon.rpc.ide install \
+        "$CODE_SERVER_VERSION" /opt/exec-daemon-ide \
+    && rm -rf /root/.npm /root/.cache/node-gyp
+
+# ---------------------------------------------------------------------------------------------
 # The bundle alone on a base with no Python (scripts/test-image boots it and pings it).
 FROM ${MINIMAL_BASE} AS minimal
 COPY --from=bundle /exec-daemon /exec-daemon
@@ -100,6 +115,7 @@ RUN apt-get update \
         xfce4-terminal xfconf adwaita-icon-theme fonts-dejavu-core libgl1-mesa-dri \
         novnc websockify chromium \
         xdotool ffmpeg x11-utils x11-xserver-utils shellcheck \
+        libsecret-1-0 libxkbfile1 libkrb5-3 \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
@@ -118,6 +134,9 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
     && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
 COPY scripts/image/desktop-init /usr/local/share/exec-daemon/desktop-init
 COPY --from=bundle /exec-daemon /exec-daemon
+# The IDE where the daemon (user ubuntu) looks by default (--ide-folder).
+COPY --from=ide --chown=ubuntu:ubuntu /opt/exec-daemon-ide /home/ubuntu/.cache/exec-daemon/ide
+RUN chown ubuntu:ubuntu /home/ubuntu/.cache /home/ubuntu/.cache/exec-daemon
 
 ENV LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/exec-daemon/bin \
@@ -132,8 +151,8 @@ ENV LANG=C.UTF-8 \
     GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
     CURSOR_AGENT=1
 
-# RPC, PTY, noVNC (the last bound to loopback inside: reach it through a tunnel for now).
-EXPOSE 26053 26054 26058
+# RPC, PTY, noVNC (the last bound to loopback inside: reach it through a tunnel for now), IDE.
+EXPOSE 26053 26054 26058 26059
 WORKDIR /workspace
 # `exec-daemon ping` exits 0 once a Ping with the token (EXEC_DAEMON_AUTH_TOKEN) is answered.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
@@ -142,4 +161,4 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
 # The token: EXEC_DAEMON_AUTH_TOKEN, or a file named by EXEC_DAEMON_AUTH_TOKEN_FILE (never argv).
 ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/share/exec-daemon/desktop-init"]
 CMD ["serve", "--workspace", "/workspace", "--host", "0.0.0.0", "--port", "26053", "--pty-websocket-port", "26054", \
-     "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]
+     "--ide-port", "26059", "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]

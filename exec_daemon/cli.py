@@ -19,6 +19,8 @@ from exec_daemon import __version__
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
     DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_IDE_FOLDER,
+    DEFAULT_IDE_PORT,
     DEFAULT_IMAGE_MODEL,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
@@ -447,6 +449,21 @@ def main() -> None:
     default=DEFAULT_QUESTION_TIMEOUT_SECONDS,
     show_default=True,
     help="How long ask_question waits for an AnswerQuestion.",
+)
+@click.option(
+    "--ide-port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_IDE_PORT,
+    show_default=True,
+    help="Port of the browser IDE (code-server behind the daemon's token), started by "
+    "WarmRemoteAccessServer; 0: off.",
+)
+@click.option(
+    "--ide-folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_IDE_FOLDER,
+    show_default=True,
+    help="Where code-server is installed (DownloadCursorServer with a version) and keeps its state.",
 )
 def serve(
     workspace: Path | None,

@@ -35,6 +35,7 @@ from exec_daemon.rpc.cors import Cors
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
+from exec_daemon.rpc.ide import IdeServer
 from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
@@ -186,6 +187,7 @@ async def serve(config: DaemonConfig) -> None:
         ) from None
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
+    daemon.service(IdeServer)  # its folder exists, read-only in sandboxes, before any starts
     if config.computer_use_enabled or config.record_screen_enabled:
         await display.start_at_boot(daemon)
     # sem_search's index is built in the background (a low-priority worker thread) and then

@@ -233,13 +233,13 @@ async def test_a_large_upload_does_not_load_the_file_into_memory(
     assert growth_mib < 32, f"the daemon's peak memory grew by {growth_mib:.0f} MiB"
 
 
-async def test_the_remote_access_server_is_unavailable(client: ExecDaemonClient) -> None:
+async def test_the_remote_access_server_wants_a_version(client: ExecDaemonClient) -> None:
     with pytest.raises(ConnectError) as refused:
         await client.control.warm_remote_access_server(
             WarmRemoteAccessServerRequest(commit="abc"), headers=client.headers
         )
-    assert refused.value.code == Code.UNAVAILABLE
-    assert "not part of this daemon" in str(refused.value)
+    assert refused.value.code == Code.INVALID_ARGUMENT
+    assert "4.139.1" in str(refused.value)
 
 
 async def test_the_cursor_server_is_downloaded_from_the_url_given(
@@ -265,7 +265,8 @@ async def test_the_cursor_server_is_downloaded_from_the_url_given(
     assert done.path == str(target)
     assert target.read_bytes() == DOWNLOAD
     assert (done.size_bytes, done.sha256) == (len(DOWNLOAD), hashlib.sha256(DOWNLOAD).hexdigest())
-    assert no_url.value.code == Code.FAILED_PRECONDITION
+    # Without a url the commit is a code-server version (tests/test_remote_access.py): not one.
+    assert no_url.value.code == Code.INVALID_ARGUMENT
     assert missing.value.code == Code.UNAVAILABLE and "HTTP 404" in str(missing.value)
     assert bad_commit.value.code == Code.INVALID_ARGUMENT
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name], "no partial files"

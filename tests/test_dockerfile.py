@@ -1,6 +1,7 @@
 """The VM image's Dockerfile, read statically (scripts/test-image builds and boots it for real).
 
-Three stages: `bundle` builds /exec-daemon (compilers stay there), `minimal` puts the bundle on a
+Stages: `bundle` builds /exec-daemon (compilers stay there), `ide` builds code-server (its
+compiler stays there), `minimal` puts the bundle on a
 base with no Python, the last one is the VM. The VM must hold what the daemon calls at run time
 and no build toolchain, serve the seed's ports, carry the seed's environment, start through
 tini and desktop-init, and health-check with `exec-daemon ping` on its RPC port.
@@ -22,6 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 DOCKERFILE = REPO / "Dockerfile"
 WRAPPER = "/exec-daemon/bin/exec-daemon"
 SEED_PORTS = {"rpc": 26053, "pty": 26054, "novnc": 26058}
+# The browser IDE's token-checking proxy (--ide-port; the seeds name no port for it).
+IDE_PORT = 26059
 # In scripts/setup for building (the sandbox helper) or for the tests only, never in the VM.
 BUILD_OR_TEST_ONLY = {
     "gcc": "builds the sandbox helper (bundle stage)",
@@ -124,7 +127,7 @@ def test_the_base_is_a_build_argument_defaulting_to_debian_bookworm() -> None:
     args = dict(arguments.split("=", 1) for arguments in arguments_of("", "ARG"))
     assert args["BASE_IMAGE"] == "debian:bookworm"
     assert stages()["final"][0] == ("FROM", "${BASE_IMAGE}")
-    assert set(stages()) == {"", "bundle", "minimal", "final"}
+    assert set(stages()) == {"", "bundle", "ide", "minimal", "final"}
 
 
 def test_the_vm_has_every_run_time_package_of_setup_and_no_toolchain() -> None:
@@ -167,6 +170,20 @@ def test_the_bundle_is_built_once_and_copied_into_both_images() -> None:
     assert "/exec-daemon/.venv/bin/python -I" in wrapper
 
 
+def test_the_ide_is_built_in_its_own_stage_and_only_its_install_is_copied() -> None:
+    assert {"build-essential", "libkrb5-dev", "libxkbfile-dev", "libsecret-1-dev"} <= apt_packages(
+        "ide"
+    )
+    assert "-m exec_daemon.rpc.ide install" in " ".join(arguments_of("ide", "RUN"))
+    copied = " ".join(arguments_of("final", "COPY"))
+    assert (
+        "--from=ide --chown=ubuntu:ubuntu /opt/exec-daemon-ide /home/ubuntu/.cache/exec-daemon/ide"
+        in copied
+    )
+    # What its native modules link against at run time.
+    assert {"libsecret-1-0", "libxkbfile1", "libkrb5-3"} <= apt_packages("final")
+
+
 def test_cmd_serves_the_workspace_on_the_seeds_exposed_ports() -> None:
     for stage in ("minimal", "final"):
         cmd = exec_form(stage, "CMD")
@@ -177,8 +194,9 @@ def test_cmd_serves_the_workspace_on_the_seeds_exposed_ports() -> None:
         # `serve` listens on loopback by default; the image is reached through published ports.
         assert params["host"] == "0.0.0.0"
     exposed = {int(port) for ports in arguments_of("final", "EXPOSE") for port in ports.split()}
-    assert exposed == set(SEED_PORTS.values())
+    assert exposed == set(SEED_PORTS.values()) | {IDE_PORT}
     params = parse_command_line(serve, [*exec_form("final", "CMD")[1:], "--auth-token", "t"])
+    assert params["ide_port"] == IDE_PORT
     assert params["computer_use_enabled"] and params["record_screen_enabled"]
     assert params["browser_enabled"]
 

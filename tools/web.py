@@ -86,7 +86,7 @@ class HttpClient:
         config = daemon.config
         rules = AddressRules(
             allowed_private=parse_networks(config.fetch_allow_private),
-            own_ports=frozenset({config.port, config.pty_websocket_port}),
+            own_ports=frozenset({config.port, config.pty_websocket_port, config.ide_port}),
         )
         self.client = httpx.AsyncClient(
             transport=PublicOnlyTransport(rules),

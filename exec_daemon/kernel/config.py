@@ -10,6 +10,9 @@ DEFAULT_PORT = 8080
 DEFAULT_PTY_WEBSOCKET_PORT = 8081
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_HEARTBEAT_SECONDS = 15.0
+DEFAULT_IDE_PORT = 8082
+# Where code-server is installed and keeps its state (exec_daemon/rpc/ide.py); the daemon's own.
+DEFAULT_IDE_FOLDER = Path.home() / ".cache" / "exec-daemon" / "ide"
 # How much a tool call may do without approval (docs: Run Modes); a call may ask for another.
 RUN_MODES = ("run_everything", "allowlist", "auto_review")
 DEFAULT_IMAGE_MODEL = "gpt-image-1"
@@ -84,6 +87,9 @@ class DaemonConfig:
     subagent_max_tokens: int = DEFAULT_SUBAGENT_MAX_TOKENS
     # How long ask_question waits for AnswerQuestion.
     question_timeout_seconds: float = DEFAULT_QUESTION_TIMEOUT_SECONDS
+    # The browser IDE: the token-checking proxy's port (0: off) and code-server's folder.
+    ide_port: int = DEFAULT_IDE_PORT
+    ide_folder: Path = field(default_factory=lambda: DEFAULT_IDE_FOLDER)
 
 
 def off_without(feature: str, flag: str) -> str:

@@ -71,6 +71,8 @@ from exec_daemon.kernel.errors import CodedError
 from exec_daemon.rpc import agent_context, artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
+from exec_daemon.rpc.ide import IdeServer, ide_message
+from exec_daemon.rpc.ide import install as ide_install
 from tools import mcp
 from tools.questions import PendingQuestions
 
@@ -308,15 +310,22 @@ class ControlService(ControlServiceBase):
         ctx: RequestContext[WarmRemoteAccessServerRequest, WarmRemoteAccessServerResponse],
     ) -> WarmRemoteAccessServerResponse:
         try:
-            remote_server.warm_remote_access_server(request.commit)
+            url = await self._daemon.service(IdeServer).warm(request.commit)
         except CodedError as failure:
             raise _connect_error(failure) from None
+        return WarmRemoteAccessServerResponse(ready=True, message=ide_message(url))
 
     async def download_cursor_server(
         self,
         request: DownloadCursorServerRequest,
         ctx: RequestContext[DownloadCursorServerRequest, DownloadCursorServerResponse],
     ) -> DownloadCursorServerResponse:
+        if not request.url:
+            try:
+                home = await ide_install(self._daemon.config.ide_folder, request.commit)
+            except CodedError as failure:
+                raise _connect_error(failure) from None
+            return DownloadCursorServerResponse(path=str(home))
         try:
             path, size, digest = await remote_server.download_cursor_server(
                 self._daemon, request.commit, request.url

@@ -1,7 +1,7 @@
-"""ControlService.WarmRemoteAccessServer / DownloadCursorServer: the Cursor IDE's remote server.
+"""ControlService.DownloadCursorServer with a `url`: an archive of Cursor's remote server.
 
-Starting that server needs Cursor's server build, which this daemon neither ships nor knows
-where to find, so warming it answers UNAVAILABLE. A download with a `url` is done: the archive is
+(Without a url, the request's `commit` is a code-server version, installed by
+exec_daemon/rpc/ide.py, which also serves WarmRemoteAccessServer.) A download with a `url`: the archive is
 streamed to `~/.cursor-server/downloads/` (a temp file renamed into place when complete), bounded
 in size and time, and answered with its path, size and sha256.
 """
@@ -17,7 +17,6 @@ import re
 import tempfile
 import urllib.parse
 from pathlib import Path
-from typing import NoReturn
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.state import Daemon
@@ -28,14 +27,6 @@ log = logging.getLogger(__name__)
 MAX_DOWNLOAD_BYTES = 2 * 1024 * 1024 * 1024
 DOWNLOAD_TIMEOUT_SECONDS = 600.0
 CHUNK_BYTES = 256 * 1024
-
-
-def warm_remote_access_server(commit: str) -> NoReturn:
-    raise CodedError(
-        ErrorCode.UNAVAILABLE,
-        "the remote access (Cursor IDE) server is not part of this daemon: it needs Cursor's "
-        "server build, which is not installed in this VM",
-    )
 
 
 def download_directory(daemon: Daemon) -> Path:
@@ -56,12 +47,6 @@ def _file_name(commit: str, url: str) -> str:
 
 
 def _check_url(url: str) -> None:
-    if not url:
-        raise CodedError(
-            ErrorCode.FAILED_PRECONDITION,
-            "no url given: this daemon does not know where Cursor publishes its server builds; "
-            "pass the archive's url",
-        )
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise CodedError(ErrorCode.INVALID_ARGUMENT, "url must be an http or https URL")

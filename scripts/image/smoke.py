@@ -9,7 +9,9 @@ of /workspace/.cursor/environment.json (test-image writes it); a PTY terminal ov
 echoes. With --probe-docker: whether `sudo service docker start` brings dockerd up (said, not
 checked). With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
 PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop; a
-screen recording of that display; chromium's DevTools on 9222; noVNC on 26058 greeting as VNC.
+screen recording of that display; chromium's DevTools on 9222; noVNC on 26058 greeting as VNC;
+the IDE: WarmRemoteAccessServer cold then warm (timed), its page on 26059 with the token, 401
+without.
 Prints one JSON line of timings last; exits 1 when any check failed.
 """
 
@@ -21,6 +23,7 @@ import io
 import json
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -42,6 +45,7 @@ from agent.v1.computer_pb2 import (
     RecordScreenToolCall,
     ScreenshotAction,
 )
+from agent.v1.control_pb2 import WarmRemoteAccessServerRequest
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
@@ -125,8 +129,9 @@ async def screenshot(client: ExecDaemonClient, *before: ComputerUseAction) -> Im
     return Image.open(io.BytesIO(success.screenshot)).convert("RGB")
 
 
-def http_get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:
+def http_get(url: str, headers: dict[str, str] | None = None) -> bytes:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=30) as response:
         return bytes(response.read())
 
 
@@ -176,6 +181,9 @@ class Smoke:
                 await self.check("screen recording of the desktop", lambda: self.record(client))
                 await self.check("chromium answers DevTools on 9222", lambda: self.browser(client))
                 await self.check("noVNC on 26058 bridges to the VNC server", self.novnc)
+                await self.check(
+                    "the IDE on 26059 starts, warm and behind the token", lambda: self.ide(client)
+                )
             if self.options.probe_docker:
                 await self.docker(client)
         return self.report()
@@ -255,6 +263,37 @@ class Smoke:
             greeting = await asyncio.wait_for(ws.recv(), 10)
         if not (isinstance(greeting, bytes) and greeting.startswith(b"RFB 003.")):
             raise SmokeFailure(f"not a VNC greeting through noVNC: {greeting!r}")
+
+    async def ide(self, client: ExecDaemonClient) -> None:
+        """WarmRemoteAccessServer starts code-server (cold, timed), again (warm), and the IDE's
+        page answers with the token and refuses without it."""
+        started = time.monotonic()
+        cold = await client.control.warm_remote_access_server(
+            WarmRemoteAccessServerRequest(), headers=client.headers
+        )
+        self.timings["ide_cold_start"] = round(time.monotonic() - started, 2)
+        started = time.monotonic()
+        warm = await client.control.warm_remote_access_server(
+            WarmRemoteAccessServerRequest(), headers=client.headers
+        )
+        self.timings["ide_warm_call"] = round(time.monotonic() - started, 3)
+        if not (cold.ready and warm == cold and "127.0.0.1:26059/" in cold.message):
+            raise SmokeFailure(f"not ready at 26059: {cold} / {warm}")
+        base = "http://127.0.0.1:26059"
+        page = await asyncio.to_thread(
+            http_get,
+            base + "/?folder=/workspace",
+            {"Authorization": f"Bearer {self.options.token}"},
+        )
+        if b"workbench" not in page:
+            raise SmokeFailure(f"no workbench page: {page[:200]!r}")
+        try:
+            await asyncio.to_thread(http_get, base + "/")
+        except urllib.error.HTTPError as refused:
+            if refused.code != 401:
+                raise SmokeFailure(f"without the token: HTTP {refused.code}, not 401") from None
+        else:
+            raise SmokeFailure("the IDE answered without the token")
 
     async def docker(self, client: ExecDaemonClient) -> None:
         """Says whether dockerd starts in this boot (a fact to report, not a check)."""
