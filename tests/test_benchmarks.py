@@ -45,6 +45,7 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "bench_sem_search": (("search_unchanged_p50_ms",), ("after_one_edit_over_unchanged_ratio",)),
     "bench_startup": (("daemon_start_to_ping", "median_ms"), ("daemon_over_bare_median_ratio",)),
+    "bench_scale": (("summary", "ls_small_p50_ms"), ("summary", "glob_ratio_same_work")),
 }
 
 
