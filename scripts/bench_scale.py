@@ -419,11 +419,12 @@ async def bench_size(
             results["agents"] = await bench_agents(
                 daemon.client, pid, settings["agents"], settings["agent_rounds"]
             )
-            log(f"{tree.name}: sem_search")
-            # Last: a capped first search may leave the daemon indexing until it stops.
-            results["sem_search"] = await bench_sem_search(
-                client, settings["sem_search_cap_seconds"]
-            )
+            if settings["sem_search_cap_seconds"] > 0:
+                log(f"{tree.name}: sem_search")
+                # Last: a capped first search may leave the daemon indexing until it stops.
+                results["sem_search"] = await bench_sem_search(
+                    client, settings["sem_search_cap_seconds"]
+                )
             results["daemon_peak_rss_mb"] = round(rss_kb(pid, "VmHWM") / 1024, 1)
     return results
 
@@ -471,6 +472,8 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         settings["sizes"] = tuple(int(size) for size in args.sizes.split(","))
     if args.kinds:
         settings["kinds"] = tuple(args.kinds.split(","))
+    if args.sem_search_cap is not None:
+        settings["sem_search_cap_seconds"] = args.sem_search_cap
     return settings
 
 
@@ -510,6 +513,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="", help="comma-separated file counts")
     parser.add_argument("--kinds", default="", help="synthetic and/or real")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument(
+        "--sem-search-cap",
+        type=float,
+        default=None,
+        help=f"seconds a sem_search call may take (default {SEM_SEARCH_CAP_SECONDS:g}; 0: skip)",
+    )
     add_quick_flag(parser)
     args = parser.parse_args()
     if args.quick:
