@@ -348,9 +348,11 @@ async def bench_sem_search(client: ExecDaemonClient, cap: float) -> dict[str, An
     return timings
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU time of `pid` itself, or of its ended children (ripgrep, git) it has waited for."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    first = 13 if children else 11  # utime, stime / cutime, cstime
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -380,10 +382,13 @@ async def bench_agents(
             await asyncio.gather(*(c.ping() for c in clients))
             read_ms: list[float] = []
             rss_peak_reset(pid)
-            cpu_before, started = cpu_seconds(pid), time.perf_counter()
+            cpu_before, children_before = cpu_seconds(pid), cpu_seconds(pid, children=True)
+            client_before, started = time.process_time(), time.perf_counter()
             await asyncio.gather(*(agent(c, rounds, read_ms) for c in clients))
             wall = time.perf_counter() - started
             cores = (cpu_seconds(pid) - cpu_before) / wall
+            helper_cores = (cpu_seconds(pid, children=True) - children_before) / wall
+            client_cores = (time.process_time() - client_before) / wall
         finally:
             await asyncio.gather(*(c.close() for c in clients))
         results[str(count)] = {
@@ -392,6 +397,8 @@ async def bench_agents(
             "calls": count * rounds * 4,
             "wall_s": round(wall, 2),
             "daemon_cpu_cores": round(cores, 2),
+            "helpers_cpu_cores": round(helper_cores, 2),  # ripgrep and git, run by the daemon
+            "bench_client_cpu_cores": round(client_cores, 2),  # the agents' side, same machine
             "daemon_rss_mb": round(rss_kb(pid, "VmRSS") / 1024, 1),
             "daemon_peak_rss_mb": round(rss_kb(pid, "VmHWM") / 1024, 1),
         }
