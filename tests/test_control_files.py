@@ -169,6 +169,27 @@ async def test_get_diff_shows_changes_and_untracked_files_without_touching_the_i
     assert (workspace / "brand_new.py").read_text() == "print('new')\n"
 
 
+async def test_get_diff_shows_untracked_files_whatever_their_names(repo: RunningDaemon) -> None:
+    """Untracked files are added by name: names that read as pathspec magic or globs are
+    still just those files (`[ab].txt` must not pull in the ignored `a.txt`)."""
+    workspace = repo.workspace
+    with (workspace / ".gitignore").open("a") as gitignore:
+        gitignore.write("a.txt\n")
+    names = ["[ab].txt", ":(exclude)x", ":!y", "*", "new dir/line\nbreak.txt", "-n"]
+    for name in names:
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(f"content of {name}\n")
+    (workspace / "a.txt").write_text("ignored\n")
+    (workspace / "keep.txt").unlink()
+    async with repo.client() as client:
+        diff = (await client.control.get_diff(GetDiffRequest(), headers=client.headers)).diff
+    for name in names:
+        assert "+content of " + name.replace("\n", "\n+") in diff, name
+    assert "ignored" not in diff
+    assert "diff --git a/keep.txt b/keep.txt\ndeleted file" in diff
+    assert "?? " not in git(workspace, "status", "--porcelain", "--", "keep.txt")
+
+
 async def test_get_diff_against_a_ref_and_bad_refs(repo: RunningDaemon) -> None:
     workspace = repo.workspace
     first = git(workspace, "rev-parse", "HEAD").strip()

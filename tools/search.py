@@ -908,22 +908,30 @@ GLOB = ToolSpec(
 
 @dataclass
 class _LsWalk:
+    """One listing: breadth-first below `root` until MAX_LS_ENTRIES entries are shown.
+
+    Its cost is what the listed folders hold: each is read with one scandir, and only shown
+    files are stat'ed; nothing outside `root` is read."""
+
     root: Path
     ignore: pathspec.GitIgnoreSpec | None
-    cursorignore: CursorIgnore
+    cursorignored: Callable[[str, bool], bool] | None  # CursorIgnore.matcher()
     budget: int = MAX_LS_ENTRIES
     files: int = 0
     dirs: int = 0
     truncated: bool = False
 
-    def hidden(self, path: Path, is_dir: bool) -> bool:
-        if path.name in ALWAYS_HIDDEN:
+    def __post_init__(self) -> None:
+        self._prefix_length = len(str(self.root).rstrip("/") + "/")
+
+    def hidden(self, name: str, path: str, is_dir: bool) -> bool:
+        if name in ALWAYS_HIDDEN:
             return True
-        if self.cursorignore.is_ignored(path, is_dir):
+        if self.cursorignored is not None and self.cursorignored(path, is_dir):
             return True
         if self.ignore is None:
             return False
-        relative = path.relative_to(self.root).as_posix()
+        relative = path[self._prefix_length :]  # scandir's paths extend the root's own
         return bool(self.ignore.match_file(relative + "/" if is_dir else relative))
 
     def list_dir(self, node: LsDirectoryTreeNode) -> list[LsDirectoryTreeNode]:
@@ -937,7 +945,7 @@ class _LsWalk:
         visible = []
         for entry in entries:
             is_dir = entry.is_dir(follow_symlinks=False)
-            if not self.hidden(Path(entry.path), is_dir):
+            if not self.hidden(entry.name, entry.path, is_dir):
                 visible.append((entry, is_dir))
         shown = visible[: self.budget]
         node.omitted_entries = len(visible) - len(shown)
@@ -1009,7 +1017,7 @@ async def ls(args: LsArgs, ctx: CallContext) -> LsResult:
         )
     patterns = [pattern for pattern in args.ignore if pattern.strip()]
     spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
-    walk = _LsWalk(root, spec, cursorignore)
+    walk = _LsWalk(root, spec, cursorignore.matcher())
     return LsResult(success=await asyncio.to_thread(walk.walk))
 
 

@@ -86,8 +86,17 @@ class CursorIgnore:
 
     def is_ignored(self, path: Path | str, is_dir: bool = False) -> bool:
         spec = self._current_spec()
+        return spec is not None and self._matches(spec, path, is_dir)
+
+    def matcher(self) -> Callable[[str, bool], bool] | None:
+        """`is_ignored` with the file checked once, for the many entries of one listing;
+        None when there is no file (nothing is ignored)."""
+        spec = self._current_spec()
         if spec is None:
-            return False
+            return None
+        return lambda path, is_dir: self._matches(spec, path, is_dir)
+
+    def _matches(self, spec: pathspec.GitIgnoreSpec, path: Path | str, is_dir: bool) -> bool:
         relative = relative_to_workspace(self.workspace, path)
         if relative is None:
             relative = relative_to_workspace(self.real_workspace, path)

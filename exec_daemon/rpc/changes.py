@@ -1,7 +1,8 @@
 """GetDiff and GetWorkspaceChangesHash: what changed in the workspace, from git.
 
-GetDiff shows untracked files too: they are added with `git add --intent-to-add` to a copy of
-the index (GIT_INDEX_FILE), so the user's index is never written.
+GetDiff shows untracked files too: they are listed (`git ls-files --others`) and added with
+`git add --intent-to-add` to a copy of the index (GIT_INDEX_FILE), so the user's index is never
+written.
 
 GetWorkspaceChangesHash hashes `git status --porcelain=v2` (HEAD commit, every changed or
 untracked non-ignored path with its mode and object ids) plus, per listed path, its lstat
@@ -62,13 +63,7 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
             # copy2 keeps the index's mtime: git trusts the stat data of entries older than
             # the index file, so a fresh mtime would hide a same-size edit made just before.
             await asyncio.to_thread(shutil.copy2, index, temp_index)
-        added = await run_git(
-            daemon, "add", "--intent-to-add", "--all", "--", ".", index_file=str(temp_index)
-        )
-        if added.returncode != 0:
-            raise CodedError(
-                ErrorCode.INTERNAL, f"git add --intent-to-add failed: {added.stderr[:500]}"
-            )
+        await _intend_to_add_untracked(daemon, temp_index)
         run = await run_git(
             daemon,
             "diff",
@@ -84,6 +79,38 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
     if run.returncode != 0:
         raise CodedError(ErrorCode.INTERNAL, f"git diff failed: {run.stderr[:500]}")
     return run.stdout.decode("utf-8", "replace")
+
+
+async def _intend_to_add_untracked(daemon: Daemon, index: Path) -> None:
+    """Marks the untracked, non-ignored files intent-to-add in `index`, so a diff shows them.
+
+    Listed first, then added by name: `git add --all` would also refresh every tracked
+    file's stat data, which the diff does again (about a third of GetDiff at 100k files)."""
+    listed = await run_git(
+        daemon, "ls-files", "-z", "--others", "--exclude-standard", "--", ".", index_file=str(index)
+    )
+    if listed.returncode != 0:
+        raise CodedError(ErrorCode.INTERNAL, f"git ls-files failed: {listed.stderr[:500]}")
+    untracked = [name for name in listed.stdout.split(b"\x00") if name]
+    if not untracked:
+        return
+    pathspecs = index.with_name("untracked")
+    # :(literal): a file named `*.py` is that file, not a glob.
+    await asyncio.to_thread(
+        pathspecs.write_bytes, b"".join(b":(literal)" + name + b"\x00" for name in untracked)
+    )
+    added = await run_git(
+        daemon,
+        "add",
+        "--intent-to-add",
+        f"--pathspec-from-file={pathspecs}",
+        "--pathspec-file-nul",
+        index_file=str(index),
+    )
+    if added.returncode != 0:
+        raise CodedError(
+            ErrorCode.INTERNAL, f"git add --intent-to-add failed: {added.stderr[:500]}"
+        )
 
 
 def _path_fingerprint(root: str, relative: bytes) -> bytes:
