@@ -1,8 +1,8 @@
 """The VM image's Dockerfile, read statically (scripts/test-image builds and boots it for real).
 
-Stages: `bundle` builds /exec-daemon (compilers stay there), `ide` builds code-server (its
-compiler stays there), `minimal` puts the bundle on a
-base with no Python, the last one is the VM. The VM must hold what the daemon calls at run time
+Stages: `deps` holds the compilers and the third-party packages, `bundle` builds /exec-daemon on
+it, `ide` builds code-server on it (its own compiler stays there too), `minimal` puts the bundle
+on a base with no Python, the last one is the VM. The VM must hold what the daemon calls at run time
 and no build toolchain, serve the seed's ports, carry the seed's environment, start through
 tini and desktop-init, and health-check with `exec-daemon ping` on its RPC port.
 """
@@ -27,9 +27,9 @@ SEED_PORTS = {"rpc": 26053, "pty": 26054, "novnc": 26058}
 IDE_PORT = 26059
 # In scripts/setup for building (the sandbox helper) or for the tests only, never in the VM.
 BUILD_OR_TEST_ONLY = {
-    "gcc": "builds the sandbox helper (bundle stage)",
-    "libc6-dev": "builds the sandbox helper (bundle stage)",
-    "libseccomp-dev": "builds the sandbox helper (bundle stage)",
+    "gcc": "builds the sandbox helper (deps stage)",
+    "libc6-dev": "builds the sandbox helper (deps stage)",
+    "libseccomp-dev": "builds the sandbox helper (deps stage)",
     "python3-tk": "the tests' X11 app",
     "xvfb": "the tests' display; the VM has Xtigervnc on :1",
 }
@@ -127,7 +127,7 @@ def test_the_base_is_a_build_argument_defaulting_to_debian_bookworm() -> None:
     args = dict(arguments.split("=", 1) for arguments in arguments_of("", "ARG"))
     assert args["BASE_IMAGE"] == "debian:bookworm"
     assert stages()["final"][0] == ("FROM", "${BASE_IMAGE}")
-    assert set(stages()) == {"", "bundle", "ide", "minimal", "final"}
+    assert set(stages()) == {"", "deps", "bundle", "ide", "minimal", "final"}
 
 
 def test_the_vm_has_every_run_time_package_of_setup_and_no_toolchain() -> None:
@@ -141,8 +141,9 @@ def test_the_vm_has_every_run_time_package_of_setup_and_no_toolchain() -> None:
     assert not any(package.endswith("-dev") for package in apt_packages("final"))
     assert "npm" not in apt_packages("final")
     assert "/usr/local/bin/npm" in " ".join(arguments_of("final", "RUN"))
-    # The helper is compiled where the compiler is.
-    assert {"gcc", "libc6-dev", "libseccomp-dev", "patchelf"} <= apt_packages("bundle")
+    # The helper is compiled where the compiler is (bundle is built FROM deps).
+    assert {"gcc", "libc6-dev", "libseccomp-dev", "patchelf"} <= apt_packages("deps")
+    assert stages()["bundle"][0] == ("FROM", "deps AS bundle")
 
 
 def test_the_vm_has_the_seeds_desktop_and_tools() -> None:
