@@ -57,6 +57,9 @@ class DaemonConfig:
     # Where background shells and terminals write their output (the agent can read it back).
     terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))
+    # The desktop page (noVNC behind the token) and the VNC server it bridges to; 0: no page.
+    novnc_port: int = 0
+    vnc_address: str = "127.0.0.1:5901"
 
 
 def off_without(feature: str, flag: str) -> str:

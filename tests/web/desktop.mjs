@@ -1,0 +1,88 @@
+// Drives the daemon's desktop page (exec_daemon/web/desktop.html) in a real headless Chromium
+// for tests/test_desktop.py, one command at a time: a JSON object per line on stdin, a JSON
+// answer per line on stdout ({"ok": false, "error": ...} when a command fails).
+// Usage: node tests/web/desktop.mjs
+//   {"cmd": "fetch", "url": U}          -> {"status": N} (a plain request, no cookie)
+//   {"cmd": "open", "url": U}           -> opens U, waits until the desktop is connected:
+//                                          {"url", "mode", "rect": {x, y, width, height}, "fb": [w, h]}
+//   {"cmd": "shot", "path": P}          -> a screenshot of the page in P, with "rect" and "fb"
+//   {"cmd": "toggle"}                   -> presses Take control / Hand back, waits for the reconnect
+//   {"cmd": "click", "x": X, "y": Y}    -> a person's click at page pixel (X, Y)
+//   {"cmd": "drop"}                     -> waits for the page to lose, then regain, its connection
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const TIMEOUT_MS = 20000;
+const userDataDir = mkdtempSync(path.join(tmpdir(), 'exec-daemon-chromium-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 960, height: 640 },
+});
+context.setDefaultTimeout(TIMEOUT_MS);
+const page = context.pages()[0] ?? (await context.newPage());
+const consoleErrors = [];
+page.on('pageerror', (error) => consoleErrors.push(String(error)));
+
+async function connected() {
+  await page.waitForSelector('body[data-connected="true"] #screen canvas');
+  return page.evaluate(() => {
+    const canvas = document.querySelector('#screen canvas');
+    const r = canvas.getBoundingClientRect();
+    return {
+      url: location.href,
+      mode: document.body.dataset.mode,
+      rect: { x: r.x, y: r.y, width: r.width, height: r.height },
+      fb: [canvas.width, canvas.height],
+      consoleErrors: [],
+    };
+  }).then((seen) => ({ ...seen, consoleErrors }));
+}
+
+const commands = {
+  async fetch({ url }) {
+    const response = await fetch(url, { redirect: 'manual' });
+    return { status: response.status };
+  },
+  async open({ url }) {
+    const response = await page.goto(url);
+    if (response.status() !== 200) return { status: response.status() };
+    return { status: 200, ...(await connected()) };
+  },
+  async shot({ path: file }) {
+    await page.screenshot({ path: file });
+    return connected();
+  },
+  async toggle() {
+    const before = await page.evaluate(() => document.body.dataset.mode);
+    await page.click('#toggle');
+    await page.waitForFunction((old) => document.body.dataset.mode !== old, before);
+    return connected();
+  },
+  async click({ x, y }) {
+    await page.mouse.click(x, y);
+    return { clicked: [x, y] };
+  },
+  async drop() {
+    await page.waitForSelector('body[data-connected="false"]');
+    return connected();
+  },
+};
+
+const lines = readline.createInterface({ input: process.stdin });
+for await (const line of lines) {
+  const request = JSON.parse(line);
+  if (request.cmd === 'quit') break;
+  try {
+    console.log(JSON.stringify({ ok: true, ...(await commands[request.cmd](request)) }));
+  } catch (error) {
+    console.log(JSON.stringify({ ok: false, error: String(error) }));
+  }
+}
+await context.close();
+rmSync(userDataDir, { recursive: true, force: true });
