@@ -25,11 +25,13 @@ import websockets
 from PIL import Image
 
 from agent.v1.computer_pb2 import ClickAction, ComputerUseAction, Coordinate, MouseMoveAction
+from agent.v1.takeover_pb2 import GetDesktopControlRequest
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.rpc.desktop_server import RfbRefused, ViewOnlyFilter, novnc_dir
 from tests import desktop_icon_app as icon_app
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.polling import wait_until
+from tests.test_tracing import FAST_EXPORT, Received, attributes, http_receiver, tracing_flags
 from tests.x11_support import X11App, computer_use, x11_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,11 +72,26 @@ def vnc() -> Iterator[tuple[str, int]]:
 
 
 @pytest.fixture(scope="module")
+def traces() -> Iterator[Received]:
+    with http_receiver() as (port, received):
+        received.port = port  # type: ignore[attr-defined]
+        yield received
+
+
+@pytest.fixture(scope="module")
 def daemon(
-    vnc: tuple[str, int], tmp_path_factory: pytest.TempPathFactory
+    vnc: tuple[str, int], traces: Received, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningDaemon]:
     display, vnc_port = vnc
     workspace = tmp_path_factory.mktemp("workspace")
+    # A hook that keeps what it is told about failed calls.
+    (workspace / ".cursor").mkdir()
+    hook = {
+        "command": f"cat >> {workspace.parent / 'failures.jsonl'}; echo >> {workspace.parent / 'failures.jsonl'}; echo '{{}}'"
+    }
+    (workspace / ".cursor" / "hooks.json").write_text(
+        json.dumps({"version": 1, "hooks": {"postToolUseFailure": [hook]}})
+    )
     novnc_port = free_port()
     with running_daemon(
         workspace,
@@ -83,7 +100,8 @@ def daemon(
         "--screenshot-delay-ms", "0",
         "--novnc-port", str(novnc_port),
         "--vnc-address", f"127.0.0.1:{vnc_port}",
-        env={"DISPLAY": display},
+        *tracing_flags(f"http://127.0.0.1:{traces.port}"),  # type: ignore[attr-defined]
+        env={"DISPLAY": display, **FAST_EXPORT},
     ) as running:  # fmt: skip
         running.novnc_port = novnc_port  # type: ignore[attr-defined]
         yield running
@@ -342,6 +360,7 @@ async def test_a_person_watches_the_agent_then_takes_over(
     icon: X11App,
     client: ExecDaemonClient,
     browser: Browser,
+    traces: Received,
     tmp_path: Path,
 ) -> None:
     refused = await asyncio.to_thread(browser, "open", url=page_url(daemon, "/"))
@@ -375,6 +394,18 @@ async def test_a_person_watches_the_agent_then_takes_over(
     assert refused_call.WhichOneof("result") == "error"
     assert refused_call.error.code == "person_in_control"
     assert "a person has taken control" in refused_call.error.message
+    control = await client.control.get_desktop_control(
+        GetDesktopControlRequest(), headers=client.headers
+    )
+    assert control.person_in_control and control.controllers == 1, control
+    assert control.novnc_port == daemon.novnc_port  # type: ignore[attr-defined]
+    # Hooks hear of the refused call, tracing of the take-over and the refusal.
+    failures = daemon.workspace.parent / "failures.jsonl"
+    await asyncio.to_thread(
+        wait_until, lambda: "person_in_control" in failures.read_text(), 20, "the hook's payload"
+    )
+    hooked = [json.loads(line) for line in failures.read_text().splitlines() if line.strip()]
+    assert hooked[-1]["tool_name"] == "ComputerUse", hooked[-1]
 
     # Hand back: the agent acts again.
     handed = await asyncio.to_thread(browser, "toggle")
@@ -392,3 +423,16 @@ async def test_a_person_watches_the_agent_then_takes_over(
     else:
         pytest.fail("computer use still refused after the hand-back")
     assert seen["consoleErrors"] == [] and handed["consoleErrors"] == []
+    after = await client.control.get_desktop_control(
+        GetDesktopControlRequest(), headers=client.headers
+    )
+    assert not after.person_in_control and after.since_unix_ms >= control.since_unix_ms
+
+    def spans(name: str) -> list[dict[str, Any]]:
+        return [attributes(s.attributes) for _, s in traces.spans() if s.name == name]
+
+    await asyncio.to_thread(wait_until, lambda: spans("desktop.hand_back"), 20, "hand-back span")
+    assert spans("desktop.take_over")[-1] == {"desktop.person_in_control": True}
+    assert spans("desktop.hand_back")[-1] == {"desktop.person_in_control": False}
+    codes = [a.get("tool.error_code") for a in spans("computer_use_tool_call")]
+    assert "person_in_control" in codes, codes

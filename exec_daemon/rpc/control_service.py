@@ -47,12 +47,14 @@ from agent.v1.control_pb2 import (
     WriteTextFileResponse,
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
+from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from exec_daemon import __version__
 from exec_daemon.guards.redaction import (
     redact_outgoing_text,
     redact_outgoing_window,
     secret_context_bytes,
 )
+from exec_daemon.kernel.desktop_control import DesktopControl
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.rpc import artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
@@ -288,6 +290,20 @@ class ControlService(ControlServiceBase):
         except CodedError as failure:
             raise _connect_error(failure) from None
         return DownloadCursorServerResponse(path=str(path), size_bytes=size, sha256=digest)
+
+    async def get_desktop_control(
+        self,
+        request: GetDesktopControlRequest,
+        ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse],
+    ) -> GetDesktopControlResponse:
+        state = self._daemon.service(DesktopControl).state()
+        return GetDesktopControlResponse(
+            person_in_control=state.person_in_control,
+            since_unix_ms=state.since_unix_ms,
+            viewers=state.viewers,
+            controllers=state.controllers,
+            novnc_port=self._daemon.config.novnc_port,
+        )
 
 
 def _artifact(info: artifacts.ArtifactInfo) -> Artifact:

@@ -48,6 +48,7 @@ from google.protobuf.message import Message
 from exec_daemon import __version__
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.desktop_control import ControlState, DesktopControl
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 
@@ -78,6 +79,7 @@ ATTR_CALL_ID = "tool.call_id"
 ATTR_AGENT_ID = "agent.id"
 ATTR_RESULT = "tool.result"
 ATTR_ERROR_CODE = "tool.error_code"
+ATTR_PERSON_IN_CONTROL = "desktop.person_in_control"
 
 
 def incoming_trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -159,6 +161,7 @@ def tracing_middlewares(daemon: Daemon) -> list[Middleware]:
         return []
     tracing = daemon.service(Tracing)
     tracing.start(target)
+    daemon.service(DesktopControl).listen(tracing.desktop_control_changed)
     log.info(
         "tracing: spans go to %s over OTLP/%s%s",
         target.endpoint,
@@ -200,6 +203,14 @@ class Tracing:
     def middleware(self) -> Middleware:
         assert self._provider is not None, "start() first"
         return tracing_middleware(self._provider.get_tracer("exec_daemon", __version__))
+
+    def desktop_control_changed(self, state: ControlState) -> None:
+        """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
+        if self._provider is None:
+            return
+        tracer = self._provider.get_tracer("exec_daemon", __version__)
+        name = "desktop.take_over" if state.person_in_control else "desktop.hand_back"
+        tracer.start_span(name, attributes={ATTR_PERSON_IN_CONTROL: state.person_in_control}).end()
 
     async def aclose(self) -> None:
         """Sends the queued spans, bounded: an unreachable collector must not hold up shutdown."""

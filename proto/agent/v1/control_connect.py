@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol, TYPE_CHECKING
 
 from agent.v1.exec_pb2 import ExecServerMessage
+from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_codecs
@@ -91,6 +92,12 @@ class ControlService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def update_environment_variables(self, request: UpdateEnvironmentVariablesRequest, ctx: RequestContext[UpdateEnvironmentVariablesRequest, UpdateEnvironmentVariablesResponse], /) -> UpdateEnvironmentVariablesResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_desktop_control(self, request: GetDesktopControlRequest, ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse], /) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -282,6 +289,17 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.update_environment_variables,
+                ),
+                "/agent.v1.ControlService/GetDesktopControl": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetDesktopControl",
+                        service_name="agent.v1.ControlService",
+                        input=GetDesktopControlRequest,
+                        output=GetDesktopControlResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_desktop_control,
                 ),
             },
             interceptors=interceptors,
@@ -647,6 +665,29 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def get_desktop_control(
+        self,
+        request: GetDesktopControlRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetDesktopControl",
+                service_name="agent.v1.ControlService",
+                input=GetDesktopControlRequest,
+                output=GetDesktopControlResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -701,6 +742,12 @@ class ControlServiceSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def update_environment_variables(self, request: UpdateEnvironmentVariablesRequest, ctx: RequestContext[UpdateEnvironmentVariablesRequest, UpdateEnvironmentVariablesResponse], /) -> UpdateEnvironmentVariablesResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_desktop_control(self, request: GetDesktopControlRequest, ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse], /) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -890,6 +937,17 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.update_environment_variables,
+                ),
+                "/agent.v1.ControlService/GetDesktopControl": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetDesktopControl",
+                        service_name="agent.v1.ControlService",
+                        input=GetDesktopControlRequest,
+                        output=GetDesktopControlResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_desktop_control,
                 ),
             },
             interceptors=interceptors,
@@ -1249,6 +1307,29 @@ class ControlServiceClientSync(ConnectClientSync):
                 service_name="agent.v1.ControlService",
                 input=UpdateEnvironmentVariablesRequest,
                 output=UpdateEnvironmentVariablesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_desktop_control(
+        self,
+        request: GetDesktopControlRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetDesktopControl",
+                service_name="agent.v1.ControlService",
+                input=GetDesktopControlRequest,
+                output=GetDesktopControlResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),
