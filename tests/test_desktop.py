@@ -9,11 +9,14 @@ control makes the agent's computer use wait until they hand back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import select
 import shutil
+import socket
 import struct
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -71,6 +74,60 @@ def vnc() -> Iterator[tuple[str, int]]:
         server.wait(10)
 
 
+class CuttableProxy:
+    """A loopback TCP relay to the VNC server whose connections the test can cut (a network
+    drop, as the page sees it)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self.lock:
+                self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._relay, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            cut, self.sockets = self.sockets, []
+        for sock in cut:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+@pytest.fixture(scope="module")
+def vnc_proxy(vnc: tuple[str, int]) -> Iterator[CuttableProxy]:
+    proxy = CuttableProxy(vnc[1])
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
 @pytest.fixture(scope="module")
 def traces() -> Iterator[Received]:
     with http_receiver() as (port, received):
@@ -80,9 +137,12 @@ def traces() -> Iterator[Received]:
 
 @pytest.fixture(scope="module")
 def daemon(
-    vnc: tuple[str, int], traces: Received, tmp_path_factory: pytest.TempPathFactory
+    vnc: tuple[str, int],
+    vnc_proxy: CuttableProxy,
+    traces: Received,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RunningDaemon]:
-    display, vnc_port = vnc
+    display = vnc[0]
     workspace = tmp_path_factory.mktemp("workspace")
     # A hook that keeps what it is told about failed calls.
     (workspace / ".cursor").mkdir()
@@ -99,7 +159,7 @@ def daemon(
         "--computer-use-enabled",
         "--screenshot-delay-ms", "0",
         "--novnc-port", str(novnc_port),
-        "--vnc-address", f"127.0.0.1:{vnc_port}",
+        "--vnc-address", f"127.0.0.1:{vnc_proxy.port}",
         *tracing_flags(f"http://127.0.0.1:{traces.port}"),  # type: ignore[attr-defined]
         env={"DISPLAY": display, **FAST_EXPORT},
     ) as running:  # fmt: skip
@@ -436,3 +496,21 @@ async def test_a_person_watches_the_agent_then_takes_over(
     assert spans("desktop.hand_back")[-1] == {"desktop.person_in_control": False}
     codes = [a.get("tool.error_code") for a in spans("computer_use_tool_call")]
     assert "person_in_control" in codes, codes
+
+
+async def test_the_page_survives_a_dropped_connection(
+    daemon: RunningDaemon, vnc_proxy: CuttableProxy, icon: X11App, browser: Browser, tmp_path: Path
+) -> None:
+    seen = await asyncio.to_thread(browser, "open", url=page_url(daemon, f"/?token={daemon.token}"))
+    assert seen["status"] == 200 and seen["connects"] == 1, seen
+    vnc_proxy.cut()
+    again = await asyncio.to_thread(browser, "reconnected", after=1)
+    assert again["connects"] == 2 and again["fb"] == [1920, 1200]
+    shot = tmp_path / "after-drop.png"
+
+    def shows_icon() -> bool:
+        answer = browser("shot", path=str(shot))
+        return close_to(seen_at(shot, answer, *ICON_CENTER), icon_app.ICON_COLOR)
+
+    await asyncio.to_thread(wait_until, shows_icon, 20, "the desktop after the reconnect")
+    assert again["consoleErrors"] == []

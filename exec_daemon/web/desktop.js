@@ -12,6 +12,7 @@ let interactive = new URLSearchParams(location.search).get("mode") === "control"
 let rfb = null;
 let retryMs = 500;
 let retryTimer = null;
+let connects = 0;
 
 function bridgeUrl() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
@@ -44,6 +45,7 @@ function connect() {
     retryMs = 500;
     statusText.textContent = "connected";
     document.body.dataset.connected = "true";
+    document.body.dataset.connects = String(++connects);
   });
   client.addEventListener("disconnect", () => {
     if (rfb !== client) return; // replaced on purpose (mode change)

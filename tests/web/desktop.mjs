@@ -8,7 +8,7 @@
 //   {"cmd": "shot", "path": P}          -> a screenshot of the page in P, with "rect" and "fb"
 //   {"cmd": "toggle"}                   -> presses Take control / Hand back, waits for the reconnect
 //   {"cmd": "click", "x": X, "y": Y}    -> a person's click at page pixel (X, Y)
-//   {"cmd": "drop"}                     -> waits for the page to lose, then regain, its connection
+//   {"cmd": "reconnected", "after": N}  -> waits until the page has connected more than N times
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -39,7 +39,7 @@ async function connected() {
       mode: document.body.dataset.mode,
       rect: { x: r.x, y: r.y, width: r.width, height: r.height },
       fb: [canvas.width, canvas.height],
-      consoleErrors: [],
+      connects: Number(document.body.dataset.connects),
     };
   }).then((seen) => ({ ...seen, consoleErrors }));
 }
@@ -68,8 +68,8 @@ const commands = {
     await page.mouse.click(x, y);
     return { clicked: [x, y] };
   },
-  async drop() {
-    await page.waitForSelector('body[data-connected="false"]');
+  async reconnected({ after }) {
+    await page.waitForFunction((n) => Number(document.body.dataset.connects) > n, after);
     return connected();
   },
 };
