@@ -47,6 +47,7 @@ from exec_daemon.rpc.pty_server import (
     _is_upgrade,
     _query,
     _response,
+    _shut_down,
 )
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,6 @@ COOKIE = "exec_daemon_desktop"
 MAX_CLIENT_MESSAGE_BYTES = 16 << 20
 READ_BYTES = 256 * 1024
 CONNECT_SECONDS = 5.0
-SHUTDOWN_SECONDS = 1.0
 CLOSE_VNC_UNREACHABLE = 1011
 CLOSE_BAD_RFB = 4400
 PAGE_ASSETS = {
@@ -348,9 +348,4 @@ async def serving(daemon: Daemon) -> AsyncIterator[Server | None]:
     try:
         yield server
     finally:
-        server.close()
-        try:
-            await asyncio.wait_for(asyncio.shield(server.wait_closed()), SHUTDOWN_SECONDS)
-        except TimeoutError:
-            for connection in list(server.all_connections):
-                connection.transport.abort()
+        await _shut_down(server)
