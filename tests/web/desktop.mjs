@@ -9,23 +9,11 @@
 //   {"cmd": "toggle"}                   -> presses Take control / Hand back, waits for the reconnect
 //   {"cmd": "click", "x": X, "y": Y}    -> a person's click at page pixel (X, Y)
 //   {"cmd": "reconnected", "after": N}  -> waits until the page has connected more than N times
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import readline from 'node:readline';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const TIMEOUT_MS = 20000;
-const userDataDir = mkdtempSync(path.join(tmpdir(), 'exec-daemon-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 960, height: 640 },
-});
-context.setDefaultTimeout(TIMEOUT_MS);
-const page = context.pages()[0] ?? (await context.newPage());
+const { page, close } = await launchChromium({ width: 960, height: 640 }, TIMEOUT_MS);
 const consoleErrors = [];
 page.on('pageerror', (error) => consoleErrors.push(String(error)));
 
@@ -84,5 +72,4 @@ for await (const line of lines) {
     console.log(JSON.stringify({ ok: false, error: String(error) }));
   }
 }
-await context.close();
-rmSync(userDataDir, { recursive: true, force: true });
+await close();
