@@ -2,12 +2,10 @@
 // for tests/test_desktop.py, one command at a time: a JSON object per line on stdin, a JSON
 // answer per line on stdout ({"ok": false, "error": ...} when a command fails).
 // Usage: node tests/web/desktop.mjs
-//   {"cmd": "fetch", "url": U}          -> {"status": N} (a plain request, no cookie)
 //   {"cmd": "open", "url": U}           -> opens U, waits until the desktop is connected:
 //                                          {"url", "mode", "rect": {x, y, width, height}, "fb": [w, h]}
 //   {"cmd": "shot", "path": P}          -> a screenshot of the page in P, with "rect" and "fb"
 //   {"cmd": "toggle"}                   -> presses Take control / Hand back, waits for the reconnect
-//   {"cmd": "click", "x": X, "y": Y}    -> a person's click at page pixel (X, Y)
 //   {"cmd": "reconnected", "after": N}  -> waits until the page has connected more than N times
 import readline from 'node:readline';
 import { launchChromium } from './chromium.mjs';
@@ -33,10 +31,6 @@ async function connected() {
 }
 
 const commands = {
-  async fetch({ url }) {
-    const response = await fetch(url, { redirect: 'manual' });
-    return { status: response.status };
-  },
   async open({ url }) {
     const response = await page.goto(url);
     if (response.status() !== 200) return { status: response.status() };
@@ -51,10 +45,6 @@ const commands = {
     await page.click('#toggle');
     await page.waitForFunction((old) => document.body.dataset.mode !== old, before);
     return connected();
-  },
-  async click({ x, y }) {
-    await page.mouse.click(x, y);
-    return { clicked: [x, y] };
   },
   async reconnected({ after }) {
     await page.waitForFunction((n) => Number(document.body.dataset.connects) > n, after);
