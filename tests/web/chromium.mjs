@@ -1,4 +1,5 @@
-// Headless Chromium for the page tests (tests/web/*.mjs): a fresh profile, removed by close().
+// Headless Debian chromium for the browser tests, in a throw-away profile.
+// `const { context, page, close } = await launchChromium({ width, height })`.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -9,8 +10,16 @@ export async function launchChromium(viewport, timeoutMs) {
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: '/usr/bin/chromium',
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
     viewport,
   });
   context.setDefaultTimeout(timeoutMs);
@@ -19,5 +28,5 @@ export async function launchChromium(viewport, timeoutMs) {
     await context.close();
     rmSync(userDataDir, { recursive: true, force: true });
   };
-  return { page, close };
+  return { context, page, close };
 }
