@@ -159,7 +159,7 @@ ENV LANG=C.UTF-8 \
     GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
     CURSOR_AGENT=1
 
-# RPC, PTY, noVNC (the last bound to loopback inside: reach it through a tunnel for now), IDE.
+# RPC, PTY, the desktop page (noVNC, served by the daemon behind its token), IDE.
 EXPOSE 26053 26054 26058 26059
 WORKDIR /workspace
 # `exec-daemon ping` exits 0 once a Ping with the token (EXEC_DAEMON_AUTH_TOKEN) is answered.
@@ -169,4 +169,4 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
 # The token: EXEC_DAEMON_AUTH_TOKEN, or a file named by EXEC_DAEMON_AUTH_TOKEN_FILE (never argv).
 ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/share/exec-daemon/desktop-init"]
 CMD ["serve", "--workspace", "/workspace", "--host", "0.0.0.0", "--port", "26053", "--pty-websocket-port", "26054", \
-     "--ide-port", "26059", "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]
+     "--novnc-port", "26058", "--ide-port", "26059", "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]

@@ -207,6 +207,13 @@ def with_scheme(url: str) -> str:
     return url if "://" in url else f"http://{url}"
 
 
+def _host_port(value: str) -> str:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT")
+    return value
+
+
 @click.group()
 @click.version_option(__version__, prog_name="exec-daemon")
 def main() -> None:
@@ -464,6 +471,20 @@ def main() -> None:
     default=DEFAULT_IDE_FOLDER,
     show_default=True,
     help="Where code-server is installed (DownloadCursorServer with a version) and keeps its state.",
+)
+@click.option(
+    "--novnc-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port of the desktop page (noVNC behind the token; the image uses 26058); 0: none.",
+)
+@click.option(
+    "--vnc-address",
+    default="127.0.0.1:5901",
+    callback=lambda _ctx, _param, value: _host_port(value),
+    show_default=True,
+    help="HOST:PORT of the VNC server the desktop page shows.",
 )
 def serve(
     workspace: Path | None,

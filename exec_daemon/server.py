@@ -27,7 +27,7 @@ from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.registry import SPECS
-from exec_daemon.rpc import hypercorn_fixes, pty_server
+from exec_daemon.rpc import desktop_server, hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
 from exec_daemon.rpc.control_service import ControlService
@@ -160,7 +160,9 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
 async def serve(config: DaemonConfig) -> None:
     """Runs until SIGTERM or SIGINT, then stops accepting, cancels calls and ends their processes."""
     check_ports_free(
-        config.host, {"--port": config.port, "--pty-websocket-port": config.pty_websocket_port}
+        config.host,
+        {"--port": config.port, "--pty-websocket-port": config.pty_websocket_port}
+        | ({"--novnc-port": config.novnc_port} if config.novnc_port else {}),
     )
     hypercorn_fixes.install()
     daemon = new_daemon(config)
@@ -195,7 +197,12 @@ async def serve(config: DaemonConfig) -> None:
     await daemon.service(SemanticIndex).start()
     try:
         # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
-        async with tmux.running(daemon), pty_server.serving(daemon), environment.started(daemon):
+        async with (
+            tmux.running(daemon),
+            pty_server.serving(daemon),
+            desktop_server.serving(daemon),
+            environment.started(daemon),
+        ):
             http = asyncio.create_task(
                 hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
             )

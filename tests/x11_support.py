@@ -116,11 +116,11 @@ class X11App:
 
 
 @contextmanager
-def x11_app(display: str, folder: Path) -> Iterator[X11App]:
+def x11_app(display: str, folder: Path, app: Path = APP) -> Iterator[X11App]:
     events_path = folder / f"events-{time.monotonic_ns()}.jsonl"
     events_path.touch()
     process = subprocess.Popen(
-        [sys.executable, str(APP), str(events_path)],
+        [sys.executable, str(app), str(events_path)],
         env={**os.environ, "DISPLAY": display},
         stderr=subprocess.PIPE,
     )

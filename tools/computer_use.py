@@ -48,6 +48,7 @@ from agent.v1.computer_pb2 import (
 )
 from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
+from exec_daemon.kernel.desktop_control import DesktopControl
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import create_exclusive, ensure_daemon_folder
 from exec_daemon.kernel.runner import HelperFailed, run_helper
@@ -393,6 +394,9 @@ async def computer_use(args: ComputerUseArgs, ctx: CallContext) -> ComputerUseRe
         return _error(0, "unavailable", off_without("computer use", "--computer-use-enabled"))
     if not args.actions:
         return _error(0, "invalid_argument", "no actions given")
+    control = ctx.daemon.service(DesktopControl)
+    if (refusal := control.refusal()) is not None:
+        return _error(0, refusal.code, f"{refusal.message}; nothing was done")
     session = ctx.daemon.service(X11Session)
     try:
         display = await session.display()
@@ -415,6 +419,8 @@ async def computer_use(args: ComputerUseArgs, ctx: CallContext) -> ComputerUseRe
     async with session.lock:
         for index, step in enumerate(steps):
             run.log.append(f"{index} {step.describe}")
+            if (refusal := control.refusal()) is not None:
+                return _failed_at(index, refusal.code, refusal.message)
             try:
                 await step.run(run)
             except CodedError as exc:

@@ -90,6 +90,9 @@ class DaemonConfig:
     # The browser IDE: the token-checking proxy's port (0: off) and code-server's folder.
     ide_port: int = DEFAULT_IDE_PORT
     ide_folder: Path = field(default_factory=lambda: DEFAULT_IDE_FOLDER)
+    # The desktop page (noVNC behind the token) and the VNC server it bridges to; 0: no page.
+    novnc_port: int = 0
+    vnc_address: str = "127.0.0.1:5901"
 
 
 def off_without(feature: str, flag: str) -> str:

@@ -73,6 +73,7 @@ class ErrorCode(StrEnum):
     ACTION_FAILED = "action_failed"
     INVALID_COORDINATE = "invalid_coordinate"
     UNKNOWN_KEY = "unknown_key"
+    PERSON_IN_CONTROL = "person_in_control"
 
 
 class CodedError(Exception):

@@ -61,12 +61,14 @@ from agent.v1.questions_pb2 import (
     ListPendingQuestionsRequest,
     ListPendingQuestionsResponse,
 )
+from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from exec_daemon import __version__
 from exec_daemon.guards.redaction import (
     redact_outgoing_text,
     redact_outgoing_window,
     secret_context_bytes,
 )
+from exec_daemon.kernel.desktop_control import DesktopControl
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.rpc import agent_context, artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
@@ -360,6 +362,20 @@ class ControlService(ControlServiceBase):
         ctx: RequestContext[WatchAgentContextRequest, AgentContextChange],
     ) -> AsyncIterator[AgentContextChange]:
         return _connect_errors(agent_context.watch_agent_context(self._daemon))
+
+    async def get_desktop_control(
+        self,
+        request: GetDesktopControlRequest,
+        ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse],
+    ) -> GetDesktopControlResponse:
+        state = self._daemon.service(DesktopControl).state()
+        return GetDesktopControlResponse(
+            person_in_control=state.person_in_control,
+            since_unix_ms=state.since_unix_ms,
+            viewers=state.viewers,
+            controllers=state.controllers,
+            novnc_port=self._daemon.config.novnc_port,
+        )
 
 
 def _artifact(info: artifacts.ArtifactInfo) -> Artifact:

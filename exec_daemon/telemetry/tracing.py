@@ -64,6 +64,7 @@ from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon import __version__
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Emit, Invocation, Middleware, Next
+from exec_daemon.kernel.desktop_control import ControlState, DesktopControl
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.state import Daemon
@@ -106,6 +107,7 @@ ATTR_CALL_ID = "tool.call_id"
 ATTR_AGENT_ID = "agent.id"
 ATTR_RESULT = "tool.result"
 ATTR_ERROR_CODE = "tool.error_code"
+ATTR_PERSON_IN_CONTROL = "desktop.person_in_control"
 
 
 def incoming_trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -210,6 +212,7 @@ def start_telemetry(daemon: Daemon, redact: Redact | None = None) -> Telemetry |
         return None
     telemetry.start(target, redact or _unchanged)
     daemon.provide(Meter, lambda _daemon: telemetry.meter)
+    daemon.service(DesktopControl).listen(telemetry.desktop_control_changed)
     log.info(
         "telemetry: traces, metrics and logs go to %s over OTLP/%s%s",
         target.endpoint,
@@ -312,6 +315,14 @@ class Telemetry:
     def middleware(self) -> Middleware:
         assert self._tracer is not None and self._meter is not None, "start() first"
         return tracing_middleware(self._tracer, self._meter, self._clean)
+
+    def desktop_control_changed(self, state: ControlState) -> None:
+        """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
+        if self._tracer is None or not self.started:
+            return
+        name = "desktop.take_over" if state.person_in_control else "desktop.hand_back"
+        attributes = {ATTR_PERSON_IN_CONTROL: state.person_in_control}
+        self._tracer.start_span(name, attributes=attributes).end()
 
     async def aclose(self) -> None:
         """Sends what is queued, bounded: an unreachable collector must not hold up shutdown."""

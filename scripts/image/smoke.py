@@ -9,9 +9,10 @@ of /workspace/.cursor/environment.json (test-image writes it); a PTY terminal ov
 echoes. With --probe-docker: whether `sudo service docker start` brings dockerd up (said, not
 checked). With --desktop: a computer-use screenshot shows the desktop (pixel variance; saved as
 PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop; a
-screen recording of that display; chromium's DevTools on 9222; noVNC on 26058 greeting as VNC;
-the IDE: WarmRemoteAccessServer cold then warm (timed), its page on 26059 with the token, 401
-without.
+screen recording of that display; chromium's DevTools on 9222; the desktop page on 26058 refusing a missing or wrong
+token and greeting as VNC with it; a person's take-over on that page refusing the agent's computer
+use (person_in_control) until the hand-back; the IDE: WarmRemoteAccessServer cold then warm
+(timed), its page on 26059 with the token, 401 without.
 Prints one JSON line of timings last; exits 1 when any check failed.
 """
 
@@ -31,7 +32,6 @@ from typing import Any
 
 import websockets
 from PIL import Image, ImageChops, ImageStat
-from websockets.typing import Subprotocol
 
 from agent.v1.computer_pb2 import (
     ClickAction,
@@ -40,6 +40,7 @@ from agent.v1.computer_pb2 import (
     ComputerUseToolCall,
     Coordinate,
     KeyAction,
+    MouseMoveAction,
     RecordingMode,
     RecordScreenArgs,
     RecordScreenToolCall,
@@ -120,6 +121,17 @@ async def shell(client: ExecDaemonClient, command: str) -> str:
     return str(success.stdout)
 
 
+async def computer_use(client: ExecDaemonClient, *actions: ComputerUseAction) -> Any:
+    """The computer-use call's result (any case), else a SmokeFailure."""
+    call = ToolCall(
+        computer_use_tool_call=ComputerUseToolCall(args=ComputerUseArgs(actions=actions))
+    )
+    outcome = await client.run(call)
+    if outcome.result is None:
+        raise SmokeFailure(f"computer use: {outcome.error}")
+    return outcome.result.computer_use_tool_call.result
+
+
 async def screenshot(client: ExecDaemonClient, *before: ComputerUseAction) -> Image.Image:
     actions = [*before, ComputerUseAction(screenshot=ScreenshotAction())]
     call = ToolCall(
@@ -133,6 +145,14 @@ def http_get(url: str, headers: dict[str, str] | None = None) -> bytes:
     request = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(request, timeout=30) as response:
         return bytes(response.read())
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def stddev(image: Image.Image) -> float:
@@ -180,7 +200,10 @@ class Smoke:
                 )
                 await self.check("screen recording of the desktop", lambda: self.record(client))
                 await self.check("chromium answers DevTools on 9222", lambda: self.browser(client))
-                await self.check("noVNC on 26058 bridges to the VNC server", self.novnc)
+                await self.check("the desktop page on 26058 needs the token", self.novnc)
+                await self.check(
+                    "a person's take-over pauses computer use", lambda: self.take_over(client)
+                )
                 await self.check(
                     "the IDE on 26059 starts, warm and behind the token", lambda: self.ide(client)
                 )
@@ -255,14 +278,47 @@ class Smoke:
         await poll("DevTools on 9222", answers, 30)
 
     async def novnc(self) -> None:
-        page = await asyncio.to_thread(http_get, "http://127.0.0.1:26058/vnc.html")
-        if b"noVNC" not in page:
-            raise SmokeFailure("no noVNC page on 26058")
+        """The daemon's desktop page on 26058: refused without the token, bridged with it."""
+        for url in ("http://127.0.0.1:26058/", "http://127.0.0.1:26058/?token=wrong"):
+            if (status := await asyncio.to_thread(http_status, url)) != 401:
+                raise SmokeFailure(f"{url} answered {status} without the right token, not 401")
+        bearer = {"Authorization": f"Bearer {self.options.token}"}
+        page = await asyncio.to_thread(http_get, "http://127.0.0.1:26058/", bearer)
+        if b"/assets/desktop.js" not in page:
+            raise SmokeFailure("no desktop page on 26058")
+        rfb = await asyncio.to_thread(http_get, "http://127.0.0.1:26058/novnc/core/rfb.js", bearer)
+        if b"export default class RFB" not in rfb:
+            raise SmokeFailure("the desktop page has no noVNC")
         url = "ws://127.0.0.1:26058/websockify"
-        async with websockets.connect(url, subprotocols=[Subprotocol("binary")]) as ws:
+        async with websockets.connect(url, additional_headers=bearer) as ws:
             greeting = await asyncio.wait_for(ws.recv(), 10)
         if not (isinstance(greeting, bytes) and greeting.startswith(b"RFB 003.")):
-            raise SmokeFailure(f"not a VNC greeting through noVNC: {greeting!r}")
+            raise SmokeFailure(f"not a VNC greeting through the desktop page: {greeting!r}")
+        try:
+            async with websockets.connect(url):
+                raise SmokeFailure("the desktop bridge opened without the token")
+        except websockets.InvalidStatus as exc:
+            if exc.response.status_code != 401:
+                raise SmokeFailure(
+                    f"the bridge without token: {exc.response.status_code}"
+                ) from None
+
+    async def take_over(self, client: ExecDaemonClient) -> None:
+        bearer = {"Authorization": f"Bearer {self.options.token}"}
+        url = "ws://127.0.0.1:26058/websockify?mode=control"
+        move = ComputerUseAction(mouse_move=MouseMoveAction(coordinate=Coordinate(x=5, y=5)))
+        async with websockets.connect(url, additional_headers=bearer) as ws:
+            await asyncio.wait_for(ws.recv(), 10)  # the bridge is up: the person has control
+            refused = await computer_use(client, move)
+            if refused.WhichOneof("result") != "error" or refused.error.code != "person_in_control":
+                raise SmokeFailure(f"computer use during a take-over: {refused}")
+
+        async def handed_back() -> None:
+            result = await computer_use(client, move)
+            if result.WhichOneof("result") != "success":
+                raise SmokeFailure(f"computer use after the hand-back: {result}")
+
+        await poll("computer use after the hand-back", handed_back, 10)
 
     async def ide(self, client: ExecDaemonClient) -> None:
         """WarmRemoteAccessServer starts code-server (cold, timed), again (warm), and the IDE's

@@ -14,6 +14,7 @@ from typing import Protocol, TYPE_CHECKING
 from agent.v1.context_pb2 import AgentContextChange, GetAgentContextRequest, GetAgentContextResponse, ListMcpToolsRequest, ListMcpToolsResponse, WatchAgentContextRequest
 from agent.v1.exec_pb2 import ExecServerMessage
 from agent.v1.questions_pb2 import AnswerQuestionRequest, AnswerQuestionResponse, ListPendingQuestionsRequest, ListPendingQuestionsResponse
+from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_codecs
@@ -120,6 +121,12 @@ class ControlService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def answer_question(self, request: AnswerQuestionRequest, ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse], /) -> AnswerQuestionResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_desktop_control(self, request: GetDesktopControlRequest, ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse], /) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -366,6 +373,17 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.answer_question,
+                ),
+                "/agent.v1.ControlService/GetDesktopControl": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetDesktopControl",
+                        service_name="agent.v1.ControlService",
+                        input=GetDesktopControlRequest,
+                        output=GetDesktopControlResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_desktop_control,
                 ),
             },
             interceptors=interceptors,
@@ -843,6 +861,29 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def get_desktop_control(
+        self,
+        request: GetDesktopControlRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetDesktopControl",
+                service_name="agent.v1.ControlService",
+                input=GetDesktopControlRequest,
+                output=GetDesktopControlResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -924,6 +965,12 @@ class ControlServiceSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def answer_question(self, request: AnswerQuestionRequest, ctx: RequestContext[AnswerQuestionRequest, AnswerQuestionResponse], /) -> AnswerQuestionResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_desktop_control(self, request: GetDesktopControlRequest, ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse], /) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -1168,6 +1215,17 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.answer_question,
+                ),
+                "/agent.v1.ControlService/GetDesktopControl": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetDesktopControl",
+                        service_name="agent.v1.ControlService",
+                        input=GetDesktopControlRequest,
+                        output=GetDesktopControlResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_desktop_control,
                 ),
             },
             interceptors=interceptors,
@@ -1639,6 +1697,29 @@ class ControlServiceClientSync(ConnectClientSync):
                 service_name="agent.v1.ControlService",
                 input=AnswerQuestionRequest,
                 output=AnswerQuestionResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_desktop_control(
+        self,
+        request: GetDesktopControlRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetDesktopControlResponse:
+        """
+        Who controls the desktop (a person who took it over, or the agent).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetDesktopControl",
+                service_name="agent.v1.ControlService",
+                input=GetDesktopControlRequest,
+                output=GetDesktopControlResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),
