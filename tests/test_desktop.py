@@ -34,7 +34,14 @@ from exec_daemon.rpc.desktop_server import RfbRefused, ViewOnlyFilter, novnc_dir
 from tests import desktop_icon_app as icon_app
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.polling import wait_until
-from tests.test_tracing import FAST_EXPORT, Received, attributes, http_receiver, tracing_flags
+from tests.test_tracing import (
+    FAST_EXPORT,
+    HTTP_CHOSEN,
+    Received,
+    attributes,
+    http_receiver,
+    tracing_flags,
+)
 from tests.x11_support import X11App, computer_use, x11_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +168,7 @@ def daemon(
         "--novnc-port", str(novnc_port),
         "--vnc-address", f"127.0.0.1:{vnc_proxy.port}",
         *tracing_flags(f"http://127.0.0.1:{traces.port}"),  # type: ignore[attr-defined]
-        env={"DISPLAY": display, **FAST_EXPORT},
+        env={"DISPLAY": display, **FAST_EXPORT, **HTTP_CHOSEN},
     ) as running:  # fmt: skip
         running.novnc_port = novnc_port  # type: ignore[attr-defined]
         yield running

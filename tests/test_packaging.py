@@ -85,8 +85,9 @@ def http_get(url: str) -> tuple[int, bytes]:
 def test_the_installed_wheel_serves_rpcs_and_the_web_terminal(wheel: Path, tmp_path: Path) -> None:
     python = layered_venv(tmp_path / "venv")
     subprocess.run(
+        # --ignore-installed: the layered venv sees the test venv's editable exec-daemon.
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-         "--no-index", str(wheel)],
+         "--no-index", "--ignore-installed", str(wheel)],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
     where = subprocess.run(
