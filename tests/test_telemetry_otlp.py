@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from concurrent import futures
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -35,6 +34,7 @@ from exec_daemon.kernel.metering import Metric
 from exec_daemon.telemetry.metrics import OtlpMeter
 from tests.daemon_process import running_daemon
 from tests.loopback_http import serving_http
+from tests.otlp_receiver import serving_grpc
 from tests.polling import wait_until
 from tests.test_tracing import (
     TRACE_TOKEN,
@@ -140,16 +140,13 @@ def grpc_collector(delay: float = 0.0) -> Iterator[tuple[int, Receiver]]:
             received.add("logs", metadata(context), request)
             return logs_service_pb2.ExportLogsServiceResponse()
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    def add_services(server: grpc.Server) -> None:
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)
+
+    with serving_grpc(add_services) as port:
         yield port, received
-    finally:
-        server.stop(grace=None)
 
 
 REQUESTS = {

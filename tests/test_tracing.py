@@ -11,7 +11,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from concurrent import futures
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -39,6 +38,7 @@ from exec_daemon.telemetry.tracing import (
 from tests.daemon_process import running_daemon
 from tests.inprocess import serve_in_process
 from tests.loopback_http import serving_http
+from tests.otlp_receiver import serving_grpc
 from tests.polling import eventually, wait_until
 from tests.scripted_tool import VARIANT, ScriptedTool, script
 
@@ -106,14 +106,11 @@ def grpc_receiver() -> Iterator[tuple[int, Received]]:
             received.add(headers, request.SerializeToString())
             return trace_service_pb2.ExportTraceServiceResponse()
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    def add_services(server: grpc.Server) -> None:
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
+
+    with serving_grpc(add_services, workers=2) as port:
         yield port, received
-    finally:
-        server.stop(grace=None)
 
 
 @contextlib.contextmanager

@@ -6,11 +6,10 @@
 // Serves the page on 127.0.0.1:PAGE_PORT, opened as http://localhost:PAGE_PORT (the allowed
 // origin) and as http://127.0.0.1:PAGE_PORT (another origin). No codegen: the page builds the
 // services from the descriptor set. Prints one JSON line with what each page saw.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const [rpcUrl, token, pagePort, descriptorSetPath] = process.argv.slice(2);
 const TIMEOUT_MS = 20000;
@@ -126,15 +125,7 @@ const server = createServer((request, response) => {
 });
 await new Promise((resolve) => server.listen(Number(pagePort), '127.0.0.1', resolve));
 
-const userDataDir = mkdtempSync(path.join(tmpdir(), 'exec-daemon-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-context.setDefaultTimeout(TIMEOUT_MS);
-const page = context.pages()[0] ?? (await context.newPage());
+const { page, close } = await launchChromium(undefined, TIMEOUT_MS);
 const pageErrors = [];
 page.on('pageerror', (error) => pageErrors.push(String(error)));
 
@@ -154,8 +145,7 @@ try {
   console.log(JSON.stringify({ failed: String(error), pageErrors }));
   exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
   server.close();
 }
 process.exit(exitCode);

@@ -7,12 +7,10 @@
 // Usage: node tests/web/web_terminal.mjs PTY_URL TOKEN SCREENSHOT_DIR ENV_TERMINAL_NAME
 // Prints JSON lines; the last one says what it saw; exits non-zero (with a failure screenshot).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 
 const [daemonUrl, token, screenshotDir, envTerminalName] = process.argv.slice(2);
 const TIMEOUT_MS = 15000;
@@ -52,25 +50,8 @@ function cutConnections() {
   open.clear();
 }
 
-const userDataDir = mkdtempSync(path.join(tmpdir(), 'exec-daemon-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-  viewport: { width: 1100, height: 650 },
-});
-context.setDefaultTimeout(TIMEOUT_MS);
+const { context, page, close } = await launchChromium({ width: 1100, height: 650 }, TIMEOUT_MS);
 await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: baseUrl });
-const page = context.pages()[0] ?? (await context.newPage());
 const consoleErrors = [];
 page.on('console', (message) => {
   // Chromium reports each refused reconnection attempt and each failed list request; those
@@ -340,8 +321,7 @@ try {
   console.log(JSON.stringify({ ok: false, error: String(error), screen: text, consoleErrors, ...seen }));
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
   proxy.close();
   cutConnections();
   input.close();
