@@ -195,9 +195,9 @@ async def bench(root: Path, rounds: int, http_port: int) -> dict[str, Any]:
         }
     }
     (workspace / ".cursor" / "mcp.json").write_text(json.dumps(config))
-    with running_daemon(
-        workspace, root / "state", "--log-level", "warn", env={"HOME": str(home)}
-    ) as daemon:
+    # The workspace's HTTP server is on loopback: allowed as the operator would allow it.
+    flags = ("--log-level", "warn", "--fetch-allow-private", "127.0.0.0/8")
+    with running_daemon(workspace, root / "state", *flags, env={"HOME": str(home)}) as daemon:
         async with daemon.client() as client:
             context = await bench_context(client, workspace, rounds)
             mcp = await bench_mcp(client)

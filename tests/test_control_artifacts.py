@@ -27,6 +27,7 @@ from agent.v1.control_pb2 import (
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.loopback_http import serving_http
+from tests.test_sem_search_index import poll_search
 
 DOWNLOAD = os.urandom(3 * 1024 * 1024 + 17)
 
@@ -225,6 +226,9 @@ async def test_a_large_upload_does_not_load_the_file_into_memory(
     with path.open("wb") as file:
         file.truncate(size)  # sparse: cheap to make, still 96 MiB to read and send
     await list_artifacts(client)
+    # The semantic index loads its model and indexes the workspace in the background at start:
+    # done first, so that what is measured is the upload's.
+    await poll_search(client, "upload", lambda result: result.success.index_complete)
     before = peak_rss_kib(daemon.process.pid)
     response = await upload(client, http_server.url)
     assert [a.path for a in response.uploaded] == ["large.bin"]

@@ -150,8 +150,26 @@ async def install(folder: Path, version: str) -> Path:
 _INSTALLING: dict[str, asyncio.Lock] = {}
 
 
+def _symlinked(folder: Path) -> str | None:
+    """Where `folder` really is when a symlink on the way (e.g. ~/.cache into ~/.ssh) leads
+    elsewhere; None when it is where it is spelled."""
+    real = os.path.realpath(folder)
+    return real if real != os.path.abspath(folder) else None
+
+
+def _refuse_symlinked(folder: Path) -> None:
+    """What is installed here runs unconfined: never where a symlink on the way leads."""
+    real = _symlinked(folder)
+    if real is not None:
+        raise CodedError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"{folder} leads through a symlink (to {real}): give --ide-folder a real path",
+        )
+
+
 async def _install(target: Path, version: str) -> None:
     folder = target.parent
+    await asyncio.to_thread(_refuse_symlinked, folder)
     await asyncio.to_thread(ensure_daemon_folder, folder, 0o700)
     staging = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".staging-", dir=folder))
     try:
@@ -249,9 +267,11 @@ class IdeServer:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         # Made at the daemon's start, so that every sandbox, also one started before the IDE,
-        # mounts it read-only (where it lies in a writable area such as /tmp).
-        with contextlib.suppress(OSError):
-            ensure_daemon_folder(self.folder, 0o700)
+        # mounts it read-only (where it lies in a writable area such as /tmp); not through a
+        # symlink on the way, which install refuses too.
+        if _symlinked(self.folder) is None:
+            with contextlib.suppress(OSError):
+                ensure_daemon_folder(self.folder, 0o700)
         daemon.service(Sandboxing).keep_private(self.folder)
         self._lock = asyncio.Lock()
         self._helper: Helper | None = None
