@@ -371,13 +371,16 @@ async def bench_sem_search(client: ExecDaemonClient, cap: float) -> dict[str, An
     return timings
 
 
-async def timed_small_calls(client: ExecDaemonClient, samples: list[float], count: int) -> None:
-    """`count` small calls in turn (read of a small file, ls of `small/`), each timed (ms)."""
+async def timed_small_calls(
+    client: ExecDaemonClient, samples: list[tuple[float, float]], count: int
+) -> None:
+    """`count` small calls in turn (read of a small file, ls of `small/`), each as (when it
+    started, perf_counter s; how long it took, ms)."""
     for n in range(count):
         call = read_call(f"small/f{1 + n % 9:05d}.txt") if n % 2 == 0 else ls_call("small")
         started = time.perf_counter()
         await expect_success(client, call)
-        samples.append((time.perf_counter() - started) * 1000)
+        samples.append((started, (time.perf_counter() - started) * 1000))
 
 
 async def index_state(client: ExecDaemonClient) -> tuple[float, Any]:
@@ -389,8 +392,17 @@ async def index_state(client: ExecDaemonClient) -> tuple[float, Any]:
     return time.perf_counter() - started, success
 
 
-def small_call_figures(samples: list[float]) -> dict[str, Any]:
-    return {"p50_ms": p50(samples), "p99_ms": percentile(samples, 0.99), "calls": len(samples)}
+def small_call_figures(samples: list[tuple[float, float]], since: float) -> dict[str, Any]:
+    """p50/p99 and the slowest calls (when, seconds after `since`: to tell a start-up pause
+    from steady contention)."""
+    took = [ms for _, ms in samples]
+    slowest = sorted(samples, key=lambda sample: -sample[1])[:3]
+    return {
+        "p50_ms": p50(took),
+        "p99_ms": percentile(took, 0.99),
+        "calls": len(took),
+        "slowest": [{"at_s": round(at - since, 2), "ms": round(ms, 1)} for at, ms in slowest],
+    }
 
 
 async def bench_background_index(tree: Path, cap: float) -> dict[str, Any]:
@@ -410,7 +422,7 @@ async def bench_background_index(tree: Path, cap: float) -> dict[str, Any]:
                 "first_answer_results": len(first.results),
                 "first_answer_indexed": f"{first.indexed_files}/{first.total_files}",
             }
-            building: list[float] = []
+            building: list[tuple[float, float]] = []
             state, checks = first, 0
             while not state.index_complete and time.perf_counter() - started < cap:
                 await timed_small_calls(client, building, 20)
@@ -427,12 +439,14 @@ async def bench_background_index(tree: Path, cap: float) -> dict[str, Any]:
             search_s, searched = await index_state(client)
             result["search_s"] = round(search_s, 3)
             expect(len(searched.results) > 0, "sem_search on the complete index found nothing")
-            idle: list[float] = []
+            idle: list[tuple[float, float]] = []
             await timed_small_calls(client, idle, max(200, len(building)))
-            result["small_call_while_indexing"] = small_call_figures(building)
-            result["small_call_idle"] = small_call_figures(idle)
+            while_indexing = small_call_figures(building, started)
+            result["small_call_while_indexing"] = while_indexing
+            result["small_call_idle"] = small_call_figures(idle, started)
             if building:
-                result["p99_ratio"] = round(percentile(building, 0.99) / percentile(idle, 0.99), 2)
+                idle_p99 = result["small_call_idle"]["p99_ms"]
+                result["p99_ratio"] = round(while_indexing["p99_ms"] / idle_p99, 2)
             result["daemon_peak_rss_mb"] = round(rss_kb(daemon.process.pid, "VmHWM") / 1024, 1)
     return result
 
