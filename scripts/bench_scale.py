@@ -627,6 +627,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "grep_ratio": first["grep"].get("ratio"),
         "glob_ratio_same_work": first["glob"]["ratio"],
         "ls_small_p50_ms": first["ls"]["small_folder"]["tool_p50_ms"],
+        "background_index_p99_ratio": first.get("background_index", {}).get("p99_ratio"),
     }
     return results
 
