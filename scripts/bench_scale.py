@@ -92,6 +92,7 @@ AGENTS = (1, 10, 50)
 AGENT_ROUNDS = 10
 SEM_SEARCH_CAP_SECONDS = 120.0
 INDEX_CAP_SECONDS = 1800.0
+IDLE_CALLS = 1000  # small calls timed once the index is complete
 QUICK = {
     "sizes": (2_000,),
     "kinds": ("synthetic",),
@@ -440,7 +441,7 @@ async def bench_background_index(tree: Path, cap: float) -> dict[str, Any]:
             result["search_s"] = round(search_s, 3)
             expect(len(searched.results) > 0, "sem_search on the complete index found nothing")
             idle: list[tuple[float, float]] = []
-            await timed_small_calls(client, idle, max(200, len(building)))
+            await timed_small_calls(client, idle, IDLE_CALLS)
             while_indexing = small_call_figures(building, started)
             result["small_call_while_indexing"] = while_indexing
             result["small_call_idle"] = small_call_figures(idle, started)
