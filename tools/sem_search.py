@@ -9,8 +9,9 @@ ranking found more of the expected files than either alone (scripts/bench_sem_se
 
 The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
 start) builds it in the background and then follows the workspace through a file watcher
-(watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a batch
-at a time; the event loop only lists files and installs results. Files are first read and
+(watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a small
+batch at a time, with the interpreter's switch interval lowered meanwhile (so the event loop
+waits less for the GIL); the event loop only lists files and installs results. Files are first read and
 chunked (their words are then searchable), then embedded. A search also asks for a refresh
 (files are listed and stat'ed, only changed ones read), so it sees the agent's latest edit, but
 waits for it at most SEARCH_WAIT_SECONDS: before the index is complete it answers from what is
