@@ -16,6 +16,10 @@ figure is a median over rounds, with its baseline measured in the same run, alte
 - GetDiff with 1,000 changed .py files vs `git diff HEAD`;
 - sem_search through a tool call (whatever the index does): the first call (capped, so a
   slow index cannot hold the run) and the next one;
+- the background index (a daemon started on an empty index store): the first sem_search
+  answer after start, the time to a complete index, a search on it, and small calls (read of
+  a small file, ls of `small/`) p50/p99 while the index builds vs once it is complete (the
+  goal: p99 at most 2x its idle value);
 - 1, 10 and 50 agents, each on its own connection, running mixed calls at once (read of a
   small file, ls, glob and grep of `small/`): p50/p99 of the read, the daemon's CPU (cores
   used over the phase) and memory (RSS after, peak during).
@@ -26,7 +30,7 @@ that reaches the tool's own time limit is recorded as such (`timed_out_after_s`)
 agents. Trees are built once under --data-dir and reused; the full run is heavy (run it nice'd).
 
     .venv/bin/python scripts/bench_scale.py [--sizes 10000,100000] [--kinds synthetic,real]
-        [--rounds N] [--data-dir DIR] [--quick]
+        [--rounds N] [--data-dir DIR] [--index-cap S] [--index-only] [--quick]
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ BIG_FILE_BYTES = 1 << 30
 AGENTS = (1, 10, 50)
 AGENT_ROUNDS = 10
 SEM_SEARCH_CAP_SECONDS = 120.0
+INDEX_CAP_SECONDS = 1800.0
+IDLE_CALLS = 1000  # small calls timed once the index is complete
 QUICK = {
     "sizes": (2_000,),
     "kinds": ("synthetic",),
@@ -96,6 +102,7 @@ QUICK = {
     "agents": (1, 5),
     "agent_rounds": 3,
     "sem_search_cap_seconds": 5.0,
+    "index_cap_seconds": 120.0,
 }
 GREP_WORD = "return"
 GLOB = "**/*.py"
@@ -365,6 +372,86 @@ async def bench_sem_search(client: ExecDaemonClient, cap: float) -> dict[str, An
     return timings
 
 
+async def timed_small_calls(
+    client: ExecDaemonClient, samples: list[tuple[float, float]], count: int
+) -> None:
+    """`count` small calls in turn (read of a small file, ls of `small/`), each as (when it
+    started, perf_counter s; how long it took, ms)."""
+    for n in range(count):
+        call = read_call(f"small/f{1 + n % 9:05d}.txt") if n % 2 == 0 else ls_call("small")
+        started = time.perf_counter()
+        await expect_success(client, call)
+        samples.append((started, (time.perf_counter() - started) * 1000))
+
+
+async def index_state(client: ExecDaemonClient) -> tuple[float, Any]:
+    """One sem_search: its duration (s) and its answer (how complete the index is)."""
+    call = ToolCall()
+    call.sem_search_tool_call.args.CopyFrom(SemSearchArgs(query=SEM_QUERY, max_results=5))
+    started = time.perf_counter()
+    success = tool_success(await client.run(call))
+    return time.perf_counter() - started, success
+
+
+def small_call_figures(samples: list[tuple[float, float]], since: float) -> dict[str, Any]:
+    """p50/p99 and the slowest calls (when, seconds after `since`: to tell a start-up pause
+    from steady contention)."""
+    took = [ms for _, ms in samples]
+    slowest = sorted(samples, key=lambda sample: -sample[1])[:3]
+    return {
+        "p50_ms": p50(took),
+        "p99_ms": percentile(took, 0.99),
+        "calls": len(took),
+        "slowest": [{"at_s": round(at - since, 2), "ms": round(ms, 1)} for at, ms in slowest],
+    }
+
+
+async def bench_background_index(tree: Path, cap: float) -> dict[str, Any]:
+    """The goal "a big tree indexed in the background without any other call's p99 rising above
+    2x its idle value": a daemon with an empty index store serves small calls while its index
+    builds, then the same calls once the index is complete. Also the first sem_search answer
+    after start, the time to a complete index and a search on it."""
+    state_dir = tree.parent / f"state-index-{tree.name}"
+    shutil.rmtree(state_dir, ignore_errors=True)  # an empty store: the index is built anew
+    with running_daemon(tree, state_dir) as daemon:
+        async with daemon.client(timeout_ms=900_000) as client:
+            started = time.perf_counter()  # the index starts with the daemon
+            first_s, first = await index_state(client)
+            result: dict[str, Any] = {
+                "first_answer_s": round(time.perf_counter() - started, 2),
+                "first_answer_call_s": round(first_s, 2),
+                "first_answer_results": len(first.results),
+                "first_answer_indexed": f"{first.indexed_files}/{first.total_files}",
+            }
+            building: list[tuple[float, float]] = []
+            state, checks = first, 0
+            while not state.index_complete and time.perf_counter() - started < cap:
+                await timed_small_calls(client, building, 20)
+                checks += 1
+                if checks % 10 == 0:  # a search also asks for a refresh: not too often
+                    _, state = await index_state(client)
+            complete = state.index_complete
+            result["index_s"] = round(time.perf_counter() - started, 1) if complete else None
+            result["indexed"] = f"{state.indexed_files}/{state.total_files}"
+            result["index_complete"] = complete
+            result["cap_s"] = cap
+            if not complete:
+                return result
+            search_s, searched = await index_state(client)
+            result["search_s"] = round(search_s, 3)
+            expect(len(searched.results) > 0, "sem_search on the complete index found nothing")
+            idle: list[tuple[float, float]] = []
+            await timed_small_calls(client, idle, IDLE_CALLS)
+            while_indexing = small_call_figures(building, started)
+            result["small_call_while_indexing"] = while_indexing
+            result["small_call_idle"] = small_call_figures(idle, started)
+            if building:
+                idle_p99 = result["small_call_idle"]["p99_ms"]
+                result["p99_ratio"] = round(while_indexing["p99_ms"] / idle_p99, 2)
+            result["daemon_peak_rss_mb"] = round(rss_kb(daemon.process.pid, "VmHWM") / 1024, 1)
+    return result
+
+
 def cpu_seconds(pid: int, children: bool = False) -> float:
     """CPU time of `pid` itself, or of its ended children (ripgrep, git) it has waited for."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -488,6 +575,7 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         "agents": AGENTS,
         "agent_rounds": AGENT_ROUNDS,
         "sem_search_cap_seconds": SEM_SEARCH_CAP_SECONDS,
+        "index_cap_seconds": INDEX_CAP_SECONDS,
         "sizes": SIZES,
         "kinds": KINDS,
     }
@@ -499,6 +587,8 @@ def settings_for(args: argparse.Namespace) -> dict[str, Any]:
         settings["kinds"] = tuple(args.kinds.split(","))
     if args.sem_search_cap is not None:
         settings["sem_search_cap_seconds"] = args.sem_search_cap
+    if args.index_cap is not None:
+        settings["index_cap_seconds"] = args.index_cap
     return settings
 
 
@@ -517,17 +607,28 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         by_size: dict[str, Any] = {}
         for size in settings["sizes"]:
             tree = build_tree(data, kind, size, settings["big_folder_files"])
+            if args.index_only:
+                index = bench_background_index(tree, settings["index_cap_seconds"])
+                by_size[str(size)] = {"background_index": asyncio.run(index)}
+                continue
             files = len(tracked_files(tree))
             measured = bench_size(tree, files, big_file, settings, args.rounds)
             by_size[str(size)] = asyncio.run(measured)
+            if settings["index_cap_seconds"] > 0:
+                log(f"{tree.name}: background index")
+                index = bench_background_index(tree, settings["index_cap_seconds"])
+                by_size[str(size)]["background_index"] = asyncio.run(index)
         results[kind] = {"sizes": by_size}
-        if len(by_size) > 1:
+        if len(by_size) > 1 and not args.index_only:
             results[kind]["growth_over_linear"] = curve(by_size)
+    if args.index_only:
+        return results
     first = results[settings["kinds"][0]]["sizes"][str(settings["sizes"][0])]
     results["summary"] = {
         "grep_ratio": first["grep"].get("ratio"),
         "glob_ratio_same_work": first["glob"]["ratio"],
         "ls_small_p50_ms": first["ls"]["small_folder"]["tool_p50_ms"],
+        "background_index_p99_ratio": first.get("background_index", {}).get("p99_ratio"),
     }
     return results
 
@@ -543,6 +644,17 @@ def main() -> None:
         type=float,
         default=None,
         help=f"seconds a sem_search call may take (default {SEM_SEARCH_CAP_SECONDS:g}; 0: skip)",
+    )
+    parser.add_argument(
+        "--index-cap",
+        type=float,
+        default=None,
+        help=f"seconds the background index may take (default {INDEX_CAP_SECONDS:g}; 0: skip)",
+    )
+    parser.add_argument(
+        "--index-only",
+        action="store_true",
+        help="only the background-index phase (small calls while the index builds vs idle)",
     )
     add_quick_flag(parser)
     args = parser.parse_args()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -282,3 +283,37 @@ async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> 
     finally:
         await daemon.aclose()
     assert len(again.embedded) == len(FILES), "each damaged entry embedded again"
+
+
+async def test_the_gil_is_handed_over_quickly_only_while_indexing(tmp_path: Path) -> None:
+    """While the worker indexes, the interpreter's switch interval is lowered (so the event loop
+    waits less for the GIL); once the index is complete the daemon is back to the default."""
+    workspace = tmp_path / "workspace"
+    many_files(workspace, 100)
+    before = sys.getswitchinterval()
+    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.02))
+    index = daemon.service(SemanticIndex)
+    try:
+        await index.start(watch=False)
+        await asyncio.sleep(0)  # the update task starts
+        seen_while_indexing = sys.getswitchinterval()
+        assert await index.ready(60)
+        assert seen_while_indexing == sem_search.INDEXING_SWITCH_INTERVAL_S < before
+        assert sys.getswitchinterval() == before
+    finally:
+        await daemon.aclose()
+    assert sys.getswitchinterval() == before
+
+
+async def test_closing_mid_index_restores_the_switch_interval(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    many_files(workspace, 200)
+    before = sys.getswitchinterval()
+    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.05))
+    index = daemon.service(SemanticIndex)
+    await index.start(watch=False)
+    await asyncio.sleep(0)  # the update task starts
+    assert sys.getswitchinterval() < before
+    assert not await index.ready(0)
+    await daemon.aclose()
+    assert sys.getswitchinterval() == before

@@ -9,8 +9,9 @@ ranking found more of the expected files than either alone (scripts/bench_sem_se
 
 The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
 start) builds it in the background and then follows the workspace through a file watcher
-(watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a batch
-at a time; the event loop only lists files and installs results. Files are first read and
+(watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a small
+batch at a time, with the interpreter's switch interval lowered meanwhile (so the event loop
+waits less for the GIL); the event loop only lists files and installs results. Files are first read and
 chunked (their words are then searchable), then embedded. A search also asks for a refresh
 (files are listed and stat'ed, only changed ones read), so it sees the agent's latest edit, but
 waits for it at most SEARCH_WAIT_SECONDS: before the index is complete it answers from what is
@@ -42,9 +43,10 @@ import math
 import os
 import re
 import sqlite3
+import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -87,12 +89,19 @@ CHUNK_MAX_CHARS = 800
 # Files whose lines average longer than this are minified or data, not code to read.
 MAX_AVERAGE_LINE_CHARS = 300
 # Files read and chunked per worker call, chunks embedded per worker call: small enough that
-# a search, an edit or shutdown is not kept waiting long.
-READ_GROUP = 64
-EMBED_GROUP = 512
+# a search, an edit or shutdown is not kept waiting long, and that other calls' p99 stays near
+# its idle value while the index builds (64/512 made it 5-9x idle, 16/128 1.2-1.8x, at no cost
+# in indexing time: scripts/bench_scale.py --index-only).
+READ_GROUP = 16
+EMBED_GROUP = 128
 # The watcher's batching of events (ms): an editor's write-rename-chmod is one change.
 WATCH_DEBOUNCE_MS = 50
 WORKER_NICENESS = 10
+# While the worker indexes, the event loop's thread waits for the GIL after each wake-up; the
+# interpreter hands it over only every switch interval (5 ms by default), so a small call's
+# several wake-ups each waited up to 5 ms (p99 7x idle, scripts/bench_scale.py). Lowered while
+# an update runs, the loop gets it back sooner; restored after.
+INDEXING_SWITCH_INTERVAL_S = 0.0005
 # Reciprocal rank fusion's constant (Cormack et al. 2009) and the BM25 parameters.
 RRF_K = 60
 BM25_K1 = 1.2
@@ -230,6 +239,17 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
 
 
+@contextlib.contextmanager
+def _quick_gil_handover() -> Iterator[None]:
+    """Lowers the interpreter's switch interval while indexing (see INDEXING_SWITCH_INTERVAL_S)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, INDEXING_SWITCH_INTERVAL_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
 @dataclass
 class IndexState:
     total_files: int = 0
@@ -334,10 +354,11 @@ class SemanticIndex:
 
     async def _update_until_quiet(self) -> None:
         try:
-            await self._update()
-            while self._again and not self._stop.is_set():
-                self._again = False
+            with _quick_gil_handover():
                 await self._update()
+                while self._again and not self._stop.is_set():
+                    self._again = False
+                    await self._update()
         except CodedError as failure:
             log.warning("sem_search index: %s", failure.message)
         except Exception:
