@@ -99,7 +99,41 @@ def running_daemon(
     (--auth-token-file, mode 0600, in `state_dir`) or "argv" (--auth-token). `ports`: the RPC
     and PTY ports (a restart on the ports of a daemon that stopped), else free ones."""
     token = token or secrets.token_hex(32)
-    port, pty_port = ports or (free_port(), free_port())
+    for attempt in range(3):
+        started = _started_daemon(
+            workspace, state_dir, extra_args, env, token, argv, token_by,
+            ports or (free_port(), free_port()),
+        )  # fmt: skip
+        try:
+            daemon = started.__enter__()
+        except PortTaken:
+            # A free port can be taken between the pick and the daemon's bind (another
+            # process's outgoing connection): pick again, unless the test chose the ports.
+            if ports is not None or attempt == 2:
+                raise
+            continue
+        with contextlib.ExitStack() as stack:
+            stack.push(started)
+            yield daemon
+        return
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def _started_daemon(
+    workspace: Path,
+    state_dir: Path,
+    extra_args: Sequence[str],
+    env: dict[str, str] | None,
+    token: str,
+    argv: Sequence[str] | None,
+    token_by: str,
+    ports: tuple[int, int],
+) -> Iterator[RunningDaemon]:
+    port, pty_port = ports
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "daemon.log"
     command = [
@@ -125,7 +159,12 @@ def running_daemon(
         )
     daemon = RunningDaemon(process, token, port, pty_port, workspace, log_path, state_dir)
     try:
-        _wait_listening(process, port, log_path)
+        try:
+            _wait_listening(process, port, log_path)
+        except RuntimeError as exc:
+            if "Address already in use" in str(exc):
+                raise PortTaken(str(exc)) from None
+            raise
         yield daemon
     finally:
         if process.poll() is None:
