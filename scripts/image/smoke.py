@@ -115,6 +115,19 @@ async def succeeded(client: ExecDaemonClient, call: ToolCall, variant: str, what
     return result.success
 
 
+async def read_until(ws: Any, wanted: bytes, seconds: float = 15) -> bytes:
+    """Terminal output from `ws` until `wanted` shows (or a SmokeFailure)."""
+    output = b""
+    deadline = time.monotonic() + seconds
+    while wanted not in output:
+        if time.monotonic() > deadline:
+            raise SmokeFailure(f"{wanted!r} never showed: {output[-300:]!r}")
+        message = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
+        if isinstance(message, bytes):
+            output += message
+    return output
+
+
 async def shell(client: ExecDaemonClient, command: str) -> str:
     call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, timeout=120_000)))
     success = await succeeded(client, call, "shell_tool_call", f"shell {command!r}")
@@ -200,6 +213,11 @@ class Smoke:
                 )
                 await self.check("screen recording of the desktop", lambda: self.record(client))
                 await self.check("chromium answers DevTools on 9222", lambda: self.browser(client))
+                # The VM has tmux (the minimal image does not: plain terminals there).
+                await self.check(
+                    "a shared terminal: the agent reads and types into a person's",
+                    lambda: self.shared_terminal(client),
+                )
                 await self.check("the desktop page on 26058 needs the token", self.novnc)
                 await self.check(
                     "a person's take-over pauses computer use", lambda: self.take_over(client)
@@ -234,12 +252,29 @@ class Smoke:
         url = f"ws://127.0.0.1:{self.options.pty_port}/terminals/new?token={self.options.token}"
         async with websockets.connect(url) as ws:
             await ws.send(b"echo pty-$((6*7))\r")
-            output = b""
-            deadline = time.monotonic() + 15
-            while b"pty-42" not in output:
-                message = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
-                if isinstance(message, bytes):
-                    output += message
+            await read_until(ws, b"pty-42")
+
+    async def shared_terminal(self, client: ExecDaemonClient) -> None:
+        """A person's shell from the page runs in the daemon's tmux: the agent's shell reads its
+        screen and types into it with the commands GET /terminals gives; the person sees it."""
+        base = f"127.0.0.1:{self.options.pty_port}"
+        token = self.options.token
+        url = f"ws://{base}/terminals/new?shared=1&name=smoke&token={token}"
+        async with websockets.connect(url) as ws:
+            attached = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            await ws.send(b"echo person-$((6*7))\r")
+            await read_until(ws, b"person-42")
+            request = urllib.request.Request(f"http://{base}/terminals?token={token}")
+            with urllib.request.urlopen(request, timeout=10) as response:
+                listing = json.loads(response.read())
+            shared = next(t["shared"] for t in listing if t["id"] == attached["id"])
+            screen = await shell(client, shared["read_screen"])
+            if "person-42" not in screen:
+                raise SmokeFailure(f"the agent's read_screen did not show it: {screen!r}")
+            await shell(
+                client, shared["type_keys"].replace("'echo hello'", "'echo agent-$((7*6))'")
+            )
+            await read_until(ws, b"agent-42")
 
     async def record(self, client: ExecDaemonClient) -> None:
         async def recording(mode: RecordingMode.ValueType) -> Any:
