@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 import signal
 import socket
 from collections.abc import Iterable, Sequence
@@ -61,13 +63,19 @@ class PortUnavailable(Exception):
 
 
 def check_ports_free(host: str, ports: dict[str, int]) -> None:
-    """Binds every port at once (so the same port given twice is caught too), then lets go.
+    """Binds every port, then lets go; the same port given twice counts as in use.
 
     Done before anything is announced or started: a port in use ends the start with one line
-    instead of a traceback after "serving ..." was logged.
+    instead of a traceback after "serving ..." was logged. Never listens: a client probing
+    the port must not find it accepting before the daemon serves it.
     """
+    claimed: set[int] = set()
     with contextlib.ExitStack() as held:
         for flag, port in ports.items():
+            if port in claimed:
+                in_use = os.strerror(errno.EADDRINUSE)
+                raise PortUnavailable(f"cannot listen on {host}:{port} ({flag}): {in_use}")
+            claimed.add(port)
             try:
                 infos = socket.getaddrinfo(
                     host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -82,7 +90,6 @@ def check_ports_free(host: str, ports: dict[str, int]) -> None:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 try:
                     sock.bind(address)
-                    sock.listen()
                 except OSError as exc:
                     raise PortUnavailable(
                         f"cannot listen on {host}:{port} ({flag}): {exc.strerror}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import secrets
 import signal
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +63,32 @@ class RunningDaemon:
         return self.process.returncode
 
 
-def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _answers_ping(port: int, token: str) -> bool:
+    """True once *this* daemon answers: a port that merely accepts may belong to another
+    process that took it before the daemon bound (the daemon then exits, port taken)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/agent.v1.ControlService/Ping",
+        data=b"{}",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    try:
+        with _DIRECT.open(request, timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def _wait_listening(
+    process: subprocess.Popen[bytes], port: int, token: str, log_path: Path
+) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"daemon exited with {process.returncode}:\n{log_path.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        if _answers_ping(port, token):
             return
         time.sleep(0.05)
     process.kill()
@@ -160,12 +182,18 @@ def _started_daemon(
     daemon = RunningDaemon(process, token, port, pty_port, workspace, log_path, state_dir)
     try:
         try:
-            _wait_listening(process, port, log_path)
+            _wait_listening(process, port, token, log_path)
         except RuntimeError as exc:
             if "Address already in use" in str(exc):
                 raise PortTaken(str(exc)) from None
             raise
-        yield daemon
+        try:
+            yield daemon
+        except Exception as exc:
+            if process.poll() is not None:
+                log_tail = log_path.read_text(errors="replace")[-4000:]
+                exc.add_note(f"the daemon had exited with {process.returncode}:\n{log_tail}")
+            raise
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
