@@ -439,6 +439,21 @@ async def test_watch_reports_a_skill_added_in_home_after_a_resubscribe(
         await second.aclose()  # type: ignore[attr-defined]
 
 
+async def test_watch_reports_a_cloud_rule_written_in_the_workspace(
+    served: InProcessDaemon, space: Path
+) -> None:
+    async with served.client() as client:
+        watch = client.control.watch_agent_context(
+            WatchAgentContextRequest(), headers=client.headers
+        )
+        await asyncio.wait_for(anext(watch), 20)
+        write(space / ".cursor" / "cloud-rules" / "ci.mdc", "---\nalwaysApply: true\n---\n")
+        change = await asyncio.wait_for(anext(watch), 20)
+        assert list(change.kinds) == ["rules"]
+        assert [path.endswith(".cursor/cloud-rules/ci.mdc") for path in change.paths] == [True]
+        await watch.aclose()  # type: ignore[attr-defined]
+
+
 async def test_a_watch_that_cannot_start_answers_unavailable(
     served: InProcessDaemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:

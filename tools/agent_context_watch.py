@@ -35,7 +35,12 @@ TICK_MS = 500
 MAX_PATHS_PER_CHANGE = 100
 QUEUE_SIZE = 100
 
-_CURSOR_KINDS = {"rules": "rules", "skills": "skills", "agents": "subagents"}
+_CURSOR_KINDS = {
+    "rules": "rules",
+    "cloud-rules": "rules",
+    "skills": "skills",
+    "agents": "subagents",
+}
 _CLAUDE_KINDS = {"skills": "skills", "agents": "subagents", "rules": "claude_md"}
 
 
