@@ -439,9 +439,11 @@ async def test_watch_reports_a_skill_added_in_home_after_a_resubscribe(
         await second.aclose()  # type: ignore[attr-defined]
 
 
-async def test_watch_reports_a_cloud_rule_written_in_the_workspace(
+async def test_watch_reports_a_cloud_rule_written_in_new_folders(
     served: InProcessDaemon, space: Path
 ) -> None:
+    """`.cursor/cloud-rules/` made with the file in one go: the folders are made before the
+    watch can reach them, so the file has no event of its own and is found in the new folder."""
     async with served.client() as client:
         watch = client.control.watch_agent_context(
             WatchAgentContextRequest(), headers=client.headers
