@@ -44,11 +44,8 @@ from exec_daemon.telemetry.logs import LOG_FORMATS, formatter
 
 log = logging.getLogger("exec_daemon")
 
-# Flags that are accepted (the orchestrator passes them) but whose feature is not built yet.
-NOT_BUILT_YET = (
-    "cursor_self_control_enabled",
-    "cloud_rules_enabled",
-)
+# Accepted (the orchestrator passes them) and ignored: the seed deprecates them.
+DEPRECATED = {"cursor_self_control_enabled": "use computer_use (CUA-based testing)"}
 # Acted on by the VM image's init (scripts/image/desktop-init starts the browser), not the daemon.
 FOR_THE_IMAGE = ("browser_enabled", "chrome_executable_path")
 
@@ -309,7 +306,11 @@ def main() -> None:
 )
 @click.option("--mcp-oauth-server-urls", default=None, help="MCP servers using OAuth (JSON).")
 @click.option("--http-mcp-tools-file", default=None, help="HTTP MCP tool definitions file.")
-@click.option("--cloud-rules-enabled", is_flag=True, help="Enable cloud rules.")
+@click.option(
+    "--cloud-rules-enabled",
+    is_flag=True,
+    help="Enable cloud rules: GetAgentContext also reads .cursor/cloud-rules/ (workspace and home).",
+)
 @click.option("--computer-use-enabled", is_flag=True, help="Enable computer use.")
 @click.option(
     "--secret-redaction-enabled", is_flag=True, help="Redact injected secrets from tool output."
@@ -518,10 +519,9 @@ def serve(
         )
     for value in (token, options.get("trace_auth_token"), options.get("model_api_key")):
         keep_secret(value)
-    for name in NOT_BUILT_YET:
-        value = options.get(name)
-        if value not in (None, False):
-            log.warning("--%s is accepted but its feature is not built yet", name.replace("_", "-"))
+    for name, instead in DEPRECATED.items():
+        if options.get(name) not in (None, False):
+            log.warning("--%s is deprecated and does nothing: %s", name.replace("_", "-"), instead)
     for name in FOR_THE_IMAGE:
         if options.get(name) not in (None, False):
             log.info("--%s: the VM image's init starts the browser", name.replace("_", "-"))

@@ -178,6 +178,33 @@ async def test_claude_md_only_with_the_flag(space: Path, home: Path, enabled: bo
     assert "Agents root." in {rule.content for rule in response.rules}
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_cloud_rules_only_with_the_flag(
+    space: Path, home: Path, tmp_path: Path, enabled: bool
+) -> None:
+    """The repository's and the VM's cloud rules, in Cursor's rule format; one symlinked out of
+    its root (the agent can write the workspace) is skipped."""
+    write(space / ".cursor" / "cloud-rules" / "ci.mdc", "---\nalwaysApply: true\n---\nUse xvfb.")
+    write(space / ".cursor" / "cloud-rules" / "py.mdc", "---\nglobs: '*.py'\n---\nRun pytest.")
+    write(home / ".cursor" / "cloud-rules" / "vm.md", "---\nalwaysApply: true\n---\nOpen a PR.")
+    outside = write(tmp_path / "elsewhere.mdc", "---\nalwaysApply: true\n---\nNot reviewed.")
+    (space / ".cursor" / "cloud-rules" / "planted.mdc").symlink_to(outside)
+    async for served in serving(space, cloud_rules_enabled=enabled):
+        response = await context(served, "lib/x.py", "README.md")
+    cloud = {rule.name: rule for rule in response.rules if rule.format == "cursor_cloud_rule"}
+    if not enabled:
+        assert cloud == {}
+        return
+    assert set(cloud) == {"ci", "py", "vm"}
+    assert cloud["ci"].applies and cloud["ci"].content == "Use xvfb."
+    assert cloud["ci"].kind == RuleKind.RULE_KIND_ALWAYS
+    assert cloud["py"].kind == RuleKind.RULE_KIND_AUTO_ATTACHED
+    assert list(cloud["py"].matched_paths) == ["lib/x.py"]
+    assert cloud["vm"].path == str(home / ".cursor" / "cloud-rules" / "vm.md")
+    assert "Not reviewed." not in {rule.content for rule in response.rules}
+    assert any(item.path.endswith("planted.mdc") for item in response.diagnostics)
+
+
 async def test_skills_and_subagents_from_home_and_workspace(
     served: InProcessDaemon, space: Path, home: Path
 ) -> None:
@@ -410,6 +437,23 @@ async def test_watch_reports_a_skill_added_in_home_after_a_resubscribe(
         change = await asyncio.wait_for(anext(second), 20)
         assert list(change.kinds) == ["skills"]
         await second.aclose()  # type: ignore[attr-defined]
+
+
+async def test_watch_reports_a_cloud_rule_written_in_new_folders(
+    served: InProcessDaemon, space: Path
+) -> None:
+    """`.cursor/cloud-rules/` made with the file in one go: the folders are made before the
+    watch can reach them, so the file has no event of its own and is found in the new folder."""
+    async with served.client() as client:
+        watch = client.control.watch_agent_context(
+            WatchAgentContextRequest(), headers=client.headers
+        )
+        await asyncio.wait_for(anext(watch), 20)
+        write(space / ".cursor" / "cloud-rules" / "ci.mdc", "---\nalwaysApply: true\n---\n")
+        change = await asyncio.wait_for(anext(watch), 20)
+        assert list(change.kinds) == ["rules"]
+        assert [path.endswith(".cursor/cloud-rules/ci.mdc") for path in change.paths] == [True]
+        await watch.aclose()  # type: ignore[attr-defined]
 
 
 async def test_a_watch_that_cannot_start_answers_unavailable(

@@ -52,17 +52,18 @@ def test_serve_without_a_token_is_refused_with_a_clear_message(tmp_path: Path) -
     assert "--auth-token" in result.stderr
 
 
-async def test_token_from_the_environment_and_not_built_flags_are_said_once(
+async def test_token_from_the_environment_and_deprecated_flags_are_said_once(
     workspace: Path, tmp_path: Path
 ) -> None:
     with running_daemon(
-        workspace, tmp_path / "state", "--cloud-rules-enabled", "--log-level", "info"
+        workspace, tmp_path / "state", "--cursor-self-control-enabled", "--log-level", "info"
     ) as daemon:
         async with daemon.client() as client:
             assert (await client.ping()).workspace == str(workspace)
         assert daemon.stop() == 0  # the whole log is written
         log = daemon.log()
-    assert log.count("--cloud-rules-enabled is accepted but its feature is not built yet") == 1
+    assert log.count("--cursor-self-control-enabled is deprecated and does nothing") == 1
+    assert "not built" not in log
     # CLAUDE.md loading (on by default) is built (tools/agent_context.py): no warning for it.
     assert "CLAUDE.md" not in log
     assert "DEBUG" not in log

@@ -10,6 +10,10 @@ Formats, as documented where they are defined:
   The legacy single `.cursorrules` file at the root is always applied.
 - AGENTS.md (https://agents.md): plain Markdown; the root one applies everywhere, a nested one
   to the files under its folder (the closest one to a file is the most specific).
+- Cloud rules, only with `--cloud-rules-enabled` (the seed's LocalCloudRulesService: rules for
+  agents running in a cloud VM, not for a person's editor): Cursor rules in the same format, in
+  `<workspace>/.cursor/cloud-rules/` (the repository's) and `~/.cursor/cloud-rules/` (the VM's,
+  e.g. baked into the image by the operator); format `cursor_cloud_rule`.
 - Claude Code memory (https://docs.anthropic.com/en/docs/claude-code/memory), only with
   `--claude-md-enabled`: `CLAUDE.md`, `.claude/CLAUDE.md`, `CLAUDE.local.md` at the root and
   `~/.claude/CLAUDE.md` always; nested `CLAUDE.md` for files under their folder;
@@ -424,6 +428,10 @@ def parse_cursor_rule(path: str, text: str) -> Rule:
     return Rule(path, "cursor_rule", kind, _stem(path), description, globs, body.strip())
 
 
+def parse_cloud_rule(path: str, text: str) -> Rule:
+    return replace(parse_cursor_rule(path, text), format="cursor_cloud_rule")
+
+
 def parse_claude_rule(path: str, text: str) -> Rule:
     metadata, body = split_front_matter(text)
     globs = _list_field(metadata, "paths")
@@ -472,6 +480,7 @@ class Roots:
     workspace: str  # real path
     home: str  # real path, "" when unknown
     claude_md: bool
+    cloud_rules: bool = False
 
 
 def _relative_paths(
@@ -529,6 +538,9 @@ class ContextReader:
         rules = self._rules_folder(
             os.path.join(workspace, ".cursor", "rules"), "", parse_cursor_rule, diagnostics
         )
+        if self.roots.cloud_rules:
+            for folder, root, _origin in self._sources(".cursor", "cloud-rules"):
+                rules.extend(self._rules_folder(folder, "", parse_cloud_rule, diagnostics, root))
         legacy = self._plain(os.path.join(workspace, ".cursorrules"), "cursorrules", ALWAYS, "")
         rules.extend(self._parse_all([legacy], workspace, diagnostics))
         rules.extend(self._folder_memory("", diagnostics))
@@ -586,11 +598,14 @@ class ContextReader:
         scope: str,
         parser: Callable[[str, str], Rule],
         diagnostics: list[Diagnostic],
+        root: str = "",
     ) -> list[Rule]:
-        workspace = self.roots.workspace
-        paths = self.files.folder_files(folder, workspace, diagnostics, depth=MAX_DEPTH, dirs=False)
+        """The rule files under `folder`, which must really lie in `root` (the workspace when
+        not given)."""
+        root = root or self.roots.workspace
+        paths = self.files.folder_files(folder, root, diagnostics, depth=MAX_DEPTH, dirs=False)
         items = [(path, parser, scope) for path in paths if path.endswith(RULE_SUFFIXES)]
-        return self._parse_all(items, workspace, diagnostics)
+        return self._parse_all(items, root, diagnostics)
 
     def _sources(self, *parts: str) -> list[tuple[str, str, str]]:
         """(folder, root, origin) of a context folder, workspace first, then home."""
@@ -717,6 +732,7 @@ class AgentContexts:
             workspace=os.path.realpath(self._daemon.workspace),
             home=os.path.realpath(home) if home else "",
             claude_md=self._daemon.config.claude_md_enabled,
+            cloud_rules=self._daemon.config.cloud_rules_enabled,
         )
 
     async def context(self, paths: Sequence[str], requested: Sequence[str]) -> AgentContext:

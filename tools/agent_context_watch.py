@@ -34,8 +34,15 @@ STEP_MS = 50
 TICK_MS = 500
 MAX_PATHS_PER_CHANGE = 100
 QUEUE_SIZE = 100
+# How much of a folder created under the watch is looked through for context files.
+MAX_SCANNED_ENTRIES = 2000
 
-_CURSOR_KINDS = {"rules": "rules", "skills": "skills", "agents": "subagents"}
+_CURSOR_KINDS = {
+    "rules": "rules",
+    "cloud-rules": "rules",
+    "skills": "skills",
+    "agents": "subagents",
+}
 _CLAUDE_KINDS = {"skills": "skills", "agents": "subagents", "rules": "claude_md"}
 
 
@@ -136,7 +143,11 @@ class ContextWatcher:
         extra = self._extra_mcp_files()
 
         def wanted(change: Change, path: str) -> bool:
-            return default(change, path) and change_kind(path, extra) is not None
+            if not default(change, path):
+                return False
+            return change_kind(path, extra) is not None or (
+                change == Change.added and os.path.isdir(path)
+            )
 
         try:
             async for changes in awatch(
@@ -151,7 +162,9 @@ class ContextWatcher:
             ):
                 self._ready.set()
                 if changes:
-                    await self._publish(sorted({path for _change, path in changes}), extra)
+                    paths = await asyncio.to_thread(_context_paths, changes, extra, default)
+                    if paths:
+                        await self._publish(paths, extra)
         except Exception as exc:
             # e.g. OSError "OS file watch limit reached" on a huge tree (fs.inotify limits).
             self.failure = f"the agent-context watch stopped: {exc}"
@@ -180,6 +193,35 @@ class ContextWatcher:
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._task, 5.0)
+
+
+def _context_paths(
+    changes: set[tuple[Change, str]], extra: frozenset[str], default: DefaultFilter
+) -> list[str]:
+    """The changed context files; a folder created since the last batch is looked into, as
+    what was made in it before the watch reached it (`mkdir -p .cursor/rules && echo > ...`, a
+    checkout) gives no event of its own."""
+    found: set[str] = set()
+    for change, path in changes:
+        if change_kind(path, extra) is not None:
+            found.add(path)
+        elif change == Change.added:
+            found.update(_context_files_under(path, extra, default))
+    return sorted(found)
+
+
+def _context_files_under(folder: str, extra: frozenset[str], default: DefaultFilter) -> list[str]:
+    found, looked_at = [], 0
+    for parent, dirs, files in os.walk(folder):
+        dirs[:] = [name for name in dirs if default(Change.added, os.path.join(parent, name))]
+        for name in files:
+            path = os.path.join(parent, name)
+            if change_kind(path, extra) is not None:
+                found.append(path)
+        looked_at += len(dirs) + len(files)
+        if looked_at > MAX_SCANNED_ENTRIES:
+            break
+    return found
 
 
 def _put_latest(queue: asyncio.Queue[ContextChange | None], item: ContextChange | None) -> None:
