@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import http.server
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from sandbox.probe import SIMULATE_MISSING_ENV
 from sandbox.proxy import ALLOW_PRIVATE_ENV
-from tests.daemon_process import RunningDaemon, running_daemon
+from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.loopback_http import serving_http
 from tests.sandbox_harness import processes_with_argument
 
@@ -243,3 +245,42 @@ async def test_missing_kernel_feature_answers_rejected(feature: str, tmp_path: P
         assert not (workspace / "ran.txt").exists()
         assert output(unconfined).strip() == "fine"
         assert "UNAVAILABLE, sandboxed calls will be rejected" in daemon.log()
+
+
+@pytest.fixture
+def x_display() -> Iterator[tuple[str, int]]:
+    """An X server with VNC on loopback, as the VM's desktop (scripts/image/desktop-init)."""
+    if not shutil.which("Xtigervnc") or not shutil.which("xdpyinfo"):
+        pytest.skip("needs Xtigervnc and xdpyinfo (run scripts/setup)")
+    number = next(n for n in range(200, 300) if not Path(f"/tmp/.X{n}-lock").exists())
+    port = free_port()
+    server = subprocess.Popen(
+        ["Xtigervnc", f":{number}", "-geometry", "640x480", "-localhost", "-rfbport", str(port),
+         "-SecurityTypes", "None", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        while not Path(f"/tmp/.X11-unix/X{number}").exists():
+            assert time.monotonic() < deadline, "Xtigervnc did not start"
+            time.sleep(0.05)
+        yield f":{number}", port
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_a_sandboxed_shell_cannot_drive_the_desktop(
+    client: ExecDaemonClient, agent: str, x_display: tuple[str, int]
+) -> None:
+    """A person's take-over pauses computer_use; a sandboxed shell could otherwise still type on
+    the desktop through the X socket (pathname or abstract) or the VNC port."""
+    display, vnc_port = x_display
+    probe = (
+        f"DISPLAY={display} xdpyinfo >/dev/null 2>&1 && echo X-REACHED; "
+        f"(exec 3<>/dev/tcp/127.0.0.1/{vnc_port} && head -c 12 <&3) 2>/dev/null; echo"
+    )
+    confined = output(await shell(client, probe, agent, requested_sandbox_policy=RW))
+    unconfined = output(await shell(client, probe, agent + "-u", requested_sandbox_policy=NONE))
+    assert "X-REACHED" in unconfined and "RFB 003.008" in unconfined, unconfined
+    assert "X-REACHED" not in confined and "RFB" not in confined, confined
