@@ -80,6 +80,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Link, Tracer
 
+    from exec_daemon.telemetry.call_spans import CallSpans
+
 Redact = Callable[[str], str]
 INTERNAL_METRICS_VARIABLE = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 REDACTED = "[REDACTED]"
@@ -254,6 +256,7 @@ class Telemetry:
         self.off = False
         self._providers: list[Any] = []
         self._tracer: Tracer | None = None
+        self._call_spans: CallSpans | None = None
         self._meter: OtlpMeter | None = None
         self._log_handler: logging.Handler | None = None
 
@@ -275,6 +278,8 @@ class Telemetry:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+        from exec_daemon.telemetry.call_spans import CallSpans
+
         if self.started:
             return
         config = self._config
@@ -295,9 +300,8 @@ class Telemetry:
                 metric_readers=[PeriodicExportingMetricReader(exporters.metrics())],
                 shutdown_on_exit=False,
             )
-            tracers.add_span_processor(
-                BatchSpanProcessor(exporters.spans(meters), meter_provider=meters)
-            )
+            spans = BatchSpanProcessor(exporters.spans(meters), meter_provider=meters)
+            tracers.add_span_processor(spans)
             loggers.add_log_record_processor(
                 BatchLogRecordProcessor(exporters.logs(meters), meter_provider=meters)
             )
@@ -305,6 +309,7 @@ class Telemetry:
         # the libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
         self._providers = [tracers, loggers, meters]
         self._tracer = tracers.get_tracer("exec_daemon", __version__)
+        self._call_spans = CallSpans(spans, tracers.sampler, resource)
         self._meter = OtlpMeter(meters.get_meter("exec_daemon", __version__), clean)
         level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.WARNING)
         self._log_handler = otlp_log_handler(loggers, level, clean)
@@ -312,8 +317,8 @@ class Telemetry:
         self._clean = clean
 
     def middleware(self) -> Middleware:
-        assert self._tracer is not None and self._meter is not None, "start() first"
-        return tracing_middleware(self._tracer, self._meter, self._clean)
+        assert self._call_spans is not None and self._meter is not None, "start() first"
+        return tracing_middleware(self._call_spans, self._meter, self._clean)
 
     def desktop_control_changed(self, state: ControlState) -> None:
         """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
@@ -479,9 +484,11 @@ def _sdk_counting_drops() -> Iterator[None]:
         os.environ.pop(INTERNAL_METRICS_VARIABLE, None)
 
 
-def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchanged) -> Middleware:
+def tracing_middleware(
+    spans: CallSpans, meter: OtlpMeter, clean: Redact = _unchanged
+) -> Middleware:
     from opentelemetry import context as otel_context
-    from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
     async def trace_call(inv: Invocation, call_next: Next) -> Message:
         ctx = inv.ctx
@@ -490,11 +497,9 @@ def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchan
         attributes: dict[str, Any] = {ATTR_TOOL: inv.tool, ATTR_CALL_ID: ctx.call_id}
         if ctx.agent_id:
             attributes[ATTR_AGENT_ID] = clean(ctx.agent_id)
-        span = tracer.start_span(
-            inv.tool, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
-        )
+        span = spans.open(inv.tool, parent, links, attributes)
         # Current while the call runs, so the records it logs carry its trace and span ids.
-        token = otel_context.attach(set_span_in_context(span))
+        token = otel_context.attach(set_span_in_context(NonRecordingSpan(span.context)))
         if inv.tool == SHELL_TOOL:
             inv = replace(inv, ctx=ctx.with_emit(_counting_shell_bytes(ctx.emit, meter)))
         started = time.monotonic()
@@ -503,24 +508,23 @@ def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchan
             result = await call_next(inv)
         except CodedError as exc:
             outcome = "exec_error"
-            span.set_attributes({ATTR_RESULT: outcome, ATTR_ERROR_CODE: clean(exc.code)})
-            span.set_status(Status(StatusCode.ERROR, exc.code))
+            span.fail(exc.code, **{ATTR_RESULT: outcome, ATTR_ERROR_CODE: clean(exc.code)})
             raise
         except asyncio.CancelledError:
             outcome = "aborted"
-            span.set_attribute(ATTR_RESULT, outcome)
+            attributes[ATTR_RESULT] = outcome
             raise
         except Exception as exc:
             # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
             outcome = "exec_error"
-            span.set_attributes(
-                {
+            span.fail(
+                "internal",
+                **{
                     ATTR_RESULT: outcome,
                     ATTR_ERROR_CODE: "internal",
                     "exception.type": type(exc).__qualname__,
-                }
+                },
             )
-            span.set_status(Status(StatusCode.ERROR, "internal"))
             raise
         else:
             case = (
@@ -529,9 +533,9 @@ def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchan
                 else None
             )
             outcome = case or "unset"
-            span.set_attribute(ATTR_RESULT, outcome)
+            attributes[ATTR_RESULT] = outcome
             if case == "error" and result.error.code:  # type: ignore[attr-defined]
-                span.set_attribute(ATTR_ERROR_CODE, clean(result.error.code))  # type: ignore[attr-defined]
+                attributes[ATTR_ERROR_CODE] = clean(result.error.code)  # type: ignore[attr-defined]
             if inv.tool == COMPUTER_USE_TOOL:
                 _record_computer_use(meter, inv.args, result, time.monotonic() - started)
             return result
