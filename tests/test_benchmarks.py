@@ -40,7 +40,10 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("guard_overhead", "allowlisted_shell_call", "end_to_end_call_us"),
         ("guard_overhead", "allowlisted_shell_call", "added_percent_of_call"),
     ),
-    "bench_tracing": (("ghost_mode_dispatch_us",), ("span_exported_over_ghost_ratio",)),
+    "bench_tracing": (
+        ("end_to_end", "read_todos", "ghost_mode", "median_us"),
+        ("end_to_end", "read_todos", "live", "over_ghost_ratio"),
+    ),
     "bench_computer_use": (
         ("end_to_end_daemon", "screenshot", "median_ms"),
         ("in_process", "click", "xdotool_over_xtest"),

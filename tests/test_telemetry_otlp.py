@@ -31,7 +31,7 @@ from agent.v1.computer_pb2 import ComputerUseAction, ComputerUseArgs, ComputerUs
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.metering import Metric
-from exec_daemon.telemetry.metrics import OtlpMeter
+from exec_daemon.telemetry.metrics import DURATION_BUCKETS, MAX_LABEL_SETS, OtlpMeter
 from tests.daemon_process import running_daemon
 from tests.loopback_http import serving_http
 from tests.otlp_receiver import serving_grpc
@@ -400,6 +400,42 @@ async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
     )
     assert warning["span_id"] == received.spans()[0].span_id.hex()
     assert warning["trace_id"] == received.spans()[0].trace_id.hex()
+
+
+def test_label_sets_past_the_limit_count_as_overflow_and_durations_use_second_buckets() -> None:
+    """Sums kept by the daemon: nothing counted is lost past MAX_LABEL_SETS label sets (the
+    rest count under otel.metric.overflow, as the SDK's cardinality limit does)."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    meter = OtlpMeter(provider.get_meter("test"), lambda text: text)
+    for index in range(MAX_LABEL_SETS + 10):
+        meter.add(Metric.HOOK_RUNS, outcome=f"outcome-{index}")
+    meter.add(Metric.HOOK_RUNS, 5, outcome="outcome-0")
+    meter.add(Metric.LIVE_EXEC_STREAMS, 1)
+    meter.add(Metric.LIVE_EXEC_STREAMS, -1)
+    meter.tool_call("read_todos_tool_call", "success", 0.003)
+    data = reader.get_metrics_data()
+    assert data is not None
+    metrics = {
+        metric.name: metric
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    runs = {
+        tuple(sorted((point.attributes or {}).items())): point.value
+        for point in metrics[Metric.HOOK_RUNS.value.name].data.data_points
+    }
+    assert len(runs) == MAX_LABEL_SETS + 1
+    assert runs[(("otel.metric.overflow", "true"),)] == 10
+    assert runs[(("outcome", "outcome-0"),)] == 6
+    assert sum(runs.values()) == MAX_LABEL_SETS + 15
+    streams = metrics[Metric.LIVE_EXEC_STREAMS.value.name].data
+    assert [point.value for point in streams.data_points] == [0] and not streams.is_monotonic
+    duration = metrics["exec_daemon.tool.call.duration"].data.data_points[0]
+    assert tuple(duration.explicit_bounds) == DURATION_BUCKETS
+    assert duration.bucket_counts[0] == 1 and duration.count == 1  # 3 ms <= 5 ms
+    provider.shutdown()
 
 
 def test_metric_labels_are_redacted_and_bounded() -> None:

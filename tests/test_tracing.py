@@ -271,6 +271,27 @@ async def test_http_protobuf_export_and_backend_traceparent(
     assert received.headers[0]["content-type"] == "application/x-protobuf"
 
 
+async def test_a_caller_that_does_not_sample_gets_no_span(workspace: Path, tmp_path: Path) -> None:
+    """The sampler is parent-based: a traceparent whose sampled flag is off is followed."""
+    with (
+        http_receiver() as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            *tracing_flags(f"http://127.0.0.1:{port}"),
+            env=FAST_EXPORT | HTTP_CHOSEN,
+        ) as daemon,
+    ):
+        async with daemon.client() as client:
+            client.headers["traceparent"] = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
+            assert (await client.run(read_todos(), agent_id="unsampled")).result is not None
+        async with daemon.client() as client:
+            assert (await client.run(read_todos(), agent_id="sampled")).result is not None
+        assert daemon.stop() == 0
+    agents = [attributes(span.attributes).get("agent.id") for _resource, span in received.spans()]
+    assert agents == ["sampled"]
+
+
 async def test_crashed_and_aborted_calls() -> None:
     """A crash is an `internal` ExecError span whose text is not recorded; an abort ends the span."""
     tool = ScriptedTool()

@@ -45,6 +45,7 @@ metrics are read and sent by another. Everything is flushed at shutdown within S
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -52,7 +53,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Link, Tracer
+
+    from exec_daemon.telemetry.call_spans import CallSpans
 
 Redact = Callable[[str], str]
 INTERNAL_METRICS_VARIABLE = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
@@ -253,6 +256,7 @@ class Telemetry:
         self.off = False
         self._providers: list[Any] = []
         self._tracer: Tracer | None = None
+        self._call_spans: CallSpans | None = None
         self._meter: OtlpMeter | None = None
         self._log_handler: logging.Handler | None = None
 
@@ -274,38 +278,38 @@ class Telemetry:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+        from exec_daemon.telemetry.call_spans import CallSpans
+
         if self.started:
             return
         config = self._config
         clean = _token_scrubber(config, redact)
-        # The SDK counts what it drops (queue full) or fails to send only when asked; the
-        # operator may still say "false". Read by the processors and exporters built below.
-        os.environ.setdefault(INTERNAL_METRICS_VARIABLE, "true")
-        # Counted there instead: a warning per dropped span would flood the console, and be
+        # Counted instead (below): a warning per dropped span would flood the console, and be
         # written from the call's own path.
         logging.getLogger("opentelemetry.sdk._shared_internal").setLevel(logging.ERROR)
         exporters = _Exporters(target, config.trace_auth_token or "")
         resource = Resource.create(daemon_resource(config))
-        meters = MeterProvider(
-            resource=resource,
-            # Exemplars (a span id kept per histogram bucket) cost ~0.2 ms per measurement.
-            exemplar_filter=AlwaysOffExemplarFilter(),
-            metric_readers=[PeriodicExportingMetricReader(exporters.metrics())],
-            shutdown_on_exit=False,
-        )
-        # The SDK counts, in `meters`, the spans and records it drops or fails to send.
         tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
-        tracers.add_span_processor(
-            BatchSpanProcessor(exporters.spans(meters), meter_provider=meters)
-        )
         loggers = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        loggers.add_log_record_processor(
-            BatchLogRecordProcessor(exporters.logs(meters), meter_provider=meters)
-        )
+        # The SDK counts, in `meters`, the spans and records it drops or fails to send.
+        with _sdk_counting_drops():
+            meters = MeterProvider(
+                resource=resource,
+                # Exemplars (a span id kept per histogram bucket) cost ~0.2 ms per measurement.
+                exemplar_filter=AlwaysOffExemplarFilter(),
+                metric_readers=[PeriodicExportingMetricReader(exporters.metrics())],
+                shutdown_on_exit=False,
+            )
+            spans = BatchSpanProcessor(exporters.spans(meters), meter_provider=meters)
+            tracers.add_span_processor(spans)
+            loggers.add_log_record_processor(
+                BatchLogRecordProcessor(exporters.logs(meters), meter_provider=meters)
+            )
         # None is made the global provider: the telemetry is the daemon's own, not that of
         # the libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
         self._providers = [tracers, loggers, meters]
         self._tracer = tracers.get_tracer("exec_daemon", __version__)
+        self._call_spans = CallSpans(spans, tracers.sampler, resource)
         self._meter = OtlpMeter(meters.get_meter("exec_daemon", __version__), clean)
         level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.WARNING)
         self._log_handler = otlp_log_handler(loggers, level, clean)
@@ -313,8 +317,8 @@ class Telemetry:
         self._clean = clean
 
     def middleware(self) -> Middleware:
-        assert self._tracer is not None and self._meter is not None, "start() first"
-        return tracing_middleware(self._tracer, self._meter, self._clean)
+        assert self._call_spans is not None and self._meter is not None, "start() first"
+        return tracing_middleware(self._call_spans, self._meter, self._clean)
 
     def desktop_control_changed(self, state: ControlState) -> None:
         """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
@@ -464,9 +468,27 @@ def _parent_of(values: tuple[str, ...]) -> tuple[Context | None, tuple[Link, ...
     return direct, (Link(get_current_span(backend).get_span_context()),)
 
 
-def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchanged) -> Middleware:
+@contextlib.contextmanager
+def _sdk_counting_drops() -> Iterator[None]:
+    """The SDK's processors and exporters count what they drop (queue full) or fail to send only
+    when OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED says so as they are built; so it does while they
+    are, unless the operator set it. Tracers made later keep the operator's setting (off by
+    default): their per-span counters (spans started, live) cost ~8 µs a span."""
+    if INTERNAL_METRICS_VARIABLE in os.environ:
+        yield
+        return
+    os.environ[INTERNAL_METRICS_VARIABLE] = "true"
+    try:
+        yield
+    finally:
+        os.environ.pop(INTERNAL_METRICS_VARIABLE, None)
+
+
+def tracing_middleware(
+    spans: CallSpans, meter: OtlpMeter, clean: Redact = _unchanged
+) -> Middleware:
     from opentelemetry import context as otel_context
-    from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
     async def trace_call(inv: Invocation, call_next: Next) -> Message:
         ctx = inv.ctx
@@ -475,11 +497,9 @@ def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchan
         attributes: dict[str, Any] = {ATTR_TOOL: inv.tool, ATTR_CALL_ID: ctx.call_id}
         if ctx.agent_id:
             attributes[ATTR_AGENT_ID] = clean(ctx.agent_id)
-        span = tracer.start_span(
-            inv.tool, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
-        )
+        span = spans.open(inv.tool, parent, links, attributes)
         # Current while the call runs, so the records it logs carry its trace and span ids.
-        token = otel_context.attach(set_span_in_context(span))
+        token = otel_context.attach(set_span_in_context(NonRecordingSpan(span.context)))
         if inv.tool == SHELL_TOOL:
             inv = replace(inv, ctx=ctx.with_emit(_counting_shell_bytes(ctx.emit, meter)))
         started = time.monotonic()
@@ -488,24 +508,23 @@ def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchan
             result = await call_next(inv)
         except CodedError as exc:
             outcome = "exec_error"
-            span.set_attributes({ATTR_RESULT: outcome, ATTR_ERROR_CODE: clean(exc.code)})
-            span.set_status(Status(StatusCode.ERROR, exc.code))
+            span.fail(exc.code, **{ATTR_RESULT: outcome, ATTR_ERROR_CODE: clean(exc.code)})
             raise
         except asyncio.CancelledError:
             outcome = "aborted"
-            span.set_attribute(ATTR_RESULT, outcome)
+            attributes[ATTR_RESULT] = outcome
             raise
         except Exception as exc:
             # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
             outcome = "exec_error"
-            span.set_attributes(
-                {
+            span.fail(
+                "internal",
+                **{
                     ATTR_RESULT: outcome,
                     ATTR_ERROR_CODE: "internal",
                     "exception.type": type(exc).__qualname__,
-                }
+                },
             )
-            span.set_status(Status(StatusCode.ERROR, "internal"))
             raise
         else:
             case = (
@@ -514,9 +533,9 @@ def tracing_middleware(tracer: Tracer, meter: OtlpMeter, clean: Redact = _unchan
                 else None
             )
             outcome = case or "unset"
-            span.set_attribute(ATTR_RESULT, outcome)
+            attributes[ATTR_RESULT] = outcome
             if case == "error" and result.error.code:  # type: ignore[attr-defined]
-                span.set_attribute(ATTR_ERROR_CODE, clean(result.error.code))  # type: ignore[attr-defined]
+                attributes[ATTR_ERROR_CODE] = clean(result.error.code)  # type: ignore[attr-defined]
             if inv.tool == COMPUTER_USE_TOOL:
                 _record_computer_use(meter, inv.args, result, time.monotonic() - started)
             return result
