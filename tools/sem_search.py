@@ -101,7 +101,7 @@ WORKER_NICENESS = 10
 # interpreter hands it over only every switch interval (5 ms by default), so a small call's
 # several wake-ups each waited up to 5 ms (p99 7x idle, scripts/bench_scale.py). Lowered while
 # an update runs, the loop gets it back sooner; restored after.
-INDEXING_SWITCH_INTERVAL_S = 0.0005
+INDEXING_SWITCH_INTERVAL_S = 0.0001
 # Reciprocal rank fusion's constant (Cormack et al. 2009) and the BM25 parameters.
 RRF_K = 60
 BM25_K1 = 1.2
