@@ -49,7 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSearchSuccess
 from agent.v1.common_pb2 import ToolError
@@ -101,7 +101,7 @@ WORKER_NICENESS = 10
 # interpreter hands it over only every switch interval (5 ms by default), so a small call's
 # several wake-ups each waited up to 5 ms (p99 7x idle, scripts/bench_scale.py). Lowered while
 # an update runs, the loop gets it back sooner; restored after.
-INDEXING_SWITCH_INTERVAL_S = 0.0005
+INDEXING_SWITCH_INTERVAL_S = 0.0001
 # Reciprocal rank fusion's constant (Cormack et al. 2009) and the BM25 parameters.
 RRF_K = 60
 BM25_K1 = 1.2
@@ -114,21 +114,25 @@ MAX_RESULT_CHARS = 4000
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(NamedTuple):
     start_line: int  # 1-based, inclusive
     end_line: int
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class FileEntry:
-    """A chunked file: searchable by its words at once, by meaning once `vectors` is set."""
+    """A chunked file: searchable by its words at once, by meaning once `vectors` is set.
+
+    Its chunks are kept as plain tuples (a `Chunk` is made for a search's hits) and their words
+    as plain str -> int dicts, which the garbage collector stops tracking: its full collections
+    then walk two objects per file (the entry, the tuple of dicts), not dozens (at 100k files, lists of dataclass chunks and
+    Counters made each one a 0.2-0.4 s pause of the whole daemon)."""
 
     stamp: tuple[int, int]  # (size, mtime_ns)
     key: str  # the store's key: model, path and content hashed
-    chunks: list[Chunk]
-    terms: list[Counter[str]]  # each chunk's words, for BM25
+    chunks: tuple[tuple[int, int, str], ...]  # Chunk's fields
+    terms: tuple[dict[str, int], ...]  # each chunk's words, for BM25
     vectors: Vectors | None = None  # one unit row per chunk
 
 
@@ -191,8 +195,8 @@ def _stamps(paths: list[str]) -> dict[str, tuple[int, int]]:
     return stamps
 
 
-def embedding_text(shown_path: str, chunk: Chunk) -> str:
-    return f"{shown_path}\n{chunk.text}"
+def embedding_text(shown_path: str, chunk: tuple[int, int, str]) -> str:
+    return f"{shown_path}\n{chunk[2]}"
 
 
 class VectorStore:
@@ -421,12 +425,11 @@ class SemanticIndex:
         await self._in_worker(self._load_embedder)
         workspace = Path(self.daemon.workspace)
         paths, more = await list_files(self.daemon, workspace, MAX_INDEXED_FILES, LIST_SECONDS)
-        stamps = await self._in_worker(_stamps, paths)
-        for gone in set(self.files) - set(stamps):
-            self._forget(gone)
-        changed = [path for path, stamp in stamps.items() if self._entry_stamp(path) != stamp]
-        # Newest first: what the agent just worked on is likeliest to be searched for.
-        changed.sort(key=lambda path: stamps[path][1], reverse=True)
+        # In the worker: at 100k files, stat'ing and comparing take tenths of a second, which
+        # the event loop would not serve calls during (the worker yields the GIL often).
+        stamps, gone, changed = await self._in_worker(self._changes, paths)
+        for path in gone:
+            self._forget(path)
         reason = self.state.lexical_only_reason
         self.state = IndexState(
             total_files=len(stamps), files_truncated=more, lexical_only_reason=reason
@@ -443,6 +446,16 @@ class SemanticIndex:
         self._count()
         self.state.complete = not self._stop.is_set()
         self._updates += 1
+
+    def _changes(self, paths: list[str]) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
+        """In the worker (the update that calls it is the only one changing `files`): the
+        files' stamps, the indexed files gone, and the new or changed ones, newest first (what
+        the agent just worked on is likeliest to be searched for)."""
+        stamps = _stamps(paths)
+        gone = [path for path in self.files if path not in stamps]
+        changed = [path for path, stamp in stamps.items() if self._entry_stamp(path) != stamp]
+        changed.sort(key=lambda path: stamps[path][1], reverse=True)
+        return stamps, gone, changed
 
     def _entry_stamp(self, path: str) -> tuple[int, int] | None:
         entry = self.files.get(path)
@@ -463,11 +476,14 @@ class SemanticIndex:
             data = _read_text(path)
             shown = display_path(workspace, path)
             if data is None:
-                reads.append(_Read(path, stamp, FileEntry(stamp, "", [], [])))
+                reads.append(_Read(path, stamp, FileEntry(stamp, "", (), ())))
                 continue
             key = hashlib.sha256(f"{model}\0{shown}\0".encode() + data).hexdigest()
-            chunks = chunk_text(data.decode("utf-8", "replace"))
-            terms = [Counter(words(embedding_text(shown, chunk))) for chunk in chunks]
+            chunks = tuple(
+                (chunk.start_line, chunk.end_line, chunk.text)
+                for chunk in chunk_text(data.decode("utf-8", "replace"))
+            )
+            terms = tuple(dict(Counter(words(embedding_text(shown, chunk)))) for chunk in chunks)
             reads.append(_Read(path, stamp, FileEntry(stamp, key, chunks, terms)))
         if self._store is not None:
             kept = self._store.get_many([read.entry.key for read in reads if read.entry])
@@ -611,12 +627,15 @@ class SemanticIndex:
                     semantic[row : row + len(entry.chunks)] = entry.vectors @ query_vector
                 row += len(entry.chunks)
             rankings.append([float(score) for score in semantic])
-        return [(score, *owners[index]) for score, index in fuse(rankings, limit)]
+        return [
+            (score, owners[index][0], Chunk(*owners[index][1]))
+            for score, index in fuse(rankings, limit)
+        ]
 
 
 def bm25_scores(
     query_words: list[str],
-    chunk_terms: list[Counter[str]],
+    chunk_terms: list[dict[str, int]],
     document_frequency: dict[str, int],
     statistics: tuple[int, int, int],
 ) -> list[float]:
