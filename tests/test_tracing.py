@@ -35,7 +35,7 @@ from exec_daemon.telemetry.tracing import (
     export_target,
     tracing_middlewares,
 )
-from tests.daemon_process import running_daemon
+from tests.daemon_process import RunningDaemon, running_daemon
 from tests.inprocess import serve_in_process
 from tests.loopback_http import serving_http
 from tests.otlp_receiver import serving_grpc
@@ -246,10 +246,11 @@ async def test_grpc_spans_of_tool_calls_continue_the_callers_trace(
     ]
 
 
-async def test_http_protobuf_export_and_backend_traceparent(
+@contextlib.contextmanager
+def exporting_over_http(
     workspace: Path, tmp_path: Path
-) -> None:
-    backend_trace_id, backend_span_id = secrets.token_hex(16), secrets.token_hex(8)
+) -> Iterator[tuple[RunningDaemon, Received]]:
+    """A daemon exporting OTLP/HTTP (protobuf) to a loopback receiver, sending often."""
     with (
         http_receiver() as (port, received),
         running_daemon(
@@ -259,6 +260,14 @@ async def test_http_protobuf_export_and_backend_traceparent(
             env=FAST_EXPORT | HTTP_CHOSEN,
         ) as daemon,
     ):
+        yield daemon, received
+
+
+async def test_http_protobuf_export_and_backend_traceparent(
+    workspace: Path, tmp_path: Path
+) -> None:
+    backend_trace_id, backend_span_id = secrets.token_hex(16), secrets.token_hex(8)
+    with exporting_over_http(workspace, tmp_path) as (daemon, received):
         async with daemon.client() as client:
             client.headers["backend-traceparent"] = traceparent(backend_trace_id, backend_span_id)
             assert (await client.run(read_todos())).result is not None
@@ -273,15 +282,7 @@ async def test_http_protobuf_export_and_backend_traceparent(
 
 async def test_a_caller_that_does_not_sample_gets_no_span(workspace: Path, tmp_path: Path) -> None:
     """The sampler is parent-based: a traceparent whose sampled flag is off is followed."""
-    with (
-        http_receiver() as (port, received),
-        running_daemon(
-            workspace,
-            tmp_path / "state",
-            *tracing_flags(f"http://127.0.0.1:{port}"),
-            env=FAST_EXPORT | HTTP_CHOSEN,
-        ) as daemon,
-    ):
+    with exporting_over_http(workspace, tmp_path) as (daemon, received):
         async with daemon.client() as client:
             client.headers["traceparent"] = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
             assert (await client.run(read_todos(), agent_id="unsampled")).result is not None
