@@ -203,10 +203,10 @@ def _context_paths(
     checkout) gives no event of its own."""
     found: set[str] = set()
     for change, path in changes:
-        if change_kind(path, extra) is not None:
-            found.add(path)
-        elif change == Change.added:
+        if change == Change.added and os.path.isdir(path):
             found.update(_context_files_under(path, extra, default))
+        elif change_kind(path, extra) is not None:
+            found.add(path)
     return sorted(found)
 
 
