@@ -466,6 +466,37 @@ async def test_get_diff_and_read_text_file_are_redacted(repo_daemon: RunningDaem
         assert secret not in diff and secret not in text.content
 
 
+def test_a_cut_right_after_a_secret_that_ends_like_another_begins() -> None:
+    """The shell's cut marker after a whole SECRET_A, with a secret starting with its last
+    character: the possible start held back must not leave SECRET_A's beginning unmasked."""
+    matcher = SecretMatcher([SECRET_A, SECRET_A[-1] + "f" * 30])
+    cut = "\n[exec-daemon: 100 bytes of stdout cut here]\n"
+    masked = matcher.redact(f"TOKEN={SECRET_A}{cut}tail")
+    assert SECRET_A[:8] not in masked
+    assert masked == f"TOKEN={REDACTED}{cut}tail"
+
+
+async def test_a_window_ending_on_a_secret_that_ends_like_another_begins(tmp_path: Path) -> None:
+    """The daemon's token is a secret too: one starting with SECRET_A's last character made a
+    window ending right after SECRET_A hold that character back for the next window, and send
+    the rest of SECRET_A unmasked (seen in CI with a random token starting with "0")."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    text = "".join(f"line {n} TOKEN={SECRET_A} é\n" for n in range(3))
+    (workspace / "edge.env").write_text(text)
+    token = SECRET_A[-1] + "f" * 63
+    with running_daemon(
+        workspace, tmp_path / "state", "--secret-redaction-enabled", env=SECRET_ENV, token=token
+    ) as daemon:
+        async with daemon.client() as client:
+            pages, offset = [], 0
+            while not pages or not pages[-1].eof:
+                request = ReadTextFileRequest(path="edge.env", offset=offset, length=37)
+                pages.append(await client.control.read_text_file(request, headers=client.headers))
+                offset = pages[-1].next_offset
+    assert "".join(page.content for page in pages) == text.replace(SECRET_A, REDACTED)
+
+
 async def test_read_text_file_windows_never_show_a_piece_of_a_secret(
     repo_daemon: RunningDaemon,
 ) -> None:

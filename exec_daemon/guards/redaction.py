@@ -116,7 +116,7 @@ class SecretMatcher:
         for cut in _CUT_MARKER.finditer(text):
             head = text[position : cut.start()]
             window = max(0, len(head) - self.longest)
-            start = window + self.held_tail_start(head[window:])
+            start = self._past_whole_secrets(head, window + self.held_tail_start(head[window:]))
             parts.append(head[:start] + (REDACTED if start < len(head) else ""))
             parts.append(cut.group())
             position = cut.end()
@@ -128,6 +128,17 @@ class SecretMatcher:
             return text
         parts.append(text[position:])
         return "".join(parts)
+
+    def _past_whole_secrets(self, text: str, cut: int) -> int:
+        """`cut` (where a possible secret start is held back) moved past a secret that `text`
+        holds whole around it, and then to the possible start after that: cutting inside the
+        whole secret would leave its beginning unmasked."""
+        base = max(0, cut - self.longest)
+        for _index, start, stop in self._matches(text[base:]):
+            if base + start < cut < base + stop:
+                after = base + stop
+                return after + self.held_tail_start(text[after:])
+        return cut
 
     def _leading_secret_end(self, text: str) -> int:
         """The length of the longest start of `text` that is a proper end of a secret."""
@@ -466,15 +477,21 @@ async def redact_outgoing_window(
     matcher = daemon.service(SecretStore).matcher
     if not matcher:
         return text, len(text)
-    covered = len(text)
-    if not at_end:
-        window = max(0, len(text) - matcher.longest)
-        covered = window + matcher.held_tail_start(text[window:])
-        if covered == 0:
-            return REDACTED, len(text)
-    head = min(matcher.straddling_end(before, text), covered)
-    body = await redact_outgoing_text(daemon, text[head:covered])
-    return (REDACTED if head else "") + body, covered
+    head = matcher.straddling_end(before, text)
+    masked_head = REDACTED if head else ""
+    if at_end:
+        return masked_head + await redact_outgoing_text(daemon, text[head:]), len(text)
+    # As a stream is cut: a secret the window holds whole is masked whole even where a possible
+    # start of another secret (held back for the next window) begins inside it.
+    rest = text[head:]
+    if len(rest) > _SLICE:
+        body, held = await asyncio.to_thread(matcher.redact_stream_part, rest)
+    else:
+        body, held = matcher.redact_stream_part(rest)
+    covered = len(text) - len(held)
+    if covered == 0:
+        return REDACTED, len(text)
+    return masked_head + body, covered
 
 
 # Encoded images: a secret's bytes occurring inside compressed pixels are no text anyone reads,
