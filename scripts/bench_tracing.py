@@ -271,8 +271,10 @@ async def end_to_end(calls: int, rounds: int) -> dict[str, Any]:
     )
     expect(live["spans"] == made, f"live collector: {live['spans']} spans of {made}")
     expect(live["tool_calls_counted"] == made, f"live collector: {live} for {made} calls")
-    # A slow collector may get less: what is not sent within 2.5 s of shutdown is lost.
-    expect(0 < slow["tool_calls_counted"] <= made, f"slow collector: {slow} for {made} calls")
+    # A slow collector may get less, or nothing: what is not sent within 2.5 s of shutdown is
+    # lost (the metrics are sent every 60 s and at shutdown).
+    expect(slow["tool_calls_counted"] <= made, f"slow collector: {slow} for {made} calls")
+    expect(slow["spans"] <= made, f"slow collector: {slow} for {made} calls")
     answer: dict[str, Any] = {}
     for call_name, by_variant in samples.items():
         ghost = statistics.median(by_variant["ghost_mode"])
