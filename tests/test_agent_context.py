@@ -456,6 +456,26 @@ async def test_watch_reports_a_cloud_rule_written_in_new_folders(
         await watch.aclose()  # type: ignore[attr-defined]
 
 
+async def test_watch_does_not_look_into_a_symlinked_folder(
+    served: InProcessDaemon, space: Path, tmp_path: Path
+) -> None:
+    """A new folder is looked into for context files, but not one that is a symlink (the agent
+    could point it at `/`, or at another checkout)."""
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere / ".cursor" / "rules" / "theirs.mdc", "---\nalwaysApply: true\n---\n")
+    (space / ".cursor" / "rules").mkdir(parents=True)
+    async with served.client() as client:
+        watch = client.control.watch_agent_context(
+            WatchAgentContextRequest(), headers=client.headers
+        )
+        await asyncio.wait_for(anext(watch), 20)
+        (space / "linked").symlink_to(elsewhere)
+        write(space / ".cursor" / "rules" / "ours.mdc", "---\nalwaysApply: true\n---\n")
+        change = await asyncio.wait_for(anext(watch), 20)
+        await watch.aclose()  # type: ignore[attr-defined]
+    assert [Path(path).name for path in change.paths] == ["ours.mdc"]
+
+
 async def test_a_watch_that_cannot_start_answers_unavailable(
     served: InProcessDaemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:

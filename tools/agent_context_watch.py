@@ -145,9 +145,7 @@ class ContextWatcher:
         def wanted(change: Change, path: str) -> bool:
             if not default(change, path):
                 return False
-            return change_kind(path, extra) is not None or (
-                change == Change.added and os.path.isdir(path)
-            )
+            return change_kind(path, extra) is not None or _new_folder(change, path)
 
         try:
             async for changes in awatch(
@@ -203,11 +201,17 @@ def _context_paths(
     checkout) gives no event of its own."""
     found: set[str] = set()
     for change, path in changes:
-        if change == Change.added and os.path.isdir(path):
+        if _new_folder(change, path):
             found.update(_context_files_under(path, extra, default))
         elif change_kind(path, extra) is not None:
             found.add(path)
     return sorted(found)
+
+
+def _new_folder(change: Change, path: str) -> bool:
+    """A folder just made in the workspace; not a symlink, which may lead anywhere (a symlink
+    to `/` would have the watch list the machine's files)."""
+    return change == Change.added and os.path.isdir(path) and not os.path.islink(path)
 
 
 def _context_files_under(folder: str, extra: frozenset[str], default: DefaultFilter) -> list[str]:

@@ -126,8 +126,8 @@ class FileEntry:
 
     Its chunks are kept as plain tuples (a `Chunk` is made for a search's hits) and their words
     as plain str -> int dicts, which the garbage collector stops tracking: its full collections
-    then walk two objects per file (the entry, the tuple of dicts), not dozens (at 100k files, lists of dataclass chunks and
-    Counters made each one a 0.2-0.4 s pause of the whole daemon)."""
+    then walk two objects per file (the entry, the tuple of dicts), not dozens (at 100k files,
+    lists of dataclass chunks and Counters made each one a 0.2-0.4 s pause of the daemon)."""
 
     stamp: tuple[int, int]  # (size, mtime_ns)
     key: str  # the store's key: model, path and content hashed

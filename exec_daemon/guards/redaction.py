@@ -114,10 +114,10 @@ class SecretMatcher:
         parts: list[str] = []
         position = 0
         for cut in _CUT_MARKER.finditer(text):
-            head = text[position : cut.start()]
-            window = max(0, len(head) - self.longest)
-            start = self._past_whole_secrets(head, window + self.held_tail_start(head[window:]))
-            parts.append(head[:start] + (REDACTED if start < len(head) else ""))
+            # As a stream is cut: a possible secret start before the marker is masked, a secret
+            # held whole there is masked whole.
+            sendable, held = self.redact_stream_part(text[position : cut.start()])
+            parts.append(sendable + (REDACTED if held else ""))
             parts.append(cut.group())
             position = cut.end()
             piece = self._leading_secret_end(text[position : position + self.longest])
@@ -128,17 +128,6 @@ class SecretMatcher:
             return text
         parts.append(text[position:])
         return "".join(parts)
-
-    def _past_whole_secrets(self, text: str, cut: int) -> int:
-        """`cut` (where a possible secret start is held back) moved past a secret that `text`
-        holds whole around it, and then to the possible start after that: cutting inside the
-        whole secret would leave its beginning unmasked."""
-        base = max(0, cut - self.longest)
-        for _index, start, stop in self._matches(text[base:]):
-            if base + start < cut < base + stop:
-                after = base + stop
-                return after + self.held_tail_start(text[after:])
-        return cut
 
     def _leading_secret_end(self, text: str) -> int:
         """The length of the longest start of `text` that is a proper end of a secret."""
