@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
+import os
+import signal
 import sqlite3
 import sys
 import time
@@ -55,21 +58,33 @@ def many_files(workspace: Path, count: int) -> None:
 
 
 class CountingEmbedder:
-    """The static model, counting the texts it embeds (and optionally slowed, to keep indexing
-    running long enough to observe it)."""
+    """The static model, writing down the first line (the path) of each chunk it embeds in
+    `record` (it runs in the index's own process), optionally slowed to keep indexing running
+    long enough to observe it."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, record: Path | None = None, delay: float = 0.0) -> None:
         self.inner = StaticEmbedder.load()
         self.name = self.inner.name
         self.dimension = self.inner.dimension
-        self.embedded: list[str] = []
+        self.record = record
         self.delay = delay
 
     def embed(self, texts: list[str]) -> Any:
         if "\n" in texts[0]:  # chunks ("path\ntext"), not a query
-            self.embedded.extend(texts)
-            time.sleep(self.delay)  # runs in the index's worker thread
+            if self.record is not None:
+                with self.record.open("a") as record:
+                    record.writelines(text.split("\n", 1)[0] + "\n" for text in texts)
+            time.sleep(self.delay)
         return self.inner.embed(texts)
+
+
+def counting(record: Path | None = None, delay: float = 0.0) -> Callable[[], CountingEmbedder]:
+    """A factory the index process can be given (it must pickle: no lambda)."""
+    return functools.partial(CountingEmbedder, record, delay)
+
+
+def embedded_paths(record: Path) -> list[str]:
+    return record.read_text().splitlines() if record.exists() else []
 
 
 def new_index(workspace: Path, state: Path, embedder: Callable[[], Any] | None = None) -> Daemon:
@@ -87,7 +102,7 @@ def new_index(workspace: Path, state: Path, embedder: Callable[[], Any] | None =
 async def test_indexing_never_holds_up_the_event_loop(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     many_files(workspace, 300)
-    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.05))
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.05))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -114,7 +129,7 @@ async def test_the_garbage_collector_does_not_walk_the_index(tmp_path: Path) -> 
     holds dicts and so cannot be untracked.)"""
     workspace = tmp_path / "workspace"
     many_files(workspace, 50)
-    daemon = new_index(workspace, tmp_path / "state", CountingEmbedder)
+    daemon = new_index(workspace, tmp_path / "state", counting())
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -143,8 +158,7 @@ async def test_a_search_before_the_index_is_complete_says_how_complete(
     many_files(workspace, 200)
     write_files(workspace, FILES)
     monkeypatch.setattr(sem_search, "SEARCH_WAIT_SECONDS", 0.0)
-    slow = CountingEmbedder(delay=0.5)
-    daemon = new_index(workspace, tmp_path / "state", lambda: slow)
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.5))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -171,20 +185,20 @@ async def test_a_restart_embeds_only_the_files_that_changed(tmp_path: Path) -> N
     many_files(workspace, 20)
     write_files(workspace, FILES)
     state_folder = tmp_path / "state"
-    first = CountingEmbedder()
-    daemon = new_index(workspace, state_folder, lambda: first)
+    first = tmp_path / "first-embedded"
+    daemon = new_index(workspace, state_folder, counting(first))
     try:
         assert await daemon.service(SemanticIndex).ready(60)
     finally:
         await daemon.aclose()
-    assert len(first.embedded) > 23, "every chunk embedded once"
+    assert len(embedded_paths(first)) > 23, "every chunk embedded once"
     assert (state_folder / "terminals" / INDEX_FOLDER_NAME / "vectors.sqlite").is_file()
 
     write_files(
         workspace, {"net/retry.py": "def retry_forever():\n    while True:\n        pass\n"}
     )
-    second = CountingEmbedder()
-    daemon = new_index(workspace, state_folder, lambda: second)
+    second = tmp_path / "second-embedded"
+    daemon = new_index(workspace, state_folder, counting(second))
     try:
         index = daemon.service(SemanticIndex)
         assert await index.ready(60)
@@ -193,7 +207,7 @@ async def test_a_restart_embeds_only_the_files_that_changed(tmp_path: Path) -> N
         assert hits[0][1].endswith("net/retry.py")
     finally:
         await daemon.aclose()
-    assert [text.splitlines()[0] for text in second.embedded] == ["net/retry.py"]
+    assert embedded_paths(second) == ["net/retry.py"]
 
 
 async def search(client: ExecDaemonClient, query: str) -> Any:
@@ -303,8 +317,8 @@ async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> 
     with contextlib.closing(sqlite3.connect(store)) as db, db:
         rows = db.execute("UPDATE vectors SET data = x'0000'").rowcount
     assert rows == len(FILES)
-    again = CountingEmbedder()
-    daemon = new_index(workspace, state_folder, lambda: again)
+    again = tmp_path / "embedded-again"
+    daemon = new_index(workspace, state_folder, counting(again))
     try:
         index = daemon.service(SemanticIndex)
         assert await index.ready(60)
@@ -312,7 +326,7 @@ async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> 
         assert hits[0][1].endswith("billing/invoice.py")
     finally:
         await daemon.aclose()
-    assert len(again.embedded) == len(FILES), "each damaged entry embedded again"
+    assert len(embedded_paths(again)) == len(FILES), "each damaged entry embedded again"
 
 
 async def test_the_gil_is_handed_over_quickly_only_while_indexing(tmp_path: Path) -> None:
@@ -321,7 +335,7 @@ async def test_the_gil_is_handed_over_quickly_only_while_indexing(tmp_path: Path
     workspace = tmp_path / "workspace"
     many_files(workspace, 100)
     before = sys.getswitchinterval()
-    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.02))
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.02))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -340,7 +354,7 @@ async def test_closing_mid_index_restores_the_switch_interval(tmp_path: Path) ->
     workspace = tmp_path / "workspace"
     many_files(workspace, 200)
     before = sys.getswitchinterval()
-    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.05))
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.05))
     index = daemon.service(SemanticIndex)
     await index.start(watch=False)
     await asyncio.sleep(0)  # the update task starts
@@ -348,3 +362,38 @@ async def test_closing_mid_index_restores_the_switch_interval(tmp_path: Path) ->
     assert not await index.ready(0)
     await daemon.aclose()
     assert sys.getswitchinterval() == before
+
+
+def process_exists(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+def index_process_pids(index: SemanticIndex) -> list[int]:
+    process = index._process
+    return [] if process is None else [child.pid for child in process._processes.values()]
+
+
+async def test_the_index_process_is_replaced_if_it_dies_and_ends_with_the_index(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    daemon = new_index(workspace, tmp_path / "state")
+    index = daemon.service(SemanticIndex)
+    try:
+        assert await index.ready(60)
+        [first] = index_process_pids(index)
+        os.kill(first, signal.SIGKILL)
+        write_files(workspace, {"weather/forecast.py": "def tomorrow_rain_forecast(city):\n"})
+        deadline = time.monotonic() + 60
+        while True:  # the first search after the death may only have words; then a new process
+            hits, state = await index.search("will it rain tomorrow", [], 1)
+            if state.complete and hits[0][1].endswith("weather/forecast.py"):
+                break
+            assert time.monotonic() < deadline, (hits, state)
+            await asyncio.sleep(0.2)
+        [second] = index_process_pids(index)
+        assert second != first
+    finally:
+        await daemon.aclose()
+    assert not process_exists(second), "the index process outlived the index"

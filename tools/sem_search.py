@@ -9,10 +9,11 @@ ranking found more of the expected files than either alone (scripts/bench_sem_se
 
 The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
 start) builds it in the background and then follows the workspace through a file watcher
-(watchfiles, inotify). The work runs in one worker thread at low priority (nice 10), a small
-batch at a time, with the interpreter's switch interval lowered meanwhile (so the event loop
-waits less for the GIL); the event loop only lists files and installs results. Files are first read and
-chunked (their words are then searchable), then embedded. A search also asks for a refresh
+(watchfiles, inotify). Files are read, chunked and embedded in a process of the index's own
+(spawned at nice 10, a small batch at a time; it also keeps the vector store), so that work
+never holds the daemon's GIL; the daemon lists files, installs the results and ranks (in a
+worker thread, with the interpreter's switch interval lowered while an update runs). Files are
+first read and chunked (their words are then searchable), then embedded. A search also asks for a refresh
 (files are listed and stat'ed, only changed ones read), so it sees the agent's latest edit, but
 waits for it at most SEARCH_WAIT_SECONDS: before the index is complete it answers from what is
 indexed plus the lexical ranking, and says how complete the index is (`index_complete`,
@@ -40,6 +41,8 @@ import contextlib
 import hashlib
 import logging
 import math
+import multiprocessing
+import multiprocessing.util
 import os
 import re
 import sqlite3
@@ -47,6 +50,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -54,8 +58,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from agent.v1.agent_pb2 import CodeChunk, SemSearchArgs, SemSearchResult, SemSearchSuccess
 from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.context import CallContext
-from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, ensure_daemon_folder, real_path
+from exec_daemon.kernel.processes import end_with_parent, make_undumpable
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import (
@@ -237,6 +242,125 @@ class VectorStore:
             self._db = None
 
 
+# -- the index process -----------------------------------------------------------------------
+# Reading, chunking, hashing and embedding run in a process of the daemon's own (spawned, at
+# nice WORKER_NICENESS). In a thread of the daemon that work held the GIL the event loop needs:
+# other calls' p99 rose to 2.1-2.4x idle while a 100k-file tree was indexed, and a real tree's
+# files paused the daemon for tenths of a second (scripts/bench_scale.py --index-only). The
+# daemon keeps the index and ranks; the process reads, embeds and keeps the vector store.
+
+
+@dataclass
+class _Model:
+    name: str
+    dimension: int  # 0: no model, the search is by words only
+    lexical_only_reason: str = ""
+    store_problem: str = ""
+
+
+@dataclass
+class _Child:
+    workspace: Path
+    model: _Model
+    embedder: Embedder | None
+    store: VectorStore | None
+
+
+_CHILD: _Child | None = None  # set in the index process only, by _child_start
+
+
+def _child_start(
+    daemon: int, workspace: str, store_folder: str, factory: Callable[[], Embedder] | None
+) -> None:
+    """The index process's initializer: ends with the daemon (its pool's pipes do not tell it),
+    low priority, not dumpable; then the model and the store."""
+    global _CHILD
+    end_with_parent(daemon)
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, WORKER_NICENESS)
+    make_undumpable()
+    try:
+        embedder = (factory or _load_static_embedder)()
+    except ModelUnavailableError as exc:
+        _CHILD = _Child(Path(workspace), _Model(LEXICAL_MODEL_NAME, 0, str(exc)), None, None)
+        return
+    model = _Model(embedder.name, embedder.dimension)
+    store = None
+    try:
+        ensure_daemon_folder(Path(store_folder), 0o700)
+        store = VectorStore(Path(store_folder) / "vectors.sqlite")
+        multiprocessing.util.Finalize(store, store.close, exitpriority=10)
+    except OSError as exc:
+        model.store_problem = f"{store_folder}: {exc}"
+    _CHILD = _Child(Path(workspace), model, embedder, store)
+
+
+def _child() -> _Child:
+    assert _CHILD is not None, "called outside the index process"
+    return _CHILD
+
+
+def _child_model() -> _Model:
+    return _child().model
+
+
+def _child_read(group: list[tuple[str, tuple[int, int]]]) -> list[_Read]:
+    """Reads, chunks and splits into words; vectors from the store where it keeps them."""
+    child = _child()
+    reads = []
+    for path, stamp in group:
+        data = _read_text(path)
+        shown = display_path(child.workspace, path)
+        if data is None:
+            reads.append(_Read(path, stamp, FileEntry(stamp, "", (), ())))
+            continue
+        key = hashlib.sha256(f"{child.model.name}\0{shown}\0".encode() + data).hexdigest()
+        chunks = tuple(
+            (chunk.start_line, chunk.end_line, chunk.text)
+            for chunk in chunk_text(data.decode("utf-8", "replace"))
+        )
+        terms = tuple(dict(Counter(words(embedding_text(shown, chunk)))) for chunk in chunks)
+        reads.append(_Read(path, stamp, FileEntry(stamp, key, chunks, terms)))
+    if child.store is not None:
+        kept = child.store.get_many([read.entry.key for read in reads if read.entry])
+        for read in reads:
+            if read.entry is not None and read.entry.key in kept:
+                read.entry.vectors = _unpack(
+                    kept[read.entry.key], len(read.entry.chunks), child.model.dimension
+                )
+    return reads
+
+
+def _child_embed(
+    files: list[tuple[str, str, tuple[tuple[int, int, str], ...]]],
+) -> tuple[list[Vectors], str]:
+    """Embeds each (store key, shown path, chunks) file's chunks and keeps them in the store:
+    the vectors per file, and why they could not be kept ("" when they were)."""
+    child = _child()
+    assert child.embedder is not None
+    texts = [embedding_text(shown, chunk) for _key, shown, chunks in files for chunk in chunks]
+    matrix = child.embedder.embed(texts)
+    per_file, row = [], 0
+    for _key, _shown, chunks in files:
+        per_file.append(matrix[row : row + len(chunks)])
+        row += len(chunks)
+    if child.store is None:
+        return per_file, ""
+    try:
+        child.store.put_many(
+            [(key, _pack(vectors)) for (key, _s, _c), vectors in zip(files, per_file, strict=True)]
+        )
+    except sqlite3.Error as exc:
+        return per_file, str(exc)
+    return per_file, ""
+
+
+def _child_embed_query(query: str) -> Vectors:
+    embedder = _child().embedder
+    assert embedder is not None
+    return embedder.embed([query])[0]
+
+
 def _lower_priority() -> None:
     """Runs in the worker thread: Linux's nice value is per thread."""
     with contextlib.suppress(OSError, AttributeError):
@@ -289,12 +413,11 @@ class SemanticIndex:
     hybrid: bool = True
 
     def __post_init__(self) -> None:
-        self._embedder: Embedder | None = None
-        self._embedder_loaded = False
+        self._model: _Model | None = None  # known once the index process has started
+        self._process: concurrent.futures.ProcessPoolExecutor | None = None
         self._worker = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="sem-index", initializer=_lower_priority
         )
-        self._store: VectorStore | None = None
         self._update_task: asyncio.Task[None] | None = None
         self._again = False
         self._watch_task: asyncio.Task[None] | None = None
@@ -339,9 +462,9 @@ class SemanticIndex:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        store = self._store
-        if store is not None:
-            await asyncio.get_running_loop().run_in_executor(self._worker, store.close)
+        process, self._process = self._process, None
+        if process is not None:  # the child closes its store on the way out
+            await asyncio.to_thread(process.shutdown, wait=True, cancel_futures=True)
         self._worker.shutdown(wait=True, cancel_futures=True)
 
     @property
@@ -391,38 +514,54 @@ class SemanticIndex:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, function, *args)
 
-    # -- the model and the store -----------------------------------------------------------
-
-    def _load_embedder(self) -> None:
-        """In the worker: the model, or why there is none (the search is then lexical)."""
-        if self._embedder_loaded:
-            return
-        self._embedder_loaded = True
+    async def _in_process(self, function: Callable[..., T], *args: Any) -> T:
+        """Runs `function` in the index process (started if need be; a dead one is replaced)."""
+        if self._process is None:
+            self._process = concurrent.futures.ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_child_start,
+                initargs=(
+                    os.getpid(),
+                    str(self.daemon.workspace),
+                    str(Path(self.daemon.config.terminals_folder) / INDEX_FOLDER_NAME),
+                    self.embedder_factory,
+                ),
+            )
+        loop = asyncio.get_running_loop()
         try:
-            factory = self.embedder_factory or _load_static_embedder
-            self._embedder = factory()
-        except ModelUnavailableError as exc:
-            self.state.lexical_only_reason = str(exc)
-            log.warning("sem_search: searching by words only: %s", exc)
-            return
-        folder = Path(self.daemon.config.terminals_folder) / INDEX_FOLDER_NAME
-        try:
-            ensure_daemon_folder(folder, 0o700)
-            self._store = VectorStore(folder / "vectors.sqlite")
-        except OSError as exc:
-            log.warning("sem_search: the index is not kept on disk (%s): %s", folder, exc)
+            return await loop.run_in_executor(self._process, function, *args)
+        except BrokenProcessPool:
+            broken, self._process = self._process, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            raise CodedError(ErrorCode.INTERNAL, "the index process ended unexpectedly") from None
 
-    def _embedder_dimension(self) -> int:
-        return self._embedder.dimension if self._embedder is not None else 0
+    # -- the model -------------------------------------------------------------------------
+
+    async def _load_model(self) -> _Model:
+        if self._model is None:
+            model = await self._in_process(_child_model)
+            if model.lexical_only_reason:
+                self.state.lexical_only_reason = model.lexical_only_reason
+                log.warning("sem_search: searching by words only: %s", model.lexical_only_reason)
+            if model.store_problem:
+                log.warning("sem_search: the index is not kept on disk: %s", model.store_problem)
+            self._model = model
+        return self._model
+
+    @property
+    def _has_model(self) -> bool:
+        return self._model is not None and self._model.dimension > 0
 
     @property
     def model_name(self) -> str:
-        return self._embedder.name if self._embedder is not None else LEXICAL_MODEL_NAME
+        return self._model.name if self._model is not None else LEXICAL_MODEL_NAME
 
     # -- updating --------------------------------------------------------------------------
 
     async def _update(self) -> None:
-        await self._in_worker(self._load_embedder)
+        await self._load_model()
         workspace = Path(self.daemon.workspace)
         paths, more = await list_files(self.daemon, workspace, MAX_INDEXED_FILES, LIST_SECONDS)
         # In the worker: at 100k files, stat'ing and comparing take tenths of a second, which
@@ -439,7 +578,7 @@ class SemanticIndex:
             if self._stop.is_set():
                 return
             group = [(path, stamps[path]) for path in changed[start : start + READ_GROUP]]
-            for read in await self._in_worker(self._read_group, group):
+            for read in await self._in_process(_child_read, group):
                 self._install(read)
             self._count()
         await self._embed_missing()
@@ -464,35 +603,8 @@ class SemanticIndex:
     def _count(self) -> None:
         self.state.lexical_files = len(self.files)
         # Files that are not text count as done; with no model, every read file is.
-        waiting = len(self._unembedded) if self._embedder is not None else 0
+        waiting = len(self._unembedded) if self._has_model else 0
         self.state.indexed_files = len(self.files) - waiting
-
-    def _read_group(self, group: list[tuple[str, tuple[int, int]]]) -> list[_Read]:
-        """In the worker: read, chunk and split into words; vectors from the store if kept."""
-        workspace = self.daemon.workspace
-        model = self.model_name
-        reads = []
-        for path, stamp in group:
-            data = _read_text(path)
-            shown = display_path(workspace, path)
-            if data is None:
-                reads.append(_Read(path, stamp, FileEntry(stamp, "", (), ())))
-                continue
-            key = hashlib.sha256(f"{model}\0{shown}\0".encode() + data).hexdigest()
-            chunks = tuple(
-                (chunk.start_line, chunk.end_line, chunk.text)
-                for chunk in chunk_text(data.decode("utf-8", "replace"))
-            )
-            terms = tuple(dict(Counter(words(embedding_text(shown, chunk)))) for chunk in chunks)
-            reads.append(_Read(path, stamp, FileEntry(stamp, key, chunks, terms)))
-        if self._store is not None:
-            kept = self._store.get_many([read.entry.key for read in reads if read.entry])
-            for read in reads:
-                if read.entry is not None and read.entry.key in kept:
-                    read.entry.vectors = _unpack(
-                        kept[read.entry.key], len(read.entry.chunks), self._embedder_dimension()
-                    )
-        return reads
 
     def _install(self, read: _Read) -> None:
         self._forget(read.path)
@@ -521,8 +633,9 @@ class SemanticIndex:
             self._total_terms -= sum(terms.values())
 
     async def _embed_missing(self) -> None:
-        if self._embedder is None:
+        if not self._has_model:
             return
+        workspace = self.daemon.workspace
         while not self._stop.is_set():
             group: list[tuple[str, FileEntry]] = []
             size = 0
@@ -534,37 +647,17 @@ class SemanticIndex:
                     break
             if not group:
                 return
-            vectors = await self._in_worker(self._embed_group, group)
+            texts = [
+                (entry.key, display_path(workspace, path), entry.chunks) for path, entry in group
+            ]
+            vectors, store_problem = await self._in_process(_child_embed, texts)
+            if store_problem:
+                log.warning("sem_search: cannot keep vectors on disk: %s", store_problem)
             for (path, entry), rows in zip(group, vectors, strict=True):
                 if self.files.get(path) is entry:  # not replaced by an edit meanwhile
                     entry.vectors = rows
                     self._unembedded.pop(path, None)
             self._count()
-
-    def _embed_group(self, group: list[tuple[str, FileEntry]]) -> list[Vectors]:
-        """In the worker: embed the files' chunks, keep them in the store."""
-        assert self._embedder is not None
-        workspace = self.daemon.workspace
-        texts = [
-            embedding_text(display_path(workspace, path), chunk)
-            for path, entry in group
-            for chunk in entry.chunks
-        ]
-        matrix = self._embedder.embed(texts)
-        per_file, row = [], 0
-        for _path, entry in group:
-            per_file.append(matrix[row : row + len(entry.chunks)])
-            row += len(entry.chunks)
-        if self._store is not None:
-            rows = [
-                (entry.key, _pack(vectors))
-                for (_p, entry), vectors in zip(group, per_file, strict=True)
-            ]
-            try:
-                self._store.put_many(rows)
-            except sqlite3.Error as exc:
-                log.warning("sem_search: cannot keep vectors on disk: %s", exc)
-        return per_file
 
     # -- searching -------------------------------------------------------------------------
 
@@ -584,8 +677,20 @@ class SemanticIndex:
             state.complete = False
         candidates = self._candidates(directories)
         statistics = (len(self.files), self._chunk_count, self._total_terms)
+        query_vector = None
+        if self._has_model and any(entry.vectors is not None for _path, entry in candidates):
+            try:
+                query_vector = await self._in_process(_child_embed_query, query)
+            except CodedError as failure:  # ranked by words this once; the next update restarts it
+                log.warning("sem_search: %s", failure.message)
         hits = await self._in_worker(
-            self._rank, query, candidates, dict(self._document_frequency), statistics, limit
+            self._rank,
+            query,
+            query_vector,
+            candidates,
+            dict(self._document_frequency),
+            statistics,
+            limit,
         )
         return hits, state
 
@@ -600,6 +705,7 @@ class SemanticIndex:
     def _rank(
         self,
         query: str,
+        query_vector: Vectors | None,
         candidates: list[tuple[str, FileEntry]],
         document_frequency: dict[str, int],
         statistics: tuple[int, int, int],
@@ -614,12 +720,11 @@ class SemanticIndex:
         )
         rankings = [[score if score > 0 else -math.inf for score in lexical]]
         embedded = [(path, entry) for path, entry in candidates if entry.vectors is not None]
-        if self._embedder is not None and embedded:
+        if query_vector is not None and embedded:
             if not self.hybrid and len(embedded) == len(candidates):
                 rankings = []
             import numpy as np
 
-            query_vector = self._embedder.embed([query])[0]
             semantic = np.full(len(owners), -np.inf, dtype=np.float32)
             row = 0
             for _path, entry in candidates:
