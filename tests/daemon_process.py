@@ -48,6 +48,17 @@ class RunningDaemon:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def own_processes(self) -> list[int]:
+        """The daemon's pid and its Python workers' (multiprocessing children: the semantic
+        index's process and its resource tracker), whose CPU and memory are the daemon's."""
+        pids = [self.process.pid]
+        for children in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            for child in children.read_text().split():
+                with contextlib.suppress(OSError):
+                    if b"multiprocessing" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        pids.append(int(child))
+        return pids
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signals the daemon and returns its exit code (killing it if it overstays)."""
         if self.process.poll() is None:

@@ -109,6 +109,8 @@ WORKER_NICENESS = 10
 INDEXING_SWITCH_INTERVAL_S = 0.0001
 # Reciprocal rank fusion's constant (Cormack et al. 2009) and the BM25 parameters.
 RRF_K = 60
+# Files whose vectors a search multiplies with the query at once (see _similarities).
+SIMILARITY_BLOCK = 256
 BM25_K1 = 1.2
 BM25_B = 0.75
 INDEX_FOLDER_NAME = "sem-index"
@@ -711,31 +713,55 @@ class SemanticIndex:
         statistics: tuple[int, int, int],
         limit: int,
     ) -> list[tuple[float, str, Chunk]]:
-        owners = [(path, chunk) for path, entry in candidates for chunk in entry.chunks]
-        lexical = bm25_scores(
-            words(query),
-            [terms for _path, entry in candidates for terms in entry.terms],
-            document_frequency,
-            statistics,
+        import numpy as np
+
+        sizes = np.fromiter((len(entry.chunks) for _p, entry in candidates), np.int64)
+        lexical = np.array(
+            bm25_scores(
+                words(query),
+                [terms for _path, entry in candidates for terms in entry.terms],
+                document_frequency,
+                statistics,
+            ),
+            dtype=np.float32,
         )
-        rankings = [[score if score > 0 else -math.inf for score in lexical]]
-        embedded = [(path, entry) for path, entry in candidates if entry.vectors is not None]
+        lexical[lexical <= 0] = -np.inf
+        rankings = [lexical]
+        embedded = [entry.vectors for _path, entry in candidates if entry.vectors is not None]
         if query_vector is not None and embedded:
             if not self.hybrid and len(embedded) == len(candidates):
                 rankings = []
-            import numpy as np
+            has_vectors = np.fromiter((e.vectors is not None for _p, e in candidates), np.bool_)
+            semantic = np.full(len(lexical), -np.inf, dtype=np.float32)
+            semantic[np.repeat(has_vectors, sizes)] = _similarities(embedded, query_vector)
+            rankings.append(semantic)
+        starts = np.concatenate(([0], np.cumsum(sizes)))
+        hits = []
+        for score, index in fuse(rankings, limit):
+            file = int(np.searchsorted(starts, index, side="right")) - 1
+            path, entry = candidates[file]
+            hits.append((score, path, Chunk(*entry.chunks[index - int(starts[file])])))
+        return hits
 
-            semantic = np.full(len(owners), -np.inf, dtype=np.float32)
-            row = 0
-            for _path, entry in candidates:
-                if entry.vectors is not None:
-                    semantic[row : row + len(entry.chunks)] = entry.vectors @ query_vector
-                row += len(entry.chunks)
-            rankings.append([float(score) for score in semantic])
-        return [
-            (score, owners[index][0], Chunk(*owners[index][1]))
-            for score, index in fuse(rankings, limit)
-        ]
+
+def _similarities(vectors: list[Vectors], query_vector: Vectors) -> Vectors:
+    """Every row's dot product with the query. The files' rows are copied a block at a time into
+    one buffer that stays in the CPU's cache (one product per file, or all files stacked at
+    once, cost 0.4-0.7 s at 100k files; this ~0.1 s)."""
+    import numpy as np
+
+    rows = np.fromiter((len(block) for block in vectors), np.int64, count=len(vectors))
+    starts = np.concatenate(([0], np.cumsum(rows)))
+    result = np.empty(int(starts[-1]), dtype=np.float32)
+    buffer = np.empty((0, len(query_vector)), dtype=np.float32)
+    for first in range(0, len(vectors), SIMILARITY_BLOCK):
+        last = min(first + SIMILARITY_BLOCK, len(vectors))
+        begin, end = int(starts[first]), int(starts[last])
+        if end - begin > len(buffer):
+            buffer = np.empty((end - begin, len(query_vector)), dtype=np.float32)
+        stacked = np.concatenate(vectors[first:last], out=buffer[: end - begin])
+        np.matmul(stacked, query_vector, out=result[begin:end])
+    return result
 
 
 def bm25_scores(
@@ -758,29 +784,30 @@ def bm25_scores(
     scores = []
     for terms in chunk_terms:
         score = 0.0
-        length = sum(terms.values()) if weights else 0
         for word, weight in weights.items():
-            frequency = terms.get(word, 0)
+            frequency = terms.get(word)
             if frequency:
-                norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * sum(terms.values()) / average)
                 score += weight * frequency * (BM25_K1 + 1) / (frequency + norm)
         scores.append(score)
     return scores
 
 
-def fuse(rankings: list[list[float]], limit: int) -> list[tuple[float, int]]:
-    """Reciprocal rank fusion of score lists (higher is better; -inf: not ranked by that list):
-    the `limit` best (fused score, index), best first."""
-    fused: dict[int, float] = {}
+def fuse(rankings: Sequence[Vectors], limit: int) -> list[tuple[float, int]]:
+    """Reciprocal rank fusion of score arrays (higher is better; -inf: not ranked by that one,
+    ties ranked by index): the `limit` best (fused score, index), best first."""
+    import numpy as np
+
+    if not rankings:
+        return []
+    fused = np.zeros(len(rankings[0]), dtype=np.float64)
     for scores in rankings:
-        order = sorted(
-            (index for index, score in enumerate(scores) if score != -math.inf),
-            key=lambda index: -scores[index],
-        )
-        for rank, index in enumerate(order):
-            fused[index] = fused.get(index, 0.0) + 1 / (RRF_K + rank + 1)
-    best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [(score, index) for index, score in best]
+        ranked = np.flatnonzero(scores != -np.inf)
+        order = ranked[np.lexsort((ranked, -scores[ranked]))]
+        fused[order] += 1 / (RRF_K + np.arange(1, len(order) + 1))
+    candidates = np.flatnonzero(fused > 0)
+    best = candidates[np.lexsort((candidates, -fused[candidates]))[:limit]]
+    return [(float(fused[index]), int(index)) for index in best]
 
 
 def _pack(vectors: Vectors) -> bytes:
