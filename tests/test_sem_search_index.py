@@ -397,3 +397,51 @@ async def test_the_index_process_is_replaced_if_it_dies_and_ends_with_the_index(
     finally:
         await daemon.aclose()
     assert not process_exists(second), "the index process outlived the index"
+
+
+async def found_by_search(index: SemanticIndex, query: str, path: str) -> list[str]:
+    """The paths a search for `query` finds first, once `path` is the first of them."""
+    deadline = time.monotonic() + 20
+    while True:
+        hits, state = await index.search(query, [], 3)
+        paths = [hit[1] for hit in hits]
+        if state.complete and paths and paths[0].endswith(path):
+            return paths
+        assert time.monotonic() < deadline, (paths, state)
+        await asyncio.sleep(0.05)
+
+
+async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where listing and stat'ing every file is slow (a second or two at 100k files), a search
+    does not do it: the watcher's edits and deletions of indexed files update those files only;
+    a new file has the workspace listed again (it may be ignored)."""
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    monkeypatch.setattr(sem_search, "SEARCH_REFRESH_MAX_SECONDS", -1.0)  # any listing is "slow"
+    listings: list[Path] = []
+    list_files = sem_search.list_files
+
+    async def counted(daemon: Daemon, folder: Path, *limits: float) -> tuple[list[str], bool]:
+        listings.append(folder)
+        return await list_files(daemon, folder, *limits)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sem_search, "list_files", counted)
+    daemon = new_index(workspace, tmp_path / "state")
+    index = daemon.service(SemanticIndex)
+    try:
+        await index.start()
+        assert await index.ready(60)
+        assert len(listings) == 1
+        (workspace / "net" / "retry.py").write_text("def exponential_backoff_jitter():\n    pass\n")
+        (workspace / "billing" / "invoice.py").unlink()
+        paths = await found_by_search(index, "exponential backoff jitter", "net/retry.py")
+        assert not any(path.endswith("invoice.py") for path in paths)
+        assert index.state.total_files == 2
+        assert len(listings) == 1, "an edit and a deletion listed the workspace again"
+        write_files(workspace, {"weather/forecast.py": "def tomorrow_rain_forecast(city):\n"})
+        await found_by_search(index, "tomorrow rain forecast", "weather/forecast.py")
+        assert len(listings) == 2
+    finally:
+        await daemon.aclose()

@@ -48,8 +48,9 @@ import re
 import sqlite3
 import sys
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -103,6 +104,11 @@ READ_GROUP = 16
 EMBED_GROUP = 128
 # The watcher's batching of events (ms): an editor's write-rename-chmod is one change.
 WATCH_DEBOUNCE_MS = 50
+# How long a change takes at most to reach the index through the watcher.
+WATCH_REPORT_SECONDS = 2 * WATCH_DEBOUNCE_MS / 1000
+# A search refreshes the index itself (lists and stats every file) when that costs at most this
+# (at 100k files it costs a second or two); past it the search relies on the watcher.
+SEARCH_REFRESH_MAX_SECONDS = 0.1
 WORKER_NICENESS = 10
 # While the worker indexes, the event loop's thread waits for the GIL after each wake-up; the
 # interpreter hands it over only every switch interval (5 ms by default), so a small call's
@@ -425,7 +431,9 @@ class SemanticIndex:
             1, thread_name_prefix="sem-index", initializer=_lower_priority
         )
         self._update_task: asyncio.Task[None] | None = None
-        self._again = False
+        self._full_update_asked = False
+        self._touched: set[str] = set()  # indexed files the watcher saw change
+        self._listing_seconds = 0.0  # what the last full update's listing and stat'ing took
         self._watch_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
         self._stop_watching = asyncio.Event()
@@ -478,20 +486,27 @@ class SemanticIndex:
         """How many updates have finished (tests and benchmarks poll it)."""
         return self._updates
 
-    def _schedule_update(self) -> None:
-        if self._update_task is not None and not self._update_task.done():
-            self._again = True  # the running one may have listed before the change
-            return
-        self._again = False
-        self._update_task = asyncio.create_task(self._update_until_quiet())
+    def _schedule_update(self, touched: Iterable[str] | None = None) -> None:
+        """Asks for an update: of the `touched` files alone if each is indexed already (the
+        watcher's edits and deletions), else of the whole workspace, listed again."""
+        if touched is None:
+            self._full_update_asked = True
+        else:
+            self._touched.update(touched)
+        if self._update_task is None or self._update_task.done():
+            self._update_task = asyncio.create_task(self._update_until_quiet())
+        # else the running update takes it up when it ends (it may have listed before)
 
     async def _update_until_quiet(self) -> None:
         try:
             with _quick_gil_handover():
-                await self._update()
-                while self._again and not self._stop.is_set():
-                    self._again = False
-                    await self._update()
+                while (self._full_update_asked or self._touched) and not self._stop.is_set():
+                    touched, self._touched = self._touched, set()
+                    if self._full_update_asked or any(path not in self.files for path in touched):
+                        self._full_update_asked = False
+                        await self._update()
+                    else:
+                        await self._update_files(sorted(touched))
         except CodedError as failure:
             log.warning("sem_search index: %s", failure.message)
         except Exception:
@@ -503,15 +518,18 @@ class SemanticIndex:
         except ImportError:
             return
         workspace = str(self.daemon.workspace)
+        git_folder = os.path.join(workspace, ".git") + "/"  # never listed: git's own churn
         try:
-            async for _changes in awatch(
+            async for changes in awatch(
                 workspace,
                 stop_event=self._stop_watching,
                 debounce=WATCH_DEBOUNCE_MS,
                 step=WATCH_DEBOUNCE_MS,
                 recursive=True,
             ):
-                self._schedule_update()
+                touched = {path for _change, path in changes if not path.startswith(git_folder)}
+                if touched:
+                    self._schedule_update(touched)
         except Exception as exc:  # a watch limit reached, the workspace gone: searches refresh
             log.warning("sem_search index: not following changes (%s)", exc)
             self._watch_task = None
@@ -567,18 +585,36 @@ class SemanticIndex:
     # -- updating --------------------------------------------------------------------------
 
     async def _update(self) -> None:
-        await self._load_model()
         workspace = Path(self.daemon.workspace)
+        started = time.perf_counter()
         paths, more = await list_files(self.daemon, workspace, MAX_INDEXED_FILES, LIST_SECONDS)
         # In the worker: at 100k files, stat'ing and comparing take tenths of a second, which
         # the event loop would not serve calls during (the worker yields the GIL often).
         stamps, gone, changed = await self._in_worker(self._changes, paths)
+        self._listing_seconds = time.perf_counter() - started
         for path in gone:
             self._forget(path)
         reason = self.state.lexical_only_reason
         self.state = IndexState(
             total_files=len(stamps), files_truncated=more, lexical_only_reason=reason
         )
+        await self._index(changed, stamps)
+
+    async def _update_files(self, paths: list[str]) -> None:
+        """The watcher's edits and deletions of indexed files: only those are stat'ed and read."""
+        stamps = await self._in_worker(_stamps, paths)
+        gone = [path for path in paths if path not in stamps]
+        for path in gone:
+            self._forget(path)
+        self.state.total_files -= len(gone)
+        await self._index(
+            [path for path in stamps if self._entry_stamp(path) != stamps[path]], stamps
+        )
+
+    async def _index(self, changed: list[str], stamps: dict[str, tuple[int, int]]) -> None:
+        """Reads and chunks the `changed` files (their words are then searchable), then embeds
+        what is not embedded yet."""
+        await self._load_model()
         self._count()
         for start in range(0, len(changed), READ_GROUP):
             if self._stop.is_set():
@@ -672,9 +708,13 @@ class SemanticIndex:
     ) -> tuple[list[tuple[float, str, Chunk]], IndexState]:
         """The `limit` best chunks under `directories` (all when empty), and how complete the
         index was. Never waits for indexing longer than SEARCH_WAIT_SECONDS."""
-        # What the agent changed just before searching may not have reached the watcher yet:
-        # a refresh (listing and stat'ing; only changes are read) usually ends within the wait.
-        self._schedule_update()
+        # What the agent changed just before searching may not have reached the watcher yet. A
+        # refresh (listing and stat'ing; only changes are read) finds it, when it is cheap; else
+        # (a large workspace) the watcher is given the time it takes to report a change.
+        if self._watch_task is None or self._listing_seconds <= SEARCH_REFRESH_MAX_SECONDS:
+            self._schedule_update()
+        else:
+            await asyncio.sleep(WATCH_REPORT_SECONDS)
         task = self._update_task
         if task is not None and not task.done():
             await asyncio.wait([task], timeout=SEARCH_WAIT_SECONDS)
