@@ -9,15 +9,18 @@ ranking found more of the expected files than either alone (scripts/bench_sem_se
 
 The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
 start) builds it in the background and then follows the workspace through a file watcher
-(watchfiles, inotify). Files are read, chunked and embedded in a process of the index's own
-(spawned at nice 10, a small batch at a time; it also keeps the vector store), so that work
-never holds the daemon's GIL; the daemon lists files, installs the results and ranks (in a
-worker thread, with the interpreter's switch interval lowered while an update runs). Files are
-first read and chunked (their words are then searchable), then embedded. A search also asks for a refresh
-(files are listed and stat'ed, only changed ones read), so it sees the agent's latest edit, but
-waits for it at most SEARCH_WAIT_SECONDS: before the index is complete it answers from what is
-indexed plus the lexical ranking, and says how complete the index is (`index_complete`,
-`indexed_files` of `total_files`, a note).
+(watchfiles, inotify): an edit or a deletion of an indexed file updates that file; anything
+else (a new file, which may be ignored) has the workspace listed again. Files are read, chunked
+and embedded in a process of the index's own (spawned at nice 10, a small batch at a time; it
+also keeps the vector store), so that work never holds the daemon's GIL; the daemon lists
+files, installs the results and ranks (in a worker thread, with the interpreter's switch
+interval lowered while an update runs). Files are first read and chunked (their words are then
+searchable), then embedded. A search first makes sure it sees the agent's latest edit: it asks
+for a refresh (files listed and stat'ed, only changed ones read) when that is cheap, else gives
+the watcher the moment it needs to report a change; it waits for the update at most
+SEARCH_WAIT_SECONDS: before the index is complete it answers from what is indexed plus the
+lexical ranking, and says how complete the index is (`index_complete`, `indexed_files` of
+`total_files`, a note).
 
 Embeddings persist in `<terminals folder>/sem-index/` (the daemon's own folder, which the file
 tools refuse to write and sandboxes mount read-only), keyed by the hash of the model, the
@@ -30,7 +33,8 @@ index is complete), `index.state` (IndexState: total/lexical/indexed file counts
 `await index.search(query, directories, limit)` -> ([(score, absolute path, Chunk)], IndexState)
 (`directories`: absolute, empty for all), `await index.aclose()`. A benchmark builds one with
 `Daemon(DaemonConfig(..., terminals_folder=<where the store goes>))` and
-`daemon.provide(SemanticIndex, lambda d: SemanticIndex(d, embedder_factory=..., hybrid=...))`.
+`daemon.provide(SemanticIndex, lambda d: SemanticIndex(d, embedder_factory=..., hybrid=...))`;
+the `embedder_factory` is called in the index process, so it must pickle (no lambda).
 """
 
 from __future__ import annotations
@@ -771,11 +775,13 @@ class SemanticIndex:
         )
         lexical[lexical <= 0] = -np.inf
         rankings = [lexical]
-        embedded = [entry.vectors for _path, entry in candidates if entry.vectors is not None]
+        # Read once: the event loop gives entries their vectors while this thread ranks.
+        vectors = [entry.vectors for _path, entry in candidates]
+        embedded = [rows for rows in vectors if rows is not None]
         if query_vector is not None and embedded:
             if not self.hybrid and len(embedded) == len(candidates):
                 rankings = []
-            has_vectors = np.fromiter((e.vectors is not None for _p, e in candidates), np.bool_)
+            has_vectors = np.fromiter((rows is not None for rows in vectors), np.bool_)
             semantic = np.full(len(lexical), -np.inf, dtype=np.float32)
             semantic[np.repeat(has_vectors, sizes)] = _similarities(embedded, query_vector)
             rankings.append(semantic)
