@@ -414,12 +414,12 @@ async def found_by_search(index: SemanticIndex, query: str, path: str) -> list[s
 async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where listing and stat'ing every file is slow (a second or two at 100k files), a search
-    does not do it: the watcher's edits and deletions of indexed files update those files only;
+    """In a large workspace, where listing and stat'ing every file is slow (a second or two at
+    100k files), a search does not do it: the watcher's edits and deletions of indexed files update those files only;
     a new file has the workspace listed again (it may be ignored)."""
     workspace = tmp_path / "workspace"
     write_files(workspace, FILES)
-    monkeypatch.setattr(sem_search, "SEARCH_REFRESH_MAX_SECONDS", -1.0)  # any listing is "slow"
+    monkeypatch.setattr(sem_search, "SEARCH_REFRESH_MAX_FILES", 0)  # as if it were large
     listings: list[Path] = []
     list_files = sem_search.list_files
 

@@ -52,7 +52,6 @@ import re
 import sqlite3
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -110,9 +109,10 @@ EMBED_GROUP = 128
 WATCH_DEBOUNCE_MS = 50
 # How long a change takes at most to reach the index through the watcher.
 WATCH_REPORT_SECONDS = 2 * WATCH_DEBOUNCE_MS / 1000
-# A search refreshes the index itself (lists and stats every file) when that costs at most this
-# (at 100k files it costs a second or two); past it the search relies on the watcher.
-SEARCH_REFRESH_MAX_SECONDS = 0.1
+# A search refreshes the index itself (lists and stats every file) in a workspace of at most
+# this many files (~0.1 s, about the watcher's delay; at 100k files a second or two); in a
+# larger one it relies on the watcher.
+SEARCH_REFRESH_MAX_FILES = 5_000
 WORKER_NICENESS = 10
 # While the worker indexes, the event loop's thread waits for the GIL after each wake-up; the
 # interpreter hands it over only every switch interval (5 ms by default), so a small call's
@@ -437,7 +437,6 @@ class SemanticIndex:
         self._update_task: asyncio.Task[None] | None = None
         self._full_update_asked = False
         self._touched: set[str] = set()  # indexed files the watcher saw change
-        self._listing_seconds = 0.0  # what the last full update's listing and stat'ing took
         self._watch_task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
         self._stop_watching = asyncio.Event()
@@ -590,12 +589,10 @@ class SemanticIndex:
 
     async def _update(self) -> None:
         workspace = Path(self.daemon.workspace)
-        started = time.perf_counter()
         paths, more = await list_files(self.daemon, workspace, MAX_INDEXED_FILES, LIST_SECONDS)
         # In the worker: at 100k files, stat'ing and comparing take tenths of a second, which
         # the event loop would not serve calls during (the worker yields the GIL often).
         stamps, gone, changed = await self._in_worker(self._changes, paths)
-        self._listing_seconds = time.perf_counter() - started
         for path in gone:
             self._forget(path)
         reason = self.state.lexical_only_reason
@@ -715,7 +712,7 @@ class SemanticIndex:
         # What the agent changed just before searching may not have reached the watcher yet. A
         # refresh (listing and stat'ing; only changes are read) finds it, when it is cheap; else
         # (a large workspace) the watcher is given the time it takes to report a change.
-        if self._watch_task is None or self._listing_seconds <= SEARCH_REFRESH_MAX_SECONDS:
+        if self._watch_task is None or len(self.files) <= SEARCH_REFRESH_MAX_FILES:
             self._schedule_update()
         else:
             await asyncio.sleep(WATCH_REPORT_SECONDS)
