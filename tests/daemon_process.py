@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exec_daemon.client import ExecDaemonClient
+from tools.sem_search import INDEX_PROCESS_CODE
 
 STARTUP_SECONDS = 20.0
 SHUTDOWN_SECONDS = 5.0
@@ -49,13 +50,13 @@ class RunningDaemon:
         return self.log_path.read_text(errors="replace")
 
     def own_processes(self) -> list[int]:
-        """The daemon's pid and its Python workers' (multiprocessing children: the semantic
-        index's process and its resource tracker), whose CPU and memory are the daemon's."""
+        """The daemon's pid and its semantic index process's, whose CPU and memory are the
+        daemon's (tools/sem_search.py: INDEX_PROCESS_CODE)."""
         pids = [self.process.pid]
         for children in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
             for child in children.read_text().split():
                 with contextlib.suppress(OSError):
-                    if b"multiprocessing" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    if INDEX_PROCESS_CODE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
                         pids.append(int(child))
         return pids
 

@@ -370,7 +370,7 @@ def process_exists(pid: int) -> bool:
 
 def index_process_pids(index: SemanticIndex) -> list[int]:
     process = index._process
-    return [] if process is None else [child.pid for child in process._processes.values()]
+    return [] if process is None else [process.helper.pid]
 
 
 async def test_the_index_process_is_replaced_if_it_dies_and_ends_with_the_index(

@@ -45,16 +45,15 @@ import contextlib
 import hashlib
 import logging
 import math
-import multiprocessing
-import multiprocessing.util
 import os
+import pickle
 import re
 import sqlite3
+import struct
 import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -65,6 +64,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, ensure_daemon_folder, real_path
 from exec_daemon.kernel.processes import end_with_parent, make_undumpable
+from exec_daemon.kernel.runner import PIPE, Helper, start_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.workspace import (
@@ -257,11 +257,15 @@ class VectorStore:
 
 
 # -- the index process -----------------------------------------------------------------------
-# Reading, chunking, hashing and embedding run in a process of the daemon's own (spawned, at
-# nice WORKER_NICENESS). In a thread of the daemon that work held the GIL the event loop needs:
-# other calls' p99 rose to 2.1-2.4x idle while a 100k-file tree was indexed, and a real tree's
-# files paused the daemon for tenths of a second (scripts/bench_scale.py --index-only). The
-# daemon keeps the index and ranks; the process reads, embeds and keeps the vector store.
+# Reading, chunking, hashing and embedding run in a Python process of the index's own (a helper
+# of the daemon's, at nice WORKER_NICENESS). In a thread of the daemon that work held the GIL
+# the event loop needs: other calls' p99 rose to 2.1-2.4x idle while a 100k-file tree was
+# indexed, and a real tree's files paused the daemon for tenths of a second
+# (scripts/bench_scale.py --index-only). The daemon keeps the index and ranks; the process
+# reads, embeds and keeps the vector store. It answers requests (a function's name and its
+# arguments) on its stdin, one at a time, with (ok, result) on its stdout; both pickled, each
+# preceded by its length. Nothing the agent controls is unpickled: only these two processes
+# write the pipes.
 
 
 @dataclass
@@ -303,7 +307,6 @@ def _child_start(
     try:
         ensure_daemon_folder(Path(store_folder), 0o700)
         store = VectorStore(Path(store_folder) / "vectors.sqlite")
-        multiprocessing.util.Finalize(store, store.close, exitpriority=10)
     except OSError as exc:
         model.store_problem = f"{store_folder}: {exc}"
     _CHILD = _Child(Path(workspace), model, embedder, store)
@@ -377,6 +380,98 @@ def _child_embed_query(query: str) -> Vectors:
     return embedder.embed([query])[0]
 
 
+_CHILD_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    function.__name__: function
+    for function in (_child_start, _child_model, _child_read, _child_embed, _child_embed_query)
+}
+_SIZE = struct.Struct(">I")
+
+
+def _child_main() -> None:
+    """The index process's loop (`python -c` of INDEX_PROCESS_CODE): until its stdin ends."""
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must not garble the answers
+    while header := requests.read(_SIZE.size):
+        name, args = pickle.loads(requests.read(_SIZE.unpack(header)[0]))
+        try:
+            answer = (True, _CHILD_FUNCTIONS[name](*args))
+        except Exception as exc:
+            answer = (False, f"{name}: {type(exc).__name__}: {exc}")
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.write(_SIZE.pack(len(data)) + data)
+        answers.flush()
+    if _CHILD is not None and _CHILD.store is not None:
+        _CHILD.store.close()
+
+
+INDEX_PROCESS_CODE = "import tools.sem_search as s; s._child_main()"
+CODE_ROOT = str(Path(__file__).resolve().parent.parent)  # where `tools` is imported from
+
+
+class IndexProcessEnded(CodedError):
+    def __init__(self, why: str) -> None:
+        super().__init__(ErrorCode.INTERNAL, f"the index process ended unexpectedly ({why})")
+
+
+@dataclass
+class _IndexProcess:
+    """The daemon's side of the index process: one request at a time."""
+
+    helper: Helper
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    broken: bool = False
+
+    @classmethod
+    async def start(cls, daemon: Daemon, factory: Callable[[], Embedder] | None) -> _IndexProcess:
+        # The daemon's own code and environment, not the agent's (which may set PYTHONPATH).
+        path = os.pathsep.join(filter(None, (CODE_ROOT, os.environ.get("PYTHONPATH"))))
+        environment = {**os.environ, "PYTHONPATH": path}
+        helper = await start_helper(
+            [sys.executable, "-c", INDEX_PROCESS_CODE],
+            env=environment,
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=sys.stderr.fileno(),
+        )
+        process = cls(helper)
+        folder = Path(daemon.config.terminals_folder) / INDEX_FOLDER_NAME
+        args = (os.getpid(), str(daemon.workspace), str(folder), factory)
+        await process.call(_child_start, *args)
+        return process
+
+    async def call(self, function: Callable[..., T], *args: Any) -> T:
+        request = pickle.dumps((function.__name__, args), protocol=pickle.HIGHEST_PROTOCOL)
+        stdin, stdout = self.helper.process.stdin, self.helper.process.stdout
+        assert stdin is not None and stdout is not None
+        async with self.lock:
+            if self.broken:
+                raise IndexProcessEnded("an earlier request was cut short")
+            try:
+                stdin.write(_SIZE.pack(len(request)) + request)
+                await stdin.drain()
+                size = _SIZE.unpack(await stdout.readexactly(_SIZE.size))[0]
+                answer = await stdout.readexactly(size)
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                self.broken = True
+                raise IndexProcessEnded(str(exc) or type(exc).__name__) from None
+            except BaseException:  # cancelled mid-request: its answer would go to the next one
+                self.broken = True
+                raise
+        ok, result = await asyncio.to_thread(pickle.loads, answer)
+        if not ok:
+            raise CodedError(ErrorCode.INTERNAL, f"the index process failed: {result}")
+        return result  # type: ignore[no-any-return]
+
+    async def stop(self) -> None:
+        """Ends its input (it closes its store and exits), then it and anything it left."""
+        stdin = self.helper.process.stdin
+        if stdin is not None:
+            stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.helper.process.wait()), 2.0)
+        await self.helper.stop()
+
+
 def _lower_priority() -> None:
     """Runs in the worker thread: Linux's nice value is per thread."""
     with contextlib.suppress(OSError, AttributeError):
@@ -430,7 +525,7 @@ class SemanticIndex:
 
     def __post_init__(self) -> None:
         self._model: _Model | None = None  # known once the index process has started
-        self._process: concurrent.futures.ProcessPoolExecutor | None = None
+        self._process: _IndexProcess | None = None
         self._worker = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="sem-index", initializer=_lower_priority
         )
@@ -480,8 +575,8 @@ class SemanticIndex:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         process, self._process = self._process, None
-        if process is not None:  # the child closes its store on the way out
-            await asyncio.to_thread(process.shutdown, wait=True, cancel_futures=True)
+        if process is not None:
+            await process.stop()
         self._worker.shutdown(wait=True, cancel_futures=True)
 
     @property
@@ -543,26 +638,12 @@ class SemanticIndex:
 
     async def _in_process(self, function: Callable[..., T], *args: Any) -> T:
         """Runs `function` in the index process (started if need be; a dead one is replaced)."""
-        if self._process is None:
-            self._process = concurrent.futures.ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_child_start,
-                initargs=(
-                    os.getpid(),
-                    str(self.daemon.workspace),
-                    str(Path(self.daemon.config.terminals_folder) / INDEX_FOLDER_NAME),
-                    self.embedder_factory,
-                ),
-            )
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._process, function, *args)
-        except BrokenProcessPool:
+        if self._process is not None and self._process.broken:
             broken, self._process = self._process, None
-            if broken is not None:
-                broken.shutdown(wait=False, cancel_futures=True)
-            raise CodedError(ErrorCode.INTERNAL, "the index process ended unexpectedly") from None
+            await broken.stop()
+        if self._process is None:
+            self._process = await _IndexProcess.start(self.daemon, self.embedder_factory)
+        return await self._process.call(function, *args)
 
     # -- the model -------------------------------------------------------------------------
 
