@@ -47,7 +47,9 @@ from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
 from scripts.benchmarking import add_quick_flag, expect, tool_success
 from tests.daemon_process import running_daemon
+from tools.embeddings import Embedder as MiniLM
 from tools.sem_search import Embedder, SemanticIndex
+from tools.static_embeddings import StaticEmbedder
 
 QUERIES_FILE = REPO / "scripts" / "sem_search_queries.json"
 QUICK_FILES = ["benchmarking.py", "bench_tracing.py"]
@@ -98,16 +100,9 @@ def copy_corpus(corpus: dict[str, Any], workspace: Path) -> None:
         shutil.copytree(source, workspace / name, ignore=ignore, dirs_exist_ok=True)
 
 
-def minilm() -> Embedder:
-    from tools.embeddings import Embedder as MiniLM
-
-    return MiniLM.load()
-
-
-def static() -> Embedder:
-    from tools.static_embeddings import StaticEmbedder
-
-    return StaticEmbedder.load()
+# The models, loaded in the index process (so a reference it can unpickle, not a function here).
+minilm: Callable[[], Embedder] = MiniLM.load
+static: Callable[[], Embedder] = StaticEmbedder.load
 
 
 # name: (model, fused with BM25)

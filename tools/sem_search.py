@@ -392,11 +392,12 @@ def _child_main() -> None:
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not garble the answers
     while header := requests.read(_SIZE.size):
-        name, args = pickle.loads(requests.read(_SIZE.unpack(header)[0]))
+        request = requests.read(_SIZE.unpack(header)[0])
         try:
+            name, args = pickle.loads(request)
             answer = (True, _CHILD_FUNCTIONS[name](*args))
-        except Exception as exc:
-            answer = (False, f"{name}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # answered, so the next request finds the pipes in step
+            answer = (False, f"{type(exc).__name__}: {exc}")
         data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
         answers.write(_SIZE.pack(len(data)) + data)
         answers.flush()
@@ -435,8 +436,13 @@ class _IndexProcess:
         )
         process = cls(helper)
         folder = Path(daemon.config.terminals_folder) / INDEX_FOLDER_NAME
-        args = (os.getpid(), str(daemon.workspace), str(folder), factory)
-        await process.call(_child_start, *args)
+        try:
+            await process.call(
+                _child_start, os.getpid(), str(daemon.workspace), str(folder), factory
+            )
+        except BaseException:
+            await process.stop()
+            raise
         return process
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
