@@ -11,8 +11,8 @@ The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server
 start) builds it in the background and then follows the workspace through a file watcher
 (watchfiles, inotify): an edit or a deletion of an indexed file updates that file; anything
 else (a new file, which may be ignored) has the workspace listed again. Files are read, chunked
-and embedded in a process of the index's own (spawned at nice 10, a small batch at a time; it
-also keeps the vector store), so that work never holds the daemon's GIL; the daemon lists
+and embedded in a process of the index's own (at idle CPU priority, a small batch at a time; it
+also keeps the vector store), so that work never holds the daemon's GIL nor takes its CPU; the daemon lists
 files, installs the results and ranks (in a worker thread, with the interpreter's switch
 interval lowered while an update runs). Files are first read and chunked (their words are then
 searchable), then embedded. A search first makes sure it sees the agent's latest edit: it asks
@@ -258,7 +258,7 @@ class VectorStore:
 
 # -- the index process -----------------------------------------------------------------------
 # Reading, chunking, hashing and embedding run in a Python process of the index's own (a helper
-# of the daemon's, at nice WORKER_NICENESS). In a thread of the daemon that work held the GIL
+# of the daemon's, at idle CPU priority). In a thread of the daemon that work held the GIL
 # the event loop needs: other calls' p99 rose to 2.1-2.4x idle while a 100k-file tree was
 # indexed, and a real tree's files paused the daemon for tenths of a second
 # (scripts/bench_scale.py --index-only). The daemon keeps the index and ranks; the process
@@ -290,12 +290,15 @@ _CHILD: _Child | None = None  # set in the index process only, by _child_start
 def _child_start(
     daemon: int, workspace: str, store_folder: str, factory: Callable[[], Embedder] | None
 ) -> None:
-    """The index process's initializer: ends with the daemon (its pool's pipes do not tell it),
-    low priority, not dumpable; then the model and the store."""
+    """The index process's first request: it ends with the daemon (even one killed with
+    SIGKILL), runs only on CPU time nothing else wants (SCHED_IDLE: at nice 10 it still took
+    a share from the daemon's calls, whose p50 rose 1.5x while 100k files were indexed), is
+    not dumpable; then the model and the store."""
     global _CHILD
     end_with_parent(daemon)
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, WORKER_NICENESS)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     make_undumpable()
     try:
         embedder = (factory or _load_static_embedder)()
