@@ -329,39 +329,42 @@ async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> 
     assert len(embedded_paths(again)) == len(FILES), "each damaged entry embedded again"
 
 
-async def test_the_gil_is_handed_over_quickly_only_while_indexing(tmp_path: Path) -> None:
-    """While the worker indexes, the interpreter's switch interval is lowered (so the event loop
-    waits less for the GIL); once the index is complete the daemon is back to the default."""
+async def test_the_interpreter_favours_other_calls_only_while_indexing(tmp_path: Path) -> None:
+    """While an update runs, the interpreter's switch interval is lowered (so the event loop
+    waits less for the GIL) and full garbage collections are deferred (they walk every entry of
+    the index); once the index is complete the daemon is back to its settings."""
     workspace = tmp_path / "workspace"
     many_files(workspace, 100)
-    before = sys.getswitchinterval()
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
     daemon = new_index(workspace, tmp_path / "state", counting(delay=0.02))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
         await asyncio.sleep(0)  # the update task starts
-        seen_while_indexing = sys.getswitchinterval()
+        seen_while_indexing = sys.getswitchinterval(), gc.get_threshold()
         assert await index.ready(60)
-        assert seen_while_indexing == pytest.approx(sem_search.INDEXING_SWITCH_INTERVAL_S)
-        assert sem_search.INDEXING_SWITCH_INTERVAL_S < before
-        assert sys.getswitchinterval() == before
+        assert seen_while_indexing[0] == pytest.approx(sem_search.INDEXING_SWITCH_INTERVAL_S)
+        assert sem_search.INDEXING_SWITCH_INTERVAL_S < interval
+        assert seen_while_indexing[1][2] == sem_search.INDEXING_FULL_COLLECTION_THRESHOLD
+        assert seen_while_indexing[1][:2] == thresholds[:2]
+        assert (sys.getswitchinterval(), gc.get_threshold()) == (interval, thresholds)
     finally:
         await daemon.aclose()
-    assert sys.getswitchinterval() == before
+    assert (sys.getswitchinterval(), gc.get_threshold()) == (interval, thresholds)
 
 
-async def test_closing_mid_index_restores_the_switch_interval(tmp_path: Path) -> None:
+async def test_closing_mid_index_restores_the_interpreter_settings(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     many_files(workspace, 200)
-    before = sys.getswitchinterval()
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
     daemon = new_index(workspace, tmp_path / "state", counting(delay=0.05))
     index = daemon.service(SemanticIndex)
     await index.start(watch=False)
     await asyncio.sleep(0)  # the update task starts
-    assert sys.getswitchinterval() < before
+    assert sys.getswitchinterval() < interval
     assert not await index.ready(0)
     await daemon.aclose()
-    assert sys.getswitchinterval() == before
+    assert (sys.getswitchinterval(), gc.get_threshold()) == (interval, thresholds)
 
 
 def process_exists(pid: int) -> bool:
