@@ -32,7 +32,7 @@ from exec_daemon.kernel.config import (
     DaemonConfig,
     default_build_cache_folder,
 )
-from exec_daemon.kernel.processes import run_as_init_if_pid1
+from exec_daemon.kernel.processes import make_undumpable, run_as_init_if_pid1
 from exec_daemon.kernel.secrets import (
     AUTH_TOKEN_VARIABLE,
     MODEL_API_KEY_VARIABLE,
@@ -161,18 +161,6 @@ def mcp_config_option(value: str | None) -> str | None:
         raise click.BadParameter(
             f"neither JSON text (it would start with '{{') nor a readable file: {value}: {why}"
         ) from None
-
-
-def make_undumpable() -> None:
-    """PR_SET_DUMPABLE 0: processes of other users (the agent's, unless root) cannot read this
-    process' /proc entries (environ, mem, fds) nor ptrace it. Inherited by forks, reset by exec."""
-    pr_set_dumpable = 4
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
-            log.warning("prctl(PR_SET_DUMPABLE, 0) failed: %s", os.strerror(ctypes.get_errno()))
-    except (OSError, AttributeError):
-        log.warning("prctl is not available: the daemon's /proc entries stay readable")
 
 
 def fixed_mmap_threshold(size: int = 1 << 20) -> None:

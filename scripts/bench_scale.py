@@ -448,7 +448,9 @@ async def bench_background_index(tree: Path, cap: float) -> dict[str, Any]:
             if building:
                 idle_p99 = result["small_call_idle"]["p99_ms"]
                 result["p99_ratio"] = round(while_indexing["p99_ms"] / idle_p99, 2)
-            result["daemon_peak_rss_mb"] = round(rss_kb(daemon.process.pid, "VmHWM") / 1024, 1)
+            peaks = [rss_kb(pid, "VmHWM") for pid in daemon.own_processes()]
+            result["daemon_peak_rss_mb"] = round(peaks[0] / 1024, 1)
+            result["index_process_peak_rss_mb"] = round(sum(peaks[1:]) / 1024, 1)
     return result
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exec_daemon.client import ExecDaemonClient
+from tools.sem_search import INDEX_PROCESS_CODE
 
 STARTUP_SECONDS = 20.0
 SHUTDOWN_SECONDS = 5.0
@@ -47,6 +48,17 @@ class RunningDaemon:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def own_processes(self) -> list[int]:
+        """The daemon's pid and its semantic index process's, whose CPU and memory are the
+        daemon's (tools/sem_search.py: INDEX_PROCESS_CODE)."""
+        pids = [self.process.pid]
+        for children in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            for child in children.read_text().split():
+                with contextlib.suppress(OSError):
+                    if INDEX_PROCESS_CODE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
+                        pids.append(int(child))
+        return pids
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signals the daemon and returns its exit code (killing it if it overstays)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agent.v1.agent_pb2 import SemSearchArgs
@@ -17,7 +19,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.test_sem_search_index import new_index
-from tools.sem_search import SemanticIndex, chunk_text
+from tools.sem_search import RRF_K, SemanticIndex, chunk_text, fuse
 from tools.static_embeddings import StaticEmbedder
 
 CORPUS = {
@@ -231,3 +233,31 @@ def test_chunks_cover_every_line_and_prefer_blank_lines() -> None:
     assert chunks[-1].end_line == 79
     assert all(chunk.end_line - chunk.start_line < 30 for chunk in chunks)
     assert chunks[0].end_line == 11, "cut before the first blank line after 8 lines"
+
+
+def fused_by_definition(rankings: list[list[float]], limit: int) -> list[tuple[float, int]]:
+    """Reciprocal rank fusion written out: each list ranks its finite scores, best first, ties
+    by index; an entry's fused score is the sum of 1 / (RRF_K + rank) over the lists."""
+    fused: dict[int, float] = {}
+    for scores in rankings:
+        ranked = sorted(
+            (i for i, s in enumerate(scores) if s != -math.inf), key=lambda i: -scores[i]
+        )
+        for rank, index in enumerate(ranked, start=1):
+            fused[index] = fused.get(index, 0.0) + 1 / (RRF_K + rank)
+    return sorted(((score, index) for index, score in fused.items()), key=lambda h: (-h[0], h[1]))[
+        :limit
+    ]
+
+
+def test_fused_ranking_is_reciprocal_rank_fusion_with_ties_by_position() -> None:
+    generator = np.random.default_rng(7)
+    for size, limit in ((1, 5), (50, 10), (3000, 50)):
+        # Few distinct values: many ties; -inf: entries a ranking leaves out.
+        lexical = generator.integers(0, 5, size).astype(np.float32)
+        lexical[lexical == 0] = -np.inf
+        semantic = generator.integers(-3, 3, size).astype(np.float32)
+        expected = fused_by_definition([lexical.tolist(), semantic.tolist()], limit)
+        got = fuse([lexical, semantic], limit)
+        assert [index for _score, index in got] == [index for _score, index in expected]
+        assert [score for score, _index in got] == pytest.approx([s for s, _i in expected])

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
+import os
+import signal
 import sqlite3
 import sys
 import time
@@ -55,21 +58,33 @@ def many_files(workspace: Path, count: int) -> None:
 
 
 class CountingEmbedder:
-    """The static model, counting the texts it embeds (and optionally slowed, to keep indexing
-    running long enough to observe it)."""
+    """The static model, writing down the first line (the path) of each chunk it embeds in
+    `record` (it runs in the index's own process), optionally slowed to keep indexing running
+    long enough to observe it."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, record: Path | None = None, delay: float = 0.0) -> None:
         self.inner = StaticEmbedder.load()
         self.name = self.inner.name
         self.dimension = self.inner.dimension
-        self.embedded: list[str] = []
+        self.record = record
         self.delay = delay
 
     def embed(self, texts: list[str]) -> Any:
         if "\n" in texts[0]:  # chunks ("path\ntext"), not a query
-            self.embedded.extend(texts)
-            time.sleep(self.delay)  # runs in the index's worker thread
+            if self.record is not None:
+                with self.record.open("a") as record:
+                    record.writelines(text.split("\n", 1)[0] + "\n" for text in texts)
+            time.sleep(self.delay)
         return self.inner.embed(texts)
+
+
+def counting(record: Path | None = None, delay: float = 0.0) -> Callable[[], CountingEmbedder]:
+    """A factory the index process can be given (it must pickle: no lambda)."""
+    return functools.partial(CountingEmbedder, record, delay)
+
+
+def embedded_paths(record: Path) -> list[str]:
+    return record.read_text().splitlines() if record.exists() else []
 
 
 def new_index(workspace: Path, state: Path, embedder: Callable[[], Any] | None = None) -> Daemon:
@@ -87,7 +102,7 @@ def new_index(workspace: Path, state: Path, embedder: Callable[[], Any] | None =
 async def test_indexing_never_holds_up_the_event_loop(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     many_files(workspace, 300)
-    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.05))
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.05))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -114,7 +129,7 @@ async def test_the_garbage_collector_does_not_walk_the_index(tmp_path: Path) -> 
     holds dicts and so cannot be untracked.)"""
     workspace = tmp_path / "workspace"
     many_files(workspace, 50)
-    daemon = new_index(workspace, tmp_path / "state", CountingEmbedder)
+    daemon = new_index(workspace, tmp_path / "state", counting())
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -143,8 +158,7 @@ async def test_a_search_before_the_index_is_complete_says_how_complete(
     many_files(workspace, 200)
     write_files(workspace, FILES)
     monkeypatch.setattr(sem_search, "SEARCH_WAIT_SECONDS", 0.0)
-    slow = CountingEmbedder(delay=0.5)
-    daemon = new_index(workspace, tmp_path / "state", lambda: slow)
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.5))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
@@ -171,20 +185,20 @@ async def test_a_restart_embeds_only_the_files_that_changed(tmp_path: Path) -> N
     many_files(workspace, 20)
     write_files(workspace, FILES)
     state_folder = tmp_path / "state"
-    first = CountingEmbedder()
-    daemon = new_index(workspace, state_folder, lambda: first)
+    first = tmp_path / "first-embedded"
+    daemon = new_index(workspace, state_folder, counting(first))
     try:
         assert await daemon.service(SemanticIndex).ready(60)
     finally:
         await daemon.aclose()
-    assert len(first.embedded) > 23, "every chunk embedded once"
+    assert len(embedded_paths(first)) > 23, "every chunk embedded once"
     assert (state_folder / "terminals" / INDEX_FOLDER_NAME / "vectors.sqlite").is_file()
 
     write_files(
         workspace, {"net/retry.py": "def retry_forever():\n    while True:\n        pass\n"}
     )
-    second = CountingEmbedder()
-    daemon = new_index(workspace, state_folder, lambda: second)
+    second = tmp_path / "second-embedded"
+    daemon = new_index(workspace, state_folder, counting(second))
     try:
         index = daemon.service(SemanticIndex)
         assert await index.ready(60)
@@ -193,7 +207,7 @@ async def test_a_restart_embeds_only_the_files_that_changed(tmp_path: Path) -> N
         assert hits[0][1].endswith("net/retry.py")
     finally:
         await daemon.aclose()
-    assert [text.splitlines()[0] for text in second.embedded] == ["net/retry.py"]
+    assert embedded_paths(second) == ["net/retry.py"]
 
 
 async def search(client: ExecDaemonClient, query: str) -> Any:
@@ -303,8 +317,8 @@ async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> 
     with contextlib.closing(sqlite3.connect(store)) as db, db:
         rows = db.execute("UPDATE vectors SET data = x'0000'").rowcount
     assert rows == len(FILES)
-    again = CountingEmbedder()
-    daemon = new_index(workspace, state_folder, lambda: again)
+    again = tmp_path / "embedded-again"
+    daemon = new_index(workspace, state_folder, counting(again))
     try:
         index = daemon.service(SemanticIndex)
         assert await index.ready(60)
@@ -312,39 +326,125 @@ async def test_a_damaged_store_is_embedded_again_not_trusted(tmp_path: Path) -> 
         assert hits[0][1].endswith("billing/invoice.py")
     finally:
         await daemon.aclose()
-    assert len(again.embedded) == len(FILES), "each damaged entry embedded again"
+    assert len(embedded_paths(again)) == len(FILES), "each damaged entry embedded again"
 
 
-async def test_the_gil_is_handed_over_quickly_only_while_indexing(tmp_path: Path) -> None:
-    """While the worker indexes, the interpreter's switch interval is lowered (so the event loop
-    waits less for the GIL); once the index is complete the daemon is back to the default."""
+async def test_the_interpreter_favours_other_calls_only_while_indexing(tmp_path: Path) -> None:
+    """While an update runs, the interpreter's switch interval is lowered (so the event loop
+    waits less for the GIL) and full garbage collections are deferred (they walk every entry of
+    the index); once the index is complete the daemon is back to its settings."""
     workspace = tmp_path / "workspace"
     many_files(workspace, 100)
-    before = sys.getswitchinterval()
-    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.02))
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.02))
     index = daemon.service(SemanticIndex)
     try:
         await index.start(watch=False)
         await asyncio.sleep(0)  # the update task starts
-        seen_while_indexing = sys.getswitchinterval()
+        seen_while_indexing = sys.getswitchinterval(), gc.get_threshold()
         assert await index.ready(60)
-        assert seen_while_indexing == pytest.approx(sem_search.INDEXING_SWITCH_INTERVAL_S)
-        assert sem_search.INDEXING_SWITCH_INTERVAL_S < before
-        assert sys.getswitchinterval() == before
+        assert seen_while_indexing[0] == pytest.approx(sem_search.INDEXING_SWITCH_INTERVAL_S)
+        assert sem_search.INDEXING_SWITCH_INTERVAL_S < interval
+        assert seen_while_indexing[1][2] == sem_search.INDEXING_FULL_COLLECTION_THRESHOLD
+        assert seen_while_indexing[1][:2] == thresholds[:2]
+        assert (sys.getswitchinterval(), gc.get_threshold()) == (interval, thresholds)
     finally:
         await daemon.aclose()
-    assert sys.getswitchinterval() == before
+    assert (sys.getswitchinterval(), gc.get_threshold()) == (interval, thresholds)
 
 
-async def test_closing_mid_index_restores_the_switch_interval(tmp_path: Path) -> None:
+async def test_closing_mid_index_restores_the_interpreter_settings(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     many_files(workspace, 200)
-    before = sys.getswitchinterval()
-    daemon = new_index(workspace, tmp_path / "state", lambda: CountingEmbedder(delay=0.05))
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    daemon = new_index(workspace, tmp_path / "state", counting(delay=0.05))
     index = daemon.service(SemanticIndex)
     await index.start(watch=False)
     await asyncio.sleep(0)  # the update task starts
-    assert sys.getswitchinterval() < before
+    assert sys.getswitchinterval() < interval
     assert not await index.ready(0)
     await daemon.aclose()
-    assert sys.getswitchinterval() == before
+    assert (sys.getswitchinterval(), gc.get_threshold()) == (interval, thresholds)
+
+
+def process_exists(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+def index_process_pids(index: SemanticIndex) -> list[int]:
+    process = index._process
+    return [] if process is None else [process.helper.pid]
+
+
+async def test_the_index_process_is_replaced_if_it_dies_and_ends_with_the_index(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    daemon = new_index(workspace, tmp_path / "state")
+    index = daemon.service(SemanticIndex)
+    try:
+        assert await index.ready(60)
+        [first] = index_process_pids(index)
+        os.kill(first, signal.SIGKILL)
+        write_files(workspace, {"weather/forecast.py": "def tomorrow_rain_forecast(city):\n"})
+        deadline = time.monotonic() + 60
+        while True:  # the first search after the death may only have words; then a new process
+            hits, state = await index.search("will it rain tomorrow", [], 1)
+            if state.complete and hits[0][1].endswith("weather/forecast.py"):
+                break
+            assert time.monotonic() < deadline, (hits, state)
+            await asyncio.sleep(0.2)
+        [second] = index_process_pids(index)
+        assert second != first
+    finally:
+        await daemon.aclose()
+    assert not process_exists(second), "the index process outlived the index"
+
+
+async def found_by_search(index: SemanticIndex, query: str, path: str) -> list[str]:
+    """The paths a search for `query` finds first, once `path` is the first of them."""
+    deadline = time.monotonic() + 20
+    while True:
+        hits, state = await index.search(query, [], 3)
+        paths = [hit[1] for hit in hits]
+        if state.complete and paths and paths[0].endswith(path):
+            return paths
+        assert time.monotonic() < deadline, (paths, state)
+        await asyncio.sleep(0.05)
+
+
+async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a large workspace, where listing and stat'ing every file is slow (a second or two at
+    100k files), a search does not do it: the watcher's edits and deletions of indexed files update those files only;
+    a new file has the workspace listed again (it may be ignored)."""
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    monkeypatch.setattr(sem_search, "SEARCH_REFRESH_MAX_FILES", 0)  # as if it were large
+    listings: list[Path] = []
+    list_files = sem_search.list_files
+
+    async def counted(daemon: Daemon, folder: Path, *limits: float) -> tuple[list[str], bool]:
+        listings.append(folder)
+        return await list_files(daemon, folder, *limits)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sem_search, "list_files", counted)
+    daemon = new_index(workspace, tmp_path / "state")
+    index = daemon.service(SemanticIndex)
+    try:
+        await index.start()
+        assert await index.ready(60)
+        assert len(listings) == 1
+        (workspace / "net" / "retry.py").write_text("def exponential_backoff_jitter():\n    pass\n")
+        (workspace / "billing" / "invoice.py").unlink()
+        paths = await found_by_search(index, "exponential backoff jitter", "net/retry.py")
+        assert not any(path.endswith("invoice.py") for path in paths)
+        assert index.state.total_files == 2
+        assert len(listings) == 1, "an edit and a deletion listed the workspace again"
+        write_files(workspace, {"weather/forecast.py": "def tomorrow_rain_forecast(city):\n"})
+        await found_by_search(index, "tomorrow rain forecast", "weather/forecast.py")
+        assert len(listings) == 2
+    finally:
+        await daemon.aclose()

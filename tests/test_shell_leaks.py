@@ -13,6 +13,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient, ExecStream
 from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import running_daemon
+from tools.sem_search import INDEX_PROCESS_CODE
 
 CALLS = 1000
 WORKERS = 10
@@ -139,15 +140,19 @@ async def test_a_thousand_calls_leak_nothing(tmp_path: Path) -> None:
                 outcome = await client.run(shell_call("echo $$"), agent_id=f"agent-{number}")
                 assert outcome.result is not None
                 sessions.add(int(outcome.result.shell_tool_call.result.success.stdout))
-            # The daemon's own tmux server (shared terminals) lives as long as the daemon.
-            tmux_server = {
+            # The daemon's own tmux server (shared terminals) and sem_search's index process
+            # live as long as the daemon.
+            own_helpers = {
                 other
                 for other in marked_processes(mark)
                 if (info := proc_info(other)) is not None
                 and info.ppid == pid
-                and b"\x00-D\x00-f\x00" in command_line(other)
+                and (
+                    b"\x00-D\x00-f\x00" in command_line(other)
+                    or INDEX_PROCESS_CODE.encode() in command_line(other)
+                )
             }
-            strays = marked_processes(mark) - sessions - tmux_server - {pid}
+            strays = marked_processes(mark) - sessions - own_helpers - {pid}
             details = {stray: (proc_info(stray), command_line(stray)) for stray in strays}
             assert strays == set(), details
         # After warming up (pools, caches, the job history filling), nothing keeps growing.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import logging
 import os
@@ -342,6 +343,30 @@ _FORWARDED_SIGNALS = (
     signal.SIGUSR2,
     signal.SIGWINCH,
 )
+
+
+def make_undumpable() -> None:
+    """PR_SET_DUMPABLE 0: processes of other users (the agent's, unless root) cannot read this
+    process' /proc entries (environ, mem, fds) nor ptrace it. Inherited by forks, reset by exec."""
+    pr_set_dumpable = 4
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+            log.warning("prctl(PR_SET_DUMPABLE, 0) failed: %s", os.strerror(ctypes.get_errno()))
+    except (OSError, AttributeError):
+        log.warning("prctl is not available: the daemon's /proc entries stay readable")
+
+
+def end_with_parent(parent: int) -> None:
+    """In a child process of the daemon's own (not an exec'd helper): SIGKILL when the thread
+    that started it ends, e.g. a daemon killed with SIGKILL, which leaves no one to end it; or
+    at once if the daemon (`parent`) is already gone."""
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+        log.warning("prctl(PR_SET_PDEATHSIG) failed: %s", os.strerror(ctypes.get_errno()))
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def run_as_init_if_pid1(force: bool = False) -> None:
