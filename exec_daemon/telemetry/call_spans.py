@@ -11,7 +11,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.sdk.trace.sampling import Sampler
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Sampler
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     Link,
@@ -23,21 +23,28 @@ from opentelemetry.trace import (
     get_current_span,
 )
 
-from exec_daemon import __version__
-
 
 class CallSpans:
     """The tool calls' spans, each built whole at the call's end as a finished `ReadableSpan`
     and handed to the batch processor: through `Tracer.start_span` a span costs ~44 µs here (a
     recording span object, its limits and locks, per-span counters), this way ~10 µs. The
     provider's sampler still decides (parent-based, always on, unless the operator's
-    OTEL_TRACES_SAMPLER says otherwise); an unsampled call keeps its ids for its log records."""
+    OTEL_TRACES_SAMPLER says otherwise; the default's decision, the parent's flag or sampled
+    for a root, is taken here without the ~5 µs of its SamplingResult); an unsampled call keeps
+    its ids for its log records."""
 
-    def __init__(self, processor: SpanProcessor, sampler: Sampler, resource: Resource) -> None:
+    def __init__(
+        self,
+        processor: SpanProcessor,
+        sampler: Sampler,
+        resource: Resource,
+        scope: InstrumentationScope,
+    ) -> None:
         self._processor = processor
         self._sampler = sampler
+        self._parent_based_always_on = sampler is DEFAULT_ON
         self._resource = resource
-        self._scope = InstrumentationScope("exec_daemon", __version__)
+        self._scope = scope
         self._ids = RandomIdGenerator()
 
     def open(
@@ -46,16 +53,20 @@ class CallSpans:
         parent_span = get_current_span(parent).get_span_context() if parent is not None else None
         valid_parent = parent_span is not None and parent_span.is_valid
         trace_id = parent_span.trace_id if valid_parent else self._ids.generate_trace_id()  # type: ignore[union-attr]
-        decision = self._sampler.should_sample(
-            parent, trace_id, name, SpanKind.SERVER, attributes, links
-        )
-        flags = TraceFlags.SAMPLED if decision.decision.is_sampled() else TraceFlags.DEFAULT
+        if self._parent_based_always_on:
+            sampled = parent_span.trace_flags.sampled if valid_parent else True  # type: ignore[union-attr]
+            trace_state = parent_span.trace_state if valid_parent else None  # type: ignore[union-attr]
+        else:
+            decision = self._sampler.should_sample(
+                parent, trace_id, name, SpanKind.SERVER, attributes, links
+            )
+            sampled, trace_state = decision.decision.is_sampled(), decision.trace_state
         context = SpanContext(
             trace_id,
             self._ids.generate_span_id(),
             is_remote=False,
-            trace_flags=TraceFlags(flags),
-            trace_state=decision.trace_state,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT),
+            trace_state=trace_state,
         )
         return CallSpan(
             self, name, context, parent_span if valid_parent else None, links, attributes
