@@ -80,6 +80,9 @@ class Receiver:
     )
     raw: list[bytes] = field(default_factory=list)
     delay: float = 0.0
+    # The trace exports answered UNAVAILABLE (a collector restarting), their bodies kept.
+    refuse_traces: int = 0
+    refused: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, signal: str, headers: dict[str, str], request: Message) -> None:
@@ -143,6 +146,12 @@ def grpc_collector(delay: float = 0.0) -> Iterator[tuple[int, Receiver]]:
     class Traces(trace_service_pb2_grpc.TraceServiceServicer):
         def Export(self, request: Any, context: Any) -> Any:
             time.sleep(received.delay)  # a slow collector (its own thread, not the daemon's)
+            with received.lock:
+                refuse = len(received.refused) < received.refuse_traces
+                if refuse:
+                    received.refused.append(request.SerializeToString())
+            if refuse:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "restarting")
             received.add("traces", metadata(context), request)
             return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -584,3 +593,32 @@ def test_histogram_label_sets_past_the_limit_count_as_overflow() -> None:
         assert len(points) == MAX_LABEL_SETS + 1
         overflow = [p for p in points if p.attributes == {"otel.metric.overflow": "true"}]
         assert overflow[0].count == 3
+
+
+def test_a_batch_retried_after_unavailable_arrives_once_as_first_sent() -> None:
+    """The gRPC span exporter retries a batch the collector refused with the request it
+    encoded for the first attempt (span_encoding.GrpcSpanExporter)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from exec_daemon.telemetry.span_encoding import GrpcSpanExporter
+
+    provider = TracerProvider()
+    tracer = provider.get_tracer("exec_daemon")
+    batch = []
+    for name in ("read_todos_tool_call", "shell_tool_call"):
+        span = tracer.start_span(name, attributes={"tool.name": name})
+        span.end()
+        batch.append(span)
+    with grpc_collector() as (port, received):
+        received.refuse_traces = 1
+        exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=10)
+        try:
+            assert exporter.export(batch) == SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+        assert [span.name for span in received.spans()] == [
+            "read_todos_tool_call",
+            "shell_tool_call",
+        ]
+        assert received.refused == received.raw

@@ -459,9 +459,21 @@ def test_the_span_encoding_gives_the_sdks_message() -> None:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import (
+        Link,
+        NonRecordingSpan,
+        SpanContext,
+        SpanKind,
+        StatusCode,
+        TraceFlags,
+        TraceState,
+        set_span_in_context,
+    )
     from opentelemetry.trace import Status as SdkStatus
 
+    from exec_daemon.telemetry.call_spans import CallSpan, CallSpans
     from exec_daemon.telemetry.span_encoding import encode_spans
 
     finished: list[ReadableSpan] = []
@@ -488,6 +500,7 @@ def test_the_span_encoding_gives_the_sdks_message() -> None:
             with tracer.start_as_current_span("child") as child:
                 child.set_status(SdkStatus(StatusCode.ERROR, "broke"))
         provider.shutdown()
+    scope = InstrumentationScope("exec_daemon", "1.0")
     finished.append(
         ReadableSpan(
             "read_todos_tool_call",
@@ -503,3 +516,16 @@ def test_the_span_encoding_gives_the_sdks_message() -> None:
     )
     assert encode_spans(finished) == sdk_encode(finished)
     assert len(encode_spans(finished).resource_spans) == 2
+
+    # The tool calls' own spans, encoded as they are queued, and as the HTTP exporter gets them.
+    calls = CallSpans(SimpleSpanProcessor(Keep()), DEFAULT_ON, finished[0].resource, scope)
+    parent = NonRecordingSpan(remote)
+    for tool, fails in (("read_todos_tool_call", False), ("grep_tool_call", True)):
+        span = calls.open(tool, set_span_in_context(parent), (), {"tool.name": tool})
+        if fails:
+            span.fail("internal", **{"tool.result": "exec_error"})
+        span.end()
+    queued = finished[-2:]
+    assert all(isinstance(span, CallSpan) for span in queued)
+    readable = [span.readable() for span in queued]  # type: ignore[attr-defined]
+    assert encode_spans(queued) == sdk_encode(readable)

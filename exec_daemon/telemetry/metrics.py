@@ -1,4 +1,4 @@
-"""The daemon's metrics as OpenTelemetry instruments, exported over OTLP with the spans.
+"""The daemon's metrics, kept by the daemon and exported over OTLP with the spans.
 
 Imported and built only when telemetry is on (exec_daemon/telemetry/tracing.py decides); in
 ghost mode the layers record into exec_daemon/kernel/metering.py's no-op `Meter`.

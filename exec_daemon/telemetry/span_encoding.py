@@ -6,11 +6,12 @@ here, on the export thread but holding the GIL: it hashes each span's Resource (
 its attributes) to group the spans, and builds every attribute as a KeyValue message that is
 then copied into its parent. This one groups by the resource's and scope's identity (the daemon
 has one of each), encodes them once per batch, and fills each span in place: ~20 µs. It encodes
-everything a ReadableSpan holds (events, links, dropped counts), so the spans made through the
-SDK's tracer (desktop hand-overs) go the same way; `tests/test_tracing.py` checks that it gives
-the same message as the SDK's.
+the tool calls' CallSpans (call_spans.py) directly, and everything a ReadableSpan holds
+(events, links, dropped counts), so the spans made through the SDK's tracer (desktop hand-overs)
+go the same way; `tests/test_tracing.py` checks that it gives the same message as the SDK's.
 
-OTLP/HTTP keeps the SDK's encoder: its exporter has no hook for another.
+OTLP/HTTP keeps the SDK's encoder (its exporter has no hook for another), given ReadableSpans
+made from the CallSpans on the export thread (call_spans.ReadableSpans).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind
 
+from exec_daemon.telemetry.call_spans import CallSpan
+
 LOCAL_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 REMOTE_PARENT = LOCAL_PARENT | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 KINDS = {
@@ -44,8 +47,16 @@ class GrpcSpanExporter(OTLPSpanExporter):
     """The SDK's OTLP/gRPC span exporter (retries, timeouts, its counts of spans exported or
     not) with this module's encoding."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._batch: Sequence[ReadableSpan] = ()
+        self._request = ExportTraceServiceRequest()
+
     def _translate_data(self, data: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
-        return encode_spans(data)
+        # The SDK encodes the batch again for each retry (up to 3 while a collector is down).
+        if data is not self._batch:
+            self._batch, self._request = data, encode_spans(data)
+        return self._request
 
 
 def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
@@ -66,8 +77,39 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
             if scope is not None:
                 scope_spans.scope.CopyFrom(_encode_instrumentation_scope(scope))
                 scope_spans.schema_url = scope.schema_url or ""
-        _fill_span(scope_spans.spans.add(), span)
+        if isinstance(span, CallSpan):
+            _fill_call_span(scope_spans.spans.add(), span)
+        else:
+            _fill_span(scope_spans.spans.add(), span)
     return request
+
+
+def _fill_call_span(out: Span, span: CallSpan) -> None:
+    """A tool call's span: a SERVER span without events, its attributes strings."""
+    context, parent = span.context, span.parent
+    out.trace_id = context.trace_id.to_bytes(16, "big")
+    out.span_id = context.span_id.to_bytes(8, "big")
+    if context.trace_state:
+        out.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
+    if parent is not None:
+        out.parent_span_id = parent.span_id.to_bytes(8, "big")
+    out.flags = _flags(parent)
+    out.name = span.name
+    out.kind = Span.SpanKind.SPAN_KIND_SERVER
+    out.start_time_unix_nano = span.start_ns
+    out.end_time_unix_nano = span.end_ns
+    _fill_attributes(out.attributes, span.attributes)
+    for link in span.links:
+        out.links.add(
+            trace_id=link.context.trace_id.to_bytes(16, "big"),
+            span_id=link.context.span_id.to_bytes(8, "big"),
+            flags=_flags(link.context),
+        )
+    out.status.SetInParent()  # present even when unset, as the SDK sends it
+    if span.status is not None:
+        out.status.code = span.status.status_code.value  # type: ignore[assignment]
+        if span.status.description:
+            out.status.message = span.status.description
 
 
 def _fill_span(out: Span, span: ReadableSpan) -> None:

@@ -29,8 +29,10 @@ ToolError's or ExecError's code). Status ERROR only when the call could not be r
 ExecError, including `internal` for a crashed handler); a typed `error` result is the tool's
 answer, not a daemon failure. Messages are never recorded: they can hold user data.
 
-Metrics: exec_daemon/telemetry/metrics.py (names, units, which follow semantic conventions).
-Logs: exec_daemon/telemetry/logs.py. Resource: `daemon_resource`.
+Metrics: exec_daemon/telemetry/metrics.py (names, units, which follow semantic conventions,
+and how they are kept cheaply). Logs: exec_daemon/telemetry/logs.py. Resource:
+`daemon_resource`. The spans of tool calls: exec_daemon/telemetry/call_spans.py; their OTLP/gRPC
+encoding: exec_daemon/telemetry/span_encoding.py.
 
 Redaction: string span attributes, metric labels and log bodies pass through `redact` (the
 composition root gives the injected-secret matcher) after the daemon's auth and trace tokens
@@ -40,6 +42,8 @@ Export never slows or fails a call: spans and log records go to bounded queues (
 batch processors; a full queue drops, and the SDK's `otel.sdk.processor.*.processed` metric
 counts it with `error.type=queue_full`, switched on here) exported by background threads;
 metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
+What a call pays is kept small because the export threads share the GIL with the event loop:
+scripts/bench_tracing.py measures it (export on vs off, the goal of issue #16 being <= 5 %).
 """
 
 from __future__ import annotations
@@ -398,7 +402,9 @@ class _Exporters:
             OTLPSpanExporter as HttpSpanExporter,
         )
 
-        return HttpSpanExporter(**self._http("traces"), meter_provider=meters)
+        from exec_daemon.telemetry.call_spans import ReadableSpans
+
+        return ReadableSpans(HttpSpanExporter(**self._http("traces"), meter_provider=meters))
 
     def metrics(self) -> MetricExporter:
         if self._target.protocol == GRPC:
