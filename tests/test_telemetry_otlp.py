@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import math
 import secrets
 import socket
 import threading
@@ -24,14 +25,28 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from agent.v1.computer_pb2 import ComputerUseAction, ComputerUseArgs, ComputerUseToolCall
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.metering import Metric
-from exec_daemon.telemetry.metrics import DURATION_BUCKETS, MAX_LABEL_SETS, OtlpMeter
+from exec_daemon.telemetry.metrics import (
+    DURATION_BUCKETS,
+    MAX_LABEL_SETS,
+    Histograms,
+    HistogramsExporter,
+    OtlpMeter,
+)
 from tests.daemon_process import running_daemon
 from tests.loopback_http import serving_http
 from tests.otlp_receiver import serving_grpc
@@ -51,6 +66,7 @@ FAST = {
     "OTEL_METRIC_EXPORT_INTERVAL": "300",
 }
 ARRIVAL_SECONDS = 15.0
+CUMULATIVE = AggregationTemporality.CUMULATIVE
 SIGNALS = ("traces", "metrics", "logs")
 
 
@@ -64,6 +80,9 @@ class Receiver:
     )
     raw: list[bytes] = field(default_factory=list)
     delay: float = 0.0
+    # The trace exports answered UNAVAILABLE (a collector restarting), their bodies kept.
+    refuse_traces: int = 0
+    refused: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, signal: str, headers: dict[str, str], request: Message) -> None:
@@ -127,6 +146,12 @@ def grpc_collector(delay: float = 0.0) -> Iterator[tuple[int, Receiver]]:
     class Traces(trace_service_pb2_grpc.TraceServiceServicer):
         def Export(self, request: Any, context: Any) -> Any:
             time.sleep(received.delay)  # a slow collector (its own thread, not the daemon's)
+            with received.lock:
+                refuse = len(received.refused) < received.refuse_traces
+                if refuse:
+                    received.refused.append(request.SerializeToString())
+            if refuse:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "restarting")
             received.add("traces", metadata(context), request)
             return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -263,8 +288,12 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
     assert total(calls, tool="grep_tool_call", outcome="exec_error") == 1
     assert total(calls, tool="shell_tool_call") == 1
     duration = metrics["exec_daemon.tool.call.duration"]
-    assert duration.histogram.data_points and all(p.sum > 0 for p in points(duration))
     assert metrics["exec_daemon.tool.call.duration"].unit == "s"
+    for point in points(duration):
+        assert point.count == sum(point.bucket_counts) >= 1
+        assert 0 < point.min <= point.max and point.min * point.count <= point.sum
+        assert point.sum <= point.max * point.count
+    assert total(duration, tool="read_todos_tool_call", outcome="success") == 1
     assert total(metrics["exec_daemon.shell.streamed.bytes"], stream="stdout") >= len(
         "hello telemetry\n"
     )
@@ -402,59 +431,194 @@ async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
     assert warning["trace_id"] == received.spans()[0].trace_id.hex()
 
 
+class KeptMetrics(MetricExporter):
+    """The in-memory end of a metric reader: keeps each export (delta histograms when asked)."""
+
+    def __init__(self, temporality: AggregationTemporality) -> None:
+        super().__init__(preferred_temporality={Histogram: temporality})
+        self.exports: list[MetricsData] = []
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        self.exports.append(metrics_data)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+@dataclass
+class ScriptedMeter:
+    reader: PeriodicExportingMetricReader
+    kept: KeptMetrics
+
+    def metrics(self) -> dict[str, Any]:
+        """Exports now, and returns each metric of that export by name."""
+        self.reader.force_flush()
+        return {
+            metric.name: metric
+            for resource in self.kept.exports[-1].resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+        }
+
+
+@contextlib.contextmanager
+def meter_exporting_to(
+    kept: KeptMetrics, redact: Any = lambda text: text
+) -> Iterator[tuple[OtlpMeter, ScriptedMeter]]:
+    """An OtlpMeter wired as the daemon wires it (its histograms added by a
+    HistogramsExporter), exporting when asked."""
+    histograms = Histograms()
+    scope = InstrumentationScope("exec_daemon")
+    exporter = HistogramsExporter(kept, histograms, Resource.create({}), scope)
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=math.inf)
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        yield (
+            OtlpMeter(provider.get_meter(scope.name), redact, histograms),
+            ScriptedMeter(reader, kept),
+        )
+    finally:
+        provider.shutdown()
+
+
 def test_label_sets_past_the_limit_count_as_overflow_and_durations_use_second_buckets() -> None:
     """Sums kept by the daemon: nothing counted is lost past MAX_LABEL_SETS label sets (the
     rest count under otel.metric.overflow, as the SDK's cardinality limit does)."""
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    meter = OtlpMeter(provider.get_meter("test"), lambda text: text)
-    for index in range(MAX_LABEL_SETS + 10):
-        meter.add(Metric.HOOK_RUNS, outcome=f"outcome-{index}")
-    meter.add(Metric.HOOK_RUNS, 5, outcome="outcome-0")
-    meter.add(Metric.LIVE_EXEC_STREAMS, 1)
-    meter.add(Metric.LIVE_EXEC_STREAMS, -1)
-    meter.tool_call("read_todos_tool_call", "success", 0.003)
-    data = reader.get_metrics_data()
-    assert data is not None
-    metrics = {
-        metric.name: metric
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-    }
-    runs = {
-        tuple(sorted((point.attributes or {}).items())): point.value
-        for point in metrics[Metric.HOOK_RUNS.value.name].data.data_points
-    }
-    assert len(runs) == MAX_LABEL_SETS + 1
-    assert runs[(("otel.metric.overflow", "true"),)] == 10
-    assert runs[(("outcome", "outcome-0"),)] == 6
-    assert sum(runs.values()) == MAX_LABEL_SETS + 15
-    streams = metrics[Metric.LIVE_EXEC_STREAMS.value.name].data
-    assert [point.value for point in streams.data_points] == [0] and not streams.is_monotonic
-    duration = metrics["exec_daemon.tool.call.duration"].data.data_points[0]
-    assert tuple(duration.explicit_bounds) == DURATION_BUCKETS
-    assert duration.bucket_counts[0] == 1 and duration.count == 1  # 3 ms <= 5 ms
-    provider.shutdown()
+    with meter_exporting_to(KeptMetrics(CUMULATIVE)) as (meter, exported):
+        for index in range(MAX_LABEL_SETS + 10):
+            meter.add(Metric.HOOK_RUNS, outcome=f"outcome-{index}")
+        meter.add(Metric.HOOK_RUNS, 5, outcome="outcome-0")
+        meter.add(Metric.LIVE_EXEC_STREAMS, 1)
+        meter.add(Metric.LIVE_EXEC_STREAMS, -1)
+        meter.tool_call("read_todos_tool_call", "success", 0.003)
+        metrics = exported.metrics()
+        runs = {
+            tuple(sorted((point.attributes or {}).items())): point.value
+            for point in metrics[Metric.HOOK_RUNS.value.name].data.data_points
+        }
+        assert len(runs) == MAX_LABEL_SETS + 1
+        assert runs[(("otel.metric.overflow", "true"),)] == 10
+        assert runs[(("outcome", "outcome-0"),)] == 6
+        assert sum(runs.values()) == MAX_LABEL_SETS + 15
+        streams = metrics[Metric.LIVE_EXEC_STREAMS.value.name].data
+        assert [point.value for point in streams.data_points] == [0] and not streams.is_monotonic
+        duration = metrics["exec_daemon.tool.call.duration"].data.data_points[0]
+        assert tuple(duration.explicit_bounds) == DURATION_BUCKETS
+        assert duration.bucket_counts[0] == 1 and duration.count == 1  # 3 ms <= 5 ms
 
 
 def test_metric_labels_are_redacted_and_bounded() -> None:
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    meter = OtlpMeter(provider.get_meter("test"), lambda text: text.replace("s3cret", "[REDACTED]"))
-    meter.add(Metric.HOOK_RUNS, outcome="deny-s3cret-" + "x" * 500)
-    meter.tool_call("shell_tool_call", "error-s3cret", 0.5)
-    meter.computer_use("s3cret", 1.0, 3)
-    data = reader.get_metrics_data()
-    assert data is not None
-    labels = [
-        value
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        for point in metric.data.data_points
-        for value in (point.attributes or {}).values()
-    ]
-    assert "[REDACTED]" in " ".join(map(str, labels))
-    assert all("s3cret" not in str(value) and len(str(value)) <= 64 for value in labels)
-    provider.shutdown()
+    with meter_exporting_to(
+        KeptMetrics(CUMULATIVE), lambda text: text.replace("s3cret", "[REDACTED]")
+    ) as (meter, exported):
+        meter.add(Metric.HOOK_RUNS, outcome="deny-s3cret-" + "x" * 500)
+        meter.tool_call("shell_tool_call", "error-s3cret", 0.5)
+        meter.computer_use("s3cret", 1.0, 3)
+        labels = [
+            value
+            for metric in exported.metrics().values()
+            for point in metric.data.data_points
+            for value in (point.attributes or {}).values()
+        ]
+        assert "[REDACTED]" in " ".join(map(str, labels))
+        assert all("s3cret" not in str(value) and len(str(value)) <= 64 for value in labels)
+
+
+def duration_points(metrics: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """The tool-call duration's points by (tool, outcome)."""
+    return {
+        (point.attributes["tool"], point.attributes["outcome"]): point
+        for point in metrics["exec_daemon.tool.call.duration"].data.data_points
+    }
+
+
+def test_the_tool_call_histogram_counts_each_call_in_its_bucket_and_accumulates() -> None:
+    with meter_exporting_to(KeptMetrics(CUMULATIVE)) as (meter, exported):
+        for seconds in (0.003, 0.005, 0.02, 0.3, 12.0):
+            meter.tool_call("shell_tool_call", "success", seconds)
+        meter.tool_call("read_todos_tool_call", "success", 0.001)
+        meter.add(Metric.HOOK_RUNS, outcome="allow")
+        first = exported.metrics()
+        # Sent with the meter's other metrics, under its one scope.
+        scopes = exported.kept.exports[-1].resource_metrics[0].scope_metrics
+        assert [scope.scope.name for scope in scopes] == ["exec_daemon"]
+        assert first["exec_daemon.tool.call.duration"].unit == "s"
+        shell = duration_points(first)["shell_tool_call", "success"]
+        assert tuple(shell.explicit_bounds) == DURATION_BUCKETS
+        # (.., 0.005] holds 3 ms and 5 ms (a bound is in its bucket), (0.01, 0.025] 20 ms,
+        # (0.25, 0.5] 300 ms and the bucket past 10 s holds 12 s.
+        assert list(shell.bucket_counts) == [2, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1]
+        assert shell.count == 5 and math.isclose(shell.sum, 12.328)
+        assert (shell.min, shell.max) == (0.003, 12.0)
+        assert duration_points(first)["read_todos_tool_call", "success"].count == 1
+
+        meter.tool_call("shell_tool_call", "success", 0.05)
+        later = duration_points(exported.metrics())
+        shell_later = later["shell_tool_call", "success"]
+        assert shell_later.count == 6 and math.isclose(shell_later.sum, 12.378)
+        assert shell_later.bucket_counts[3] == 1  # (0.025, 0.05]
+        assert shell_later.start_time_unix_nano == shell.start_time_unix_nano
+        assert later["read_todos_tool_call", "success"].count == 1
+
+
+def test_histograms_follow_the_exporters_delta_temporality() -> None:
+    delta = AggregationTemporality.DELTA
+    with meter_exporting_to(KeptMetrics(delta)) as (meter, exported):
+        meter.tool_call("shell_tool_call", "success", 0.2)
+        meter.tool_call("read_todos_tool_call", "success", 0.001)
+        first = duration_points(exported.metrics())
+        assert first["shell_tool_call", "success"].count == 1
+        meter.tool_call("shell_tool_call", "success", 0.4)
+        second_export = exported.metrics()
+        second = duration_points(second_export)
+        assert list(second) == [("shell_tool_call", "success")]  # nothing new for read_todos
+        point = second["shell_tool_call", "success"]
+        assert (point.count, point.sum, point.min, point.max) == (1, 0.4, 0.4, 0.4)
+        assert point.start_time_unix_nano == first["shell_tool_call", "success"].time_unix_nano
+        histogram = second_export["exec_daemon.tool.call.duration"].data
+        assert histogram.aggregation_temporality == delta
+
+
+def test_histogram_label_sets_past_the_limit_count_as_overflow() -> None:
+    with meter_exporting_to(KeptMetrics(CUMULATIVE)) as (meter, exported):
+        for index in range(MAX_LABEL_SETS + 3):
+            meter.tool_call(f"tool-{index}", "success", 0.001)
+        points = exported.metrics()["exec_daemon.tool.call.duration"].data.data_points
+        assert len(points) == MAX_LABEL_SETS + 1
+        overflow = [p for p in points if p.attributes == {"otel.metric.overflow": "true"}]
+        assert overflow[0].count == 3
+
+
+def test_a_batch_retried_after_unavailable_arrives_once_as_first_sent() -> None:
+    """The gRPC span exporter retries a batch the collector refused with the request it
+    encoded for the first attempt (span_encoding.GrpcSpanExporter)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from exec_daemon.telemetry.span_encoding import GrpcSpanExporter
+
+    provider = TracerProvider()
+    tracer = provider.get_tracer("exec_daemon")
+    batch = []
+    for name in ("read_todos_tool_call", "shell_tool_call"):
+        span = tracer.start_span(name, attributes={"tool.name": name})
+        span.end()
+        batch.append(span)
+    with grpc_collector() as (port, received):
+        received.refuse_traces = 1
+        exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=10)
+        try:
+            assert exporter.export(batch) == SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+        assert [span.name for span in received.spans()] == [
+            "read_todos_tool_call",
+            "shell_tool_call",
+        ]
+        assert received.refused == received.raw

@@ -450,3 +450,82 @@ async def test_bad_endpoint_leaves_the_daemon_serving(workspace: Path, tmp_path:
         async with daemon.client() as client:
             assert (await client.run(read_todos())).result is not None
         assert "tracing off: --trace-endpoint" in daemon.log()
+
+
+def test_the_span_encoding_gives_the_sdks_message() -> None:
+    """exec_daemon/telemetry/span_encoding.py: cheaper, the same bytes on the wire, for the
+    call spans and for whatever the SDK's tracer makes (events, links, typed attributes)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import (
+        Link,
+        NonRecordingSpan,
+        SpanContext,
+        SpanKind,
+        StatusCode,
+        TraceFlags,
+        TraceState,
+        set_span_in_context,
+    )
+    from opentelemetry.trace import Status as SdkStatus
+
+    from exec_daemon.telemetry.call_spans import CallSpan, CallSpans
+    from exec_daemon.telemetry.span_encoding import encode_spans
+
+    finished: list[ReadableSpan] = []
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            finished.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    remote = SpanContext(
+        0xA1, 0xB2, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("k", "v")])
+    )
+    for resource in (Resource.create({"service.name": "a"}), Resource.create({"n": 1})):
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(SimpleSpanProcessor(Keep()))
+        tracer = provider.get_tracer("exec_daemon", "1.0")
+        with tracer.start_as_current_span(
+            "desktop.take_over",
+            kind=SpanKind.SERVER,
+            attributes={"s": "x", "b": True, "i": 3, "f": 0.5, "list": ["a", "b"], "n": [1, 2]},
+            links=[Link(remote, {"why": "backend"})],
+        ) as span:
+            span.add_event("started", {"step": 1})
+            with tracer.start_as_current_span("child") as child:
+                child.set_status(SdkStatus(StatusCode.ERROR, "broke"))
+        provider.shutdown()
+    scope = InstrumentationScope("exec_daemon", "1.0")
+    finished.append(
+        ReadableSpan(
+            "read_todos_tool_call",
+            SpanContext(0xA1, 0xC3, is_remote=False, trace_flags=TraceFlags(1)),
+            remote,
+            finished[0].resource,
+            {"tool.name": "read_todos_tool_call", "agent.id": "agent-1"},
+            kind=SpanKind.SERVER,
+            start_time=10,
+            end_time=20,
+            instrumentation_scope=finished[0].instrumentation_scope,
+        )
+    )
+    assert encode_spans(finished) == sdk_encode(finished)
+    assert len(encode_spans(finished).resource_spans) == 2
+
+    # The tool calls' own spans, encoded as they are queued, and as the HTTP exporter gets them.
+    calls = CallSpans(SimpleSpanProcessor(Keep()), DEFAULT_ON, finished[0].resource, scope)
+    parent = NonRecordingSpan(remote)
+    for tool, fails in (("read_todos_tool_call", False), ("grep_tool_call", True)):
+        span = calls.open(tool, set_span_in_context(parent), (), {"tool.name": tool})
+        if fails:
+            span.fail("internal", **{"tool.result": "exec_error"})
+        span.end()
+    queued = finished[-2:]
+    assert all(isinstance(span, CallSpan) for span in queued)
+    readable = [span.readable() for span in queued]  # type: ignore[attr-defined]
+    assert encode_spans(queued) == sdk_encode(readable)

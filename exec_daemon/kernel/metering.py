@@ -4,7 +4,7 @@ Tools, guards, the sandbox and terminals call `daemon.service(Meter)` and record
 (`meter.add(Metric.HOOK_RUNS, outcome="deny")`); they never import exec_daemon/telemetry/. The
 default `Meter` does nothing (ghost mode: no SDK is even imported). When telemetry is on, the
 composition root (exec_daemon/server.py) provides exec_daemon/telemetry/metrics.py's OTLP one,
-which makes each `Metric` below an OpenTelemetry instrument of that name, kind and unit.
+which exports each `Metric` below as an OTLP metric of that name, kind and unit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The daemon's metrics as OpenTelemetry instruments, exported over OTLP with the spans.
+"""The daemon's metrics, kept by the daemon and exported over OTLP with the spans.
 
-Built only when telemetry is on (exec_daemon/telemetry/tracing.py decides); in ghost mode the
-layers record into exec_daemon/kernel/metering.py's no-op `Meter`.
+Imported and built only when telemetry is on (exec_daemon/telemetry/tracing.py decides); in
+ghost mode the layers record into exec_daemon/kernel/metering.py's no-op `Meter`.
 
 Names and units. OpenTelemetry semantic conventions where one exists:
 - `process.memory.usage` (By): the daemon's resident set size (semconv process metrics).
@@ -21,33 +21,58 @@ bytes streamed, live shell sessions / terminals / ExecStreams, sandbox decisions
 Label values are redacted like span attributes and cut to MAX_LABEL_CHARS: a label is a
 dimension, and an agent-chosen string must not become a secret's or an unbounded one.
 
-Cost. A measurement through the SDK costs ~15 µs here (its attributes are checked, sorted and
-hashed each time), and a tool call made three or four of them. So counters and up-down counters
-are summed in plain dicts (well under 1 µs) that observable instruments read at each export,
-labels cleaned once per label set; a metric's label sets beyond MAX_LABEL_SETS count under
-`otel.metric.overflow=true`, as the SDK's own cardinality limit does. Only histograms are
-recorded through the SDK, one measurement per tool call. Durations use semconv's recommended
-buckets for seconds (DURATION_BUCKETS).
+Cost. A measurement through the SDK costs ~15-20 µs here (its attributes are checked, sorted
+and hashed, a Measurement object is made, locks taken), and a tool call made three or four of
+them. So every metric is kept in plain dicts (~1-2 µs a call), label sets cleaned once:
+counters and up-down counters as sums that observable instruments read at each export, and
+histograms as bucket counts (`Histograms`) that `HistogramsExporter` adds, as the SDK's own data
+classes, to what the SDK's reader hands its exporter (in the temporality the exporter prefers,
+cumulative unless OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE says otherwise). A metric's
+label sets beyond MAX_LABEL_SETS count under `otel.metric.overflow=true`, as the SDK's own
+cardinality limit does. Durations use semconv's recommended buckets for seconds
+(DURATION_BUCKETS); other histograms the SDK's default buckets (DEFAULT_BUCKETS).
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import os
 import resource
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Meter as SdkMeter
+from opentelemetry.sdk.metrics import Histogram as HistogramInstrument
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+from opentelemetry.sdk.metrics.export import Histogram as HistogramData
+from opentelemetry.sdk.metrics.export import Metric as MetricData
 
 from exec_daemon.kernel.metering import Kind, Meter, Metric
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import CallbackOptions, Observation
-    from opentelemetry.metrics import Meter as SdkMeter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 MAX_LABEL_CHARS = 64
 MAX_LABEL_SETS = 1024
 OVERFLOW_LABELS = (("otel.metric.overflow", "true"),)
 # Semantic conventions' advice for `*.duration` histograms in seconds (e.g. http.server).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
+# The SDK's default explicit bucket boundaries.
+DEFAULT_BUCKETS = (0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000)
 
 LabelSet = tuple[tuple[str, str], ...]
 
@@ -91,37 +116,189 @@ class Sums:
         self.values[labels] = self.values.get(labels, 0) + amount
 
     def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
-        from opentelemetry.metrics import Observation
-
         # list() copies the items in one step, while the event loop may be adding one.
         return [Observation(value, dict(labels)) for labels, value in list(self.values.items())]
 
 
-class OtlpMeter(Meter):
-    """The kernel `Meter` backed by an SDK meter; also records tool calls and computer use."""
+@dataclass
+class _Buckets:
+    """One label set's recorded values: a count per bucket, their sum, min and max."""
 
-    def __init__(self, meter: SdkMeter, redact: Callable[[str], str]) -> None:
+    counts: list[int]
+    total: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
+
+    def add(self, value: float, bucket: int) -> None:
+        self.counts[bucket] += 1
+        self.total += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+
+    def copy(self) -> _Buckets:
+        return _Buckets(list(self.counts), self.total, self.low, self.high)
+
+
+@dataclass
+class Histogram:
+    """A histogram's buckets per label set (explicit bounds, as the SDK's default aggregation:
+    a value v falls in the first bucket whose bound is >= v)."""
+
+    name: str
+    unit: str
+    description: str
+    bounds: tuple[float, ...]
+    _points: dict[LabelSet, _Buckets] = field(default_factory=dict)
+    _start_ns: int = field(default_factory=time.time_ns)
+    # record() runs on the event loop, collect() on the metric reader's thread.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, value: float, labels: LabelSet) -> None:
+        bucket = bisect.bisect_left(self.bounds, value)
+        with self._lock:
+            points = self._points.get(labels)
+            if points is None:
+                if len(self._points) >= MAX_LABEL_SETS:
+                    labels = OVERFLOW_LABELS
+                points = self._points.get(labels)
+                if points is None:
+                    points = self._points[labels] = _Buckets([0] * (len(self.bounds) + 1))
+            points.add(value, bucket)
+
+    def collect(self, now_ns: int, temporality: AggregationTemporality) -> MetricData | None:
+        """The points so far (cumulative) or since the last collect (delta); None if none."""
+        with self._lock:
+            start_ns = self._start_ns
+            if temporality == AggregationTemporality.DELTA:
+                points, self._points, self._start_ns = self._points, {}, now_ns
+            else:
+                points = {labels: buckets.copy() for labels, buckets in self._points.items()}
+        if not points:
+            return None
+        data_points = [
+            HistogramDataPoint(
+                attributes=dict(labels),
+                start_time_unix_nano=start_ns,
+                time_unix_nano=now_ns,
+                count=sum(buckets.counts),
+                sum=buckets.total,
+                bucket_counts=buckets.counts,
+                explicit_bounds=self.bounds,
+                min=buckets.low,
+                max=buckets.high,
+            )
+            for labels, buckets in points.items()
+        ]
+        return MetricData(
+            self.name, self.description, self.unit, HistogramData(data_points, temporality)
+        )
+
+
+class Histograms:
+    """The daemon's histograms by name, shared by the meter that records them and the exporter
+    that sends them."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Histogram] = {}
+
+    def get(self, name: str) -> Histogram | None:
+        return self._by_name.get(name)
+
+    def create(
+        self, name: str, unit: str, description: str, bounds: Sequence[float] = DEFAULT_BUCKETS
+    ) -> Histogram:
+        histogram = self._by_name[name] = Histogram(name, unit, description, tuple(bounds))
+        return histogram
+
+    def collect(self, temporality: AggregationTemporality) -> list[MetricData]:
+        now_ns = time.time_ns()
+        # list(): one step, while the event loop may be adding a histogram.
+        collected = (
+            histogram.collect(now_ns, temporality) for histogram in list(self._by_name.values())
+        )
+        return [metric for metric in collected if metric is not None]
+
+
+class HistogramsExporter(MetricExporter):
+    """Hands `exporter` what the SDK's reader collected plus the daemon's histograms, under the
+    meter's scope (`scope`) of the provider's resource."""
+
+    def __init__(
+        self,
+        exporter: MetricExporter,
+        histograms: Histograms,
+        resource: Resource,
+        scope: InstrumentationScope,
+    ) -> None:
+        super().__init__(
+            preferred_temporality=exporter._preferred_temporality,
+            preferred_aggregation=exporter._preferred_aggregation,
+        )
+        self._exporter = exporter
+        self._histograms = histograms
+        self._resource = resource
+        self._scope = scope
+        self._temporality = (exporter._preferred_temporality or {}).get(
+            HistogramInstrument, AggregationTemporality.CUMULATIVE
+        )
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        with_histograms = self.with_histograms(metrics_data)
+        return self._exporter.export(with_histograms, timeout_millis=timeout_millis, **kwargs)
+
+    def with_histograms(self, metrics_data: MetricsData) -> MetricsData:
+        histograms = self._histograms.collect(self._temporality)
+        if not histograms:
+            return metrics_data
+        resources = list(metrics_data.resource_metrics)
+        first = resources[0] if resources else ResourceMetrics(self._resource, [], "")
+        scopes = list(first.scope_metrics)
+        for index, scope_metrics in enumerate(scopes):
+            if scope_metrics.scope == self._scope:
+                metrics = [*scope_metrics.metrics, *histograms]
+                scopes[index] = replace(scope_metrics, metrics=metrics)
+                break
+        else:
+            scopes.append(ScopeMetrics(self._scope, histograms, ""))
+        return MetricsData([replace(first, scope_metrics=scopes), *resources[1:]])
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._exporter.force_flush(timeout_millis=timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._exporter.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+class OtlpMeter(Meter):
+    """The kernel `Meter` backed by an SDK meter (its observable instruments) and `histograms`
+    (sent by a HistogramsExporter); also records tool calls and computer use."""
+
+    def __init__(
+        self, meter: SdkMeter, redact: Callable[[str], str], histograms: Histograms
+    ) -> None:
         self._meter = meter
         self._redact = redact
+        self._histograms = histograms
         # Made at first use: a `watch`ed metric is an observable instrument of the same name.
         self._sums: dict[str, Sums] = {}
-        self._histograms: dict[str, Any] = {}
         # Each label set as given, cleaned once (label values come from small fixed sets).
         self._clean: dict[LabelSet, LabelSet] = {}
-        self._call_labels: dict[tuple[str, str], tuple[LabelSet, dict[str, str]]] = {}
-        self._call_duration = self._histogram(
+        self._call_labels: dict[tuple[str, str], LabelSet] = {}
+        self._call_duration = histograms.create(
             TOOL_CALL_DURATION, "s", "Duration of tool calls, guards included", DURATION_BUCKETS
         )
         self._calls = self._sum(
             TOOL_CALLS, Kind.COUNTER, "{call}", "Tool calls by tool and outcome"
         )
-        self._cu_duration = self._histogram(
+        self._cu_duration = histograms.create(
             COMPUTER_USE_DURATION,
             "s",
             "Duration of computer-use sessions (calls)",
             DURATION_BUCKETS,
         )
-        self._cu_actions = self._histogram(
+        self._cu_actions = histograms.create(
             COMPUTER_USE_ACTIONS, "{action}", "Actions per computer-use session"
         )
         self._cu_result = self._sum(
@@ -149,10 +326,10 @@ class OtlpMeter(Meter):
 
     def record(self, metric: Metric, value: float, **labels: str) -> None:
         spec = metric.value
-        histogram = self._histograms.get(spec.name) or self._histogram(
+        histogram = self._histograms.get(spec.name) or self._histograms.create(
             spec.name, spec.unit, spec.description
         )
-        histogram.record(value, dict(self.labels(tuple(labels.items()))))
+        histogram.record(value, self.labels(tuple(labels.items())))
 
     def _sum(self, name: str, kind: Kind, unit: str, description: str) -> Sums:
         sums = self._sums[name] = Sums()
@@ -164,14 +341,6 @@ class OtlpMeter(Meter):
         create(name, callbacks=[sums.observe], unit=unit, description=description)
         return sums
 
-    def _histogram(
-        self, name: str, unit: str, description: str, buckets: Sequence[float] | None = None
-    ) -> Any:
-        histogram = self._histograms[name] = self._meter.create_histogram(
-            name, unit, description, explicit_bucket_boundaries_advisory=buckets
-        )
-        return histogram
-
     def watch(self, metric: Metric, read: Callable[[], int]) -> None:
         spec = metric.value
         _gauge(self._meter, spec.name, spec.unit, spec.description, read, up_down=True)
@@ -181,14 +350,15 @@ class OtlpMeter(Meter):
         if labels is None:
             if len(self._call_labels) >= MAX_LABEL_SETS:
                 self._call_labels.clear()
-            clean = self.labels((("tool", tool), ("outcome", outcome)))
-            labels = self._call_labels[tool, outcome] = (clean, dict(clean))
-        self._call_duration.record(seconds, labels[1])
-        self._calls.add(1, labels[0])
+            labels = self._call_labels[tool, outcome] = self.labels(
+                (("tool", tool), ("outcome", outcome))
+            )
+        self._call_duration.record(seconds, labels)
+        self._calls.add(1, labels)
 
     def computer_use(self, outcome: str, seconds: float, actions: int) -> None:
-        self._cu_duration.record(seconds)
-        self._cu_actions.record(actions)
+        self._cu_duration.record(seconds, ())
+        self._cu_actions.record(actions, ())
         self._cu_result.add(1, self.labels((("outcome", outcome),)))
 
 
@@ -201,8 +371,6 @@ def _gauge(
     *,
     up_down: bool = False,
 ) -> None:
-    from opentelemetry.metrics import Observation
-
     def observe(_options: CallbackOptions) -> Iterable[Observation]:
         return (Observation(read()),)
 

@@ -29,8 +29,10 @@ ToolError's or ExecError's code). Status ERROR only when the call could not be r
 ExecError, including `internal` for a crashed handler); a typed `error` result is the tool's
 answer, not a daemon failure. Messages are never recorded: they can hold user data.
 
-Metrics: exec_daemon/telemetry/metrics.py (names, units, which follow semantic conventions).
-Logs: exec_daemon/telemetry/logs.py. Resource: `daemon_resource`.
+Metrics: exec_daemon/telemetry/metrics.py (names, units, which follow semantic conventions,
+and how they are kept cheaply). Logs: exec_daemon/telemetry/logs.py. Resource:
+`daemon_resource`. The spans of tool calls: exec_daemon/telemetry/call_spans.py; their OTLP/gRPC
+encoding: exec_daemon/telemetry/span_encoding.py.
 
 Redaction: string span attributes, metric labels and log bodies pass through `redact` (the
 composition root gives the injected-secret matcher) after the daemon's auth and trace tokens
@@ -40,6 +42,8 @@ Export never slows or fails a call: spans and log records go to bounded queues (
 batch processors; a full queue drops, and the SDK's `otel.sdk.processor.*.processed` metric
 counts it with `error.type=queue_full`, switched on here) exported by background threads;
 metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
+What a call pays is kept small because the export threads share the GIL with the event loop:
+scripts/bench_tracing.py measures it (export on vs off, the goal of issue #16 being <= 5 %).
 """
 
 from __future__ import annotations
@@ -70,7 +74,6 @@ from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.telemetry.logs import otlp_log_handler
-from exec_daemon.telemetry.metrics import OtlpMeter
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -81,6 +84,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Link, Tracer
 
     from exec_daemon.telemetry.call_spans import CallSpans
+    from exec_daemon.telemetry.metrics import OtlpMeter
 
 Redact = Callable[[str], str]
 INTERNAL_METRICS_VARIABLE = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
@@ -272,13 +276,15 @@ class Telemetry:
     def start(self, target: ExportTarget, redact: Redact) -> None:
         from opentelemetry.sdk._logs import LoggerProvider
         from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+        from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
         from exec_daemon.telemetry.call_spans import CallSpans
+        from exec_daemon.telemetry.metrics import Histograms, HistogramsExporter, OtlpMeter
 
         if self.started:
             return
@@ -291,13 +297,14 @@ class Telemetry:
         resource = Resource.create(daemon_resource(config))
         tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         loggers = LoggerProvider(resource=resource, shutdown_on_exit=False)
+        scope = InstrumentationScope("exec_daemon", __version__)
+        histograms = Histograms()
+        metrics = HistogramsExporter(exporters.metrics(), histograms, resource, scope)
         # The SDK counts, in `meters`, the spans and records it drops or fails to send.
         with _sdk_counting_drops():
             meters = MeterProvider(
                 resource=resource,
-                # Exemplars (a span id kept per histogram bucket) cost ~0.2 ms per measurement.
-                exemplar_filter=AlwaysOffExemplarFilter(),
-                metric_readers=[PeriodicExportingMetricReader(exporters.metrics())],
+                metric_readers=[PeriodicExportingMetricReader(metrics)],
                 shutdown_on_exit=False,
             )
             spans = BatchSpanProcessor(exporters.spans(meters), meter_provider=meters)
@@ -308,9 +315,9 @@ class Telemetry:
         # None is made the global provider: the telemetry is the daemon's own, not that of
         # the libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
         self._providers = [tracers, loggers, meters]
-        self._tracer = tracers.get_tracer("exec_daemon", __version__)
-        self._call_spans = CallSpans(spans, tracers.sampler, resource)
-        self._meter = OtlpMeter(meters.get_meter("exec_daemon", __version__), clean)
+        self._tracer = tracers.get_tracer(scope.name, scope.version)
+        self._call_spans = CallSpans(spans, tracers.sampler, resource, scope)
+        self._meter = OtlpMeter(meters.get_meter(scope.name, scope.version), clean, histograms)
         level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.WARNING)
         self._log_handler = otlp_log_handler(loggers, level, clean)
         logging.getLogger().addHandler(self._log_handler)
@@ -388,14 +395,16 @@ class _Exporters:
 
     def spans(self, meters: MeterProvider) -> SpanExporter:
         if self._target.protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            from exec_daemon.telemetry.span_encoding import GrpcSpanExporter
 
-            return OTLPSpanExporter(**self._grpc(), meter_provider=meters)
+            return GrpcSpanExporter(**self._grpc(), meter_provider=meters)
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter as HttpSpanExporter,
         )
 
-        return HttpSpanExporter(**self._http("traces"), meter_provider=meters)
+        from exec_daemon.telemetry.call_spans import ReadableSpans
+
+        return ReadableSpans(HttpSpanExporter(**self._http("traces"), meter_provider=meters))
 
     def metrics(self) -> MetricExporter:
         if self._target.protocol == GRPC:
