@@ -86,14 +86,7 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
 
 def _fill_call_span(out: Span, span: CallSpan) -> None:
     """A tool call's span: a SERVER span without events, its attributes strings."""
-    context, parent = span.context, span.parent
-    out.trace_id = context.trace_id.to_bytes(16, "big")
-    out.span_id = context.span_id.to_bytes(8, "big")
-    if context.trace_state:
-        out.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
-    if parent is not None:
-        out.parent_span_id = parent.span_id.to_bytes(8, "big")
-    out.flags = _flags(parent)
+    _fill_identity(out, span.context, span.parent)
     out.name = span.name
     out.kind = Span.SpanKind.SPAN_KIND_SERVER
     out.start_time_unix_nano = span.start_ns
@@ -115,14 +108,7 @@ def _fill_call_span(out: Span, span: CallSpan) -> None:
 def _fill_span(out: Span, span: ReadableSpan) -> None:
     context = span.get_span_context()
     assert context is not None, "a finished span has a context"
-    parent = span.parent
-    out.trace_id = context.trace_id.to_bytes(16, "big")
-    out.span_id = context.span_id.to_bytes(8, "big")
-    if context.trace_state:
-        out.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
-    if parent is not None:
-        out.parent_span_id = parent.span_id.to_bytes(8, "big")
-    out.flags = _flags(parent)
+    _fill_identity(out, context, span.parent)
     out.name = span.name
     out.kind = KINDS[span.kind]
     out.start_time_unix_nano = span.start_time or 0
@@ -146,6 +132,16 @@ def _fill_span(out: Span, span: ReadableSpan) -> None:
     out.dropped_attributes_count = span.dropped_attributes
     out.dropped_events_count = span.dropped_events
     out.dropped_links_count = span.dropped_links
+
+
+def _fill_identity(out: Span, context: SpanContext, parent: SpanContext | None) -> None:
+    out.trace_id = context.trace_id.to_bytes(16, "big")
+    out.span_id = context.span_id.to_bytes(8, "big")
+    if context.trace_state:
+        out.trace_state = ",".join(f"{key}={value}" for key, value in context.trace_state.items())
+    if parent is not None:
+        out.parent_span_id = parent.span_id.to_bytes(8, "big")
+    out.flags = _flags(parent)
 
 
 def _flags(parent: SpanContext | None) -> int:
