@@ -32,6 +32,7 @@ from tools import sem_search
 from tools.sem_search import INDEX_FOLDER_NAME, LEXICAL_MODEL_NAME, SemanticIndex
 from tools.static_embeddings import STATIC_MODEL_VARIABLE, StaticEmbedder
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 FILES = {
     "auth/passwords.py": "def verify_password(plain, stored):\n    return hmac.compare_digest(plain, stored)\n",
     "net/retry.py": "def fetch_with_backoff(url):\n    for attempt in range(5):\n        sleep(2 ** attempt)\n",
@@ -448,3 +449,28 @@ async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
         assert len(listings) == 2
     finally:
         await daemon.aclose()
+
+
+async def test_the_index_process_runs_the_daemons_code_not_modules_planted_in_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """The daemon may run in the workspace (`./scripts/serve` serves the current folder): a
+    Python started there would import `tools/` or `numpy.py` from it before its own, i.e. run the
+    agent's code unconfined. The index process is isolated (-I) and given the daemon's code."""
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    marker = tmp_path / "planted-code-ran"
+    planted = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    write_files(
+        workspace,
+        {"tools/__init__.py": planted, "tools/sem_search.py": planted, "numpy.py": planted},
+    )
+    # The daemon itself started as the image starts it (isolated, its own code first).
+    code = f"import sys; sys.path.insert(0, {str(REPOSITORY)!r}); from exec_daemon.cli import main; main()"
+    isolated = [sys.executable, "-I", "-c", code]
+    with running_daemon(workspace, tmp_path / "state", argv=isolated) as running:
+        async with running.client() as client:
+            result = await poll_search(client, "invoice total", lambda r: r.success.index_complete)
+    assert top_path(result) == "billing/invoice.py"
+    assert result.success.model != LEXICAL_MODEL_NAME
+    assert not marker.exists(), marker.read_text()

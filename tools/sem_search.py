@@ -414,8 +414,12 @@ def _child_main() -> None:
         _CHILD.store.close()
 
 
-INDEX_PROCESS_CODE = "import tools.sem_search as s; s._child_main()"
-CODE_ROOT = str(Path(__file__).resolve().parent.parent)  # where `tools` is imported from
+# Run isolated (-I: no PYTHONPATH, PYTHONHOME or user site, as the daemon itself in the image,
+# scripts/image/exec-daemon), on the daemon's own code: the folder `tools` is imported from.
+INDEX_PROCESS_CODE = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import tools.sem_search as s; s._child_main()"
+)
+CODE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 class IndexProcessEnded(CodedError):
@@ -433,12 +437,9 @@ class _IndexProcess:
 
     @classmethod
     async def start(cls, daemon: Daemon, factory: Callable[[], Embedder] | None) -> _IndexProcess:
-        # The daemon's own code and environment, not the agent's (which may set PYTHONPATH).
-        path = os.pathsep.join(filter(None, (CODE_ROOT, os.environ.get("PYTHONPATH"))))
-        environment = {**os.environ, "PYTHONPATH": path}
         helper = await start_helper(
-            [sys.executable, "-c", INDEX_PROCESS_CODE],
-            env=environment,
+            [sys.executable, "-I", "-c", INDEX_PROCESS_CODE, CODE_ROOT],
+            env=os.environ,  # the daemon's own environment, not the agent's
             stdin=PIPE,
             stdout=PIPE,
             stderr=sys.stderr.fileno(),
