@@ -26,6 +26,10 @@ from opentelemetry.trace import (
 )
 
 
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+
+
 class CallSpans:
     """The tool calls' spans, each a small `CallSpan` handed whole to the SDK's batch processor
     when its call ends, and encoded from it on the export thread (span_encoding.py): through
@@ -68,19 +72,19 @@ class CallSpans:
             trace_id,
             self._ids.generate_span_id(),
             is_remote=False,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT),
+            trace_flags=SAMPLED if sampled else NOT_SAMPLED,
             trace_state=trace_state,
         )
         return CallSpan(
-            self, name, context, parent_span if valid_parent else None, links, attributes
+            self, name, context, parent_span if valid_parent else None, links, attributes, sampled
         )
 
     def finish(self, span: CallSpan) -> None:
         span.end_ns = time.time_ns()
-        if span.context.trace_flags.sampled:
+        if span.sampled:
             # The batch processor reads only `span.context` before queueing it for the exporter,
             # which takes CallSpans (GrpcSpanExporter encodes them, ReadableSpans converts them).
-            self._processor.on_end(cast(ReadableSpan, span))
+            self._processor.on_end(span)  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -94,6 +98,7 @@ class CallSpan:
     parent: SpanContext | None
     links: tuple[Link, ...]
     attributes: dict[str, Any]
+    sampled: bool
     status: Status | None = None
     start_ns: int = field(default_factory=time.time_ns)
     end_ns: int = 0

@@ -282,7 +282,7 @@ class OtlpMeter(Meter):
         self._redact = redact
         self._histograms = histograms
         # Made at first use: a `watch`ed metric is an observable instrument of the same name.
-        self._sums: dict[str, Sums] = {}
+        self._sums: dict[Metric, Sums] = {}
         # Each label set as given, cleaned once (label values come from small fixed sets).
         self._clean: dict[LabelSet, LabelSet] = {}
         self._call_labels: dict[tuple[str, str], LabelSet] = {}
@@ -318,11 +318,11 @@ class OtlpMeter(Meter):
         return clean
 
     def add(self, metric: Metric, amount: int = 1, **labels: str) -> None:
-        spec = metric.value
-        sums = self._sums.get(spec.name) or self._sum(
-            spec.name, spec.kind, spec.unit, spec.description
-        )
-        sums.add(amount, self.labels(tuple(labels.items())))
+        sums = self._sums.get(metric)
+        if sums is None:
+            spec = metric.value
+            sums = self._sums[metric] = self._sum(spec.name, spec.kind, spec.unit, spec.description)
+        sums.add(amount, self.labels(tuple(labels.items())) if labels else ())
 
     def record(self, metric: Metric, value: float, **labels: str) -> None:
         spec = metric.value
@@ -332,7 +332,7 @@ class OtlpMeter(Meter):
         histogram.record(value, self.labels(tuple(labels.items())))
 
     def _sum(self, name: str, kind: Kind, unit: str, description: str) -> Sums:
-        sums = self._sums[name] = Sums()
+        sums = Sums()
         create = (
             self._meter.create_observable_counter
             if kind == Kind.COUNTER
