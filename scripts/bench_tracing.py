@@ -2,23 +2,25 @@
 """What telemetry export adds to a tool call, printed as JSON (run by hand: .venv/bin/python scripts/bench_tracing.py).
 
 `end_to_end` (the goal, issue #16: export on vs off <= 5 % per call): calls through real
-daemons over Connect on loopback, as a client sees them: one daemon in ghost mode (no telemetry
-at all), one exporting traces, metrics and logs over OTLP/gRPC to a live collector, one to a
-slow collector (SLOW_EXPORT_SECONDS per trace export: its queue fills, and what does not fit is
-dropped and counted) and one to a dead port (every export fails). The collectors run in their
-own process (scripts/otlp_collector.py), as a real one would. Calls: read_todos (the cheapest:
-the worst case for a relative cost), a read of a small file and shell `true`.
+daemons over Connect on loopback, as a client sees them, in groups of `--daemons` daemons: in
+ghost mode (no telemetry at all), exporting traces, metrics and logs over OTLP/gRPC to a live
+collector, to a slow collector (SLOW_EXPORT_SECONDS per trace export: its queue fills, and what
+does not fit is dropped and counted) and to a dead port (every export fails). The collectors
+run in their own process (scripts/otlp_collector.py), as a real one would. Calls: read_todos
+(the cheapest: the worst case for a relative cost), a read of a small file and shell `true`.
 
-How it stays readable on a shared, noisy 2-core machine: many short rounds (`--rounds` of
-`--calls` calls per daemon and call kind), interleaved across the daemons, each round starting
-with the next daemon. A second ghost-mode daemon (`ghost_mode_twin`) runs the same calls: two
-identical processes differ by a few per cent (their memory layout, where the load fell), so
-the reference is the mean of both and the twin's distance to the first is the noise floor. Per
-call kind: each daemon's median and p99 in µs and `over_ghost_ratio`, the median over rounds of
-its median over the reference's in the same round (a load that comes and goes moves both).
-`daemon_cpu_us_per_call`: each daemon's CPU time (/proc/<pid>/stat, all its threads, the export
+How it stays readable on a shared, noisy 2-core machine: two identical daemon processes differ
+by a few per cent in CPU per call (their memory layout, which core and cache they land on), and
+one round of a hundred calls by up to 10 %; so each kind of daemon is a group of several, and
+the calls are many short rounds (`--rounds` of `--calls` calls per daemon and call kind),
+interleaved across all daemons, each round starting with the next daemon. A second group of
+ghost-mode daemons (`ghost_mode_twin`) runs the same calls: the reference is the mean of both
+ghost-mode groups, and the twin's distance to the first is the noise floor. Per call kind: each
+group's median and p99 in µs and `over_ghost_ratio`, the median over rounds of its median over
+the reference's in the same round (a load that comes and goes moves both).
+`daemon_cpu_us_per_call`: each group's CPU time (/proc/<pid>/stat, all threads, the export
 threads too) per call over the whole run, the cost the wall-clock medians partly hide on two
-cores. `verdict`: per exporting daemon its CPU per call and its worst median ratio over the
+cores. `verdict`: per exporting group its CPU per call and its worst median ratio over the
 reference, against GOAL_RATIO, beside the noise floor. Each daemon's RSS before and after the
 run says whether anything grows.
 
@@ -42,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,10 +203,14 @@ def collector_process(delay: float = 0.0) -> Iterator[tuple[int, Callable[[], di
 
 
 def cpu_seconds(daemon: RunningDaemon) -> float:
-    """The daemon's CPU time so far, all its threads (user + system)."""
-    with open(f"/proc/{daemon.process.pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The daemon's CPU time so far, all its threads, in the scheduler's nanoseconds (the
+    clock ticks of /proc/<pid>/stat are too coarse for one round of calls; the daemon's threads
+    live as long as it does, so none takes its time away when it ends)."""
+    total = 0
+    for task in Path(f"/proc/{daemon.process.pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 def rss_kib(daemon: RunningDaemon) -> int:
@@ -250,21 +256,32 @@ EXPORTING = ("live", "slow", "dead")
 
 @dataclass
 class Samples:
-    """Call times in µs by call kind, daemon and round."""
+    """Call times in µs by call kind, group of daemons and round; and the CPU seconds the
+    group's daemons spent on them."""
 
     times: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def add(self, call: str, daemon: str, times: list[float]) -> None:
-        self.times.setdefault(call, {}).setdefault(daemon, []).append(times)
+    def add(self, call: str, group: str, round_number: int, times: list[float], cpu: float) -> None:
+        rounds = self.times.setdefault(call, {}).setdefault(group, [])
+        while len(rounds) <= round_number:
+            rounds.append([])
+        rounds[round_number].extend(times)
+        by_group = self.cpu.setdefault(call, {})
+        by_group[group] = by_group.get(group, 0.0) + cpu
 
-    def pooled(self, call: str, daemon: str) -> list[float]:
-        return [time for batch in self.times[call][daemon] for time in batch]
+    def cpu_us_per_call(self, group: str, calls: Iterable[str]) -> float:
+        used = sum(self.cpu[call][group] for call in calls)
+        return used / sum(len(self.pooled(call, group)) for call in calls) * 1e6
 
-    def paired_ratio(self, call: str, daemon: str, reference: tuple[str, ...]) -> float:
-        """The median over rounds of this daemon's median over the reference daemons' (the
+    def pooled(self, call: str, group: str) -> list[float]:
+        return [time for batch in self.times[call][group] for time in batch]
+
+    def paired_ratio(self, call: str, group: str, reference: tuple[str, ...]) -> float:
+        """The median over rounds of this group's median over the reference groups' (the
         mean of their medians) in the same round: a load that comes and goes moves both."""
         ratios = []
-        for round_number, batch in enumerate(self.times[call][daemon]):
+        for round_number, batch in enumerate(self.times[call][group]):
             medians = [
                 statistics.median(self.times[call][name][round_number]) for name in reference
             ]
@@ -272,7 +289,7 @@ class Samples:
         return statistics.median(ratios)
 
 
-async def end_to_end(calls: int, rounds: int) -> dict[str, Any]:
+async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         workspace = root / "workspace"
@@ -282,14 +299,16 @@ async def end_to_end(calls: int, rounds: int) -> dict[str, Any]:
         slow_port, slow_received = stack.enter_context(collector_process(SLOW_EXPORT_SECONDS))
         ports = {"live": live_port, "slow": slow_port, "dead": dead_port()}
         quiet = ("--log-level", "info")
-        # Two identical ghost-mode daemons: how far apart they are is this machine's noise.
-        daemons = {
-            name: stack.enter_context(running_daemon(workspace, root / name, *quiet))
-            for name in (GHOST, TWIN)
+        arguments = {GHOST: quiet, TWIN: quiet} | {
+            group: (*quiet, *exporting_to(port)) for group, port in ports.items()
         }
-        for name, port in ports.items():
-            exporting = (*quiet, *exporting_to(port))
-            daemons[name] = stack.enter_context(running_daemon(workspace, root / name, *exporting))
+        # Daemon name -> its group. Two groups of identical ghost-mode daemons: how far apart
+        # they are is this machine's noise.
+        groups = {f"{group}-{number}": group for group in arguments for number in range(per_group)}
+        daemons = {
+            name: stack.enter_context(running_daemon(workspace, root / name, *arguments[group]))
+            for name, group in groups.items()
+        }
         clients = {
             name: await stack.enter_async_context(daemon.client())
             for name, daemon in daemons.items()
@@ -298,7 +317,6 @@ async def end_to_end(calls: int, rounds: int) -> dict[str, Any]:
             for call in END_TO_END_CALLS.values():
                 await timed_calls(client, call, 5)
         rss_before = {name: rss_kib(daemon) for name, daemon in daemons.items()}
-        cpu_before = {name: cpu_seconds(daemon) for name, daemon in daemons.items()}
         samples = Samples()
         order = list(clients)
         for round_number in range(rounds):
@@ -307,16 +325,17 @@ async def end_to_end(calls: int, rounds: int) -> dict[str, Any]:
             for call_name, call in END_TO_END_CALLS.items():
                 count = calls if call_name != "shell_true" else max(calls // 5, 5)
                 for name in order[shift:] + order[:shift]:
-                    samples.add(call_name, name, await timed_calls(clients[name], call, count))
+                    cpu_before = cpu_seconds(daemons[name])
+                    times = await timed_calls(clients[name], call, count)
+                    cpu = cpu_seconds(daemons[name]) - cpu_before
+                    samples.add(call_name, groups[name], round_number, times, cpu)
         rss_after = {name: rss_kib(daemon) for name, daemon in daemons.items()}
-        cpu_used = {
-            name: cpu_seconds(daemon) - cpu_before[name] for name, daemon in daemons.items()
-        }
-        for name in ports:
-            expect(daemons[name].stop() == 0, f"the {name} daemon did not stop cleanly")
+        for name, group in groups.items():
+            if group in ports:
+                expect(daemons[name].stop() == 0, f"{name} did not stop cleanly")
         live, slow = live_received(), slow_received()
-    timed = sum(len(samples.pooled(call, GHOST)) for call in END_TO_END_CALLS)
-    made = len(END_TO_END_CALLS) * 5 + timed
+    timed = sum(len(samples.pooled(call, GHOST)) for call in END_TO_END_CALLS) // per_group
+    made = (len(END_TO_END_CALLS) * 5 + timed) * per_group
     expect(live["spans"] == made, f"live collector: {live['spans']} spans of {made}")
     expect(live["tool_calls_counted"] == made, f"live collector: {live} for {made} calls")
     # A slow collector may get less, or nothing: what is not sent within 2.5 s of shutdown is
@@ -325,23 +344,35 @@ async def end_to_end(calls: int, rounds: int) -> dict[str, Any]:
     expect(slow["spans"] <= made, f"slow collector: {slow} for {made} calls")
     answer: dict[str, Any] = {}
     for call_name in END_TO_END_CALLS:
+        ghost_cpu = statistics.fmean(samples.cpu_us_per_call(name, [call_name]) for name in BOTH)
         answer[call_name] = {
-            name: {
-                **spread(samples.pooled(call_name, name)),
+            group: {
+                **spread(samples.pooled(call_name, group)),
                 # The twin against ghost mode: the noise floor; the others against both.
                 "over_ghost_ratio": round(
-                    samples.paired_ratio(call_name, name, (GHOST,) if name == TWIN else BOTH), 3
+                    samples.paired_ratio(call_name, group, (GHOST,) if group == TWIN else BOTH),
+                    3,
+                ),
+                "cpu_us_per_call": round(samples.cpu_us_per_call(group, [call_name]), 1),
+                "cpu_over_ghost_ratio": round(
+                    samples.cpu_us_per_call(group, [call_name])
+                    / (samples.cpu_us_per_call(GHOST, [call_name]) if group == TWIN else ghost_cpu),
+                    3,
                 ),
             }
-            for name in daemons
-            if name != GHOST
+            for group in arguments
+            if group != GHOST
         }
-        answer[call_name][GHOST] = spread(samples.pooled(call_name, GHOST))
-    cpu_per_call = {name: used / timed * 1e6 for name, used in cpu_used.items()}
+        answer[call_name][GHOST] = {
+            **spread(samples.pooled(call_name, GHOST)),
+            "cpu_us_per_call": round(samples.cpu_us_per_call(GHOST, [call_name]), 1),
+        }
+    cpu_per_call = {group: samples.cpu_us_per_call(group, END_TO_END_CALLS) for group in arguments}
     answer["daemon_cpu_us_per_call"] = {name: round(us, 1) for name, us in cpu_per_call.items()}
     answer["rss_kib_before_after"] = {name: [rss_before[name], rss_after[name]] for name in daemons}
     answer["slow_collector"] = {**slow, "spans_sent": made}
-    answer["calls_per_daemon"] = made
+    answer["daemons_per_group"] = per_group
+    answer["calls_per_daemon"] = made // per_group
     answer["verdict"] = verdict(answer, cpu_per_call)
     return answer
 
@@ -379,13 +410,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=25, help="calls per daemon per round")
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument(
+        "--daemons", type=int, default=3, help="daemons per group (ghost, twin, live, slow, dead)"
+    )
     parser.add_argument("--in-process-calls", type=int, default=3000)
     add_quick_flag(parser)
     options = parser.parse_args()
     if options.quick:
         options.calls, options.rounds, options.in_process_calls = 10, 2, 200
+        options.daemons = 1
     answer = {
-        "end_to_end": asyncio.run(end_to_end(options.calls, options.rounds)),
+        "end_to_end": asyncio.run(end_to_end(options.calls, options.rounds, options.daemons)),
         "in_process": asyncio.run(measure(options.in_process_calls, 3)),
         "load_average": os.getloadavg()[0],
     }

@@ -3,8 +3,9 @@
 tests/test_telemetry_otlp.py (traces, metrics, logs).
 
 Prints its port on the first line, then, when its stdin closes, one JSON line: the spans
-received, the tool calls the daemon counted (`exec_daemon.tool.calls`) and the spans the daemon
-said it dropped (`otel.sdk.processor.span.processed` with `error.type=queue_full`).
+received, the tool calls the daemons counted (`exec_daemon.tool.calls`) and the spans they said
+they dropped (`otel.sdk.processor.span.processed` with `error.type=queue_full`), summed over the
+daemons that sent to it.
 `--delay S`: each trace export takes S seconds more (a slow collector).
 """
 
@@ -27,13 +28,16 @@ def main() -> None:
     with grpc_collector(delay=options.delay) as (port, received):
         print(port, flush=True)
         sys.stdin.read()
-        metrics = received.metrics()
-        calls = metrics.get("exec_daemon.tool.calls")
-        processed = metrics.get("otel.sdk.processor.span.processed")
-        dropped = total(processed, **{"error.type": "queue_full"}) if processed else 0
+        calls = dropped = 0.0
+        for metrics in received.metrics_by_sender().values():
+            if "exec_daemon.tool.calls" in metrics:
+                calls += total(metrics["exec_daemon.tool.calls"])
+            if "otel.sdk.processor.span.processed" in metrics:
+                processed = metrics["otel.sdk.processor.span.processed"]
+                dropped += total(processed, **{"error.type": "queue_full"})
         answer = {
             "spans": len(received.spans()),
-            "tool_calls_counted": int(total(calls)) if calls else 0,
+            "tool_calls_counted": int(calls),
             "spans_dropped_counted": int(dropped),
         }
         print(json.dumps(answer), flush=True)

@@ -117,6 +117,17 @@ class Receiver:
         path = ("resource_metrics", "scope_metrics", "metrics")
         return {metric.name: metric for metric in self.items("metrics", path)}
 
+    def metrics_by_sender(self) -> dict[str, dict[str, Any]]:
+        """metrics() of each daemon that sent some, by its `service.instance.id`."""
+        senders: dict[str, dict[str, Any]] = {}
+        for request in self.of("metrics"):
+            for resource in request.resource_metrics:
+                sender = attributes(resource.resource.attributes).get("service.instance.id")
+                latest = senders.setdefault(str(sender), {})
+                for scope in resource.scope_metrics:
+                    latest.update((metric.name, metric) for metric in scope.metrics)
+        return senders
+
 
 def points(metric: Any) -> list[Any]:
     kind = metric.WhichOneof("data")
