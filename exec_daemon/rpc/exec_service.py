@@ -25,6 +25,7 @@ from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.context import CallContext, result_case, result_class
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.metering import Meter, Metric
+from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.codecs import MalformedElement
 from exec_daemon.rpc.dispatch import Dispatcher, tool_variant
 from exec_daemon.telemetry.tracing import EXTRAS_KEY, incoming_trace_headers
@@ -133,6 +134,19 @@ class CallRunner:
         await self.post(message)
 
 
+class LiveStreams:
+    """How many ExecStreams are open (`daemon.service(LiveStreams)`), read by the meter when it
+    exports: a count kept here costs a stream nothing, a metric added to twice would cost it two
+    meter calls."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.count = 0
+        daemon.service(Meter).watch(Metric.LIVE_EXEC_STREAMS, self._read)
+
+    def _read(self) -> int:
+        return self.count
+
+
 class ExecStreamSession:
     """One ExecStream: reads client elements, runs calls concurrently, yields server messages."""
 
@@ -143,7 +157,7 @@ class ExecStreamSession:
         extras: Mapping[str, Any] | None = None,
     ) -> None:
         self._stopping = dispatcher.daemon.stopping
-        self._meter = dispatcher.daemon.service(Meter)
+        self._live = dispatcher.daemon.service(LiveStreams)
         self._outbox: asyncio.Queue[object] = Outbox()
         self._runner = CallRunner(dispatcher, self._outbox, extras)
         self._calls: dict[int, asyncio.Task[None]] = {}
@@ -160,7 +174,7 @@ class ExecStreamSession:
         reader = asyncio.create_task(self._read(requests))
         beater = asyncio.create_task(self._heartbeat())
         watcher = asyncio.create_task(self._end_on_shutdown())
-        self._meter.add(Metric.LIVE_EXEC_STREAMS, 1)
+        self._live.count += 1
         try:
             while True:
                 item = await self._outbox.get()
@@ -172,7 +186,7 @@ class ExecStreamSession:
             if self._input_error is not None:
                 raise self._input_error
         finally:
-            self._meter.add(Metric.LIVE_EXEC_STREAMS, -1)
+            self._live.count -= 1
             self._runner.closing = True
             for task in (reader, beater, watcher):
                 task.cancel()

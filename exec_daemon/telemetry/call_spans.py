@@ -25,7 +25,6 @@ from opentelemetry.trace import (
     get_current_span,
 )
 
-
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 
