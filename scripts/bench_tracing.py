@@ -450,7 +450,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=25, help="calls per daemon per round")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument(
-        "--daemons", type=int, default=3, help="daemons per group (ghost, twin, live, slow, dead)"
+        "--daemons", type=int, default=4, help="daemons per group (ghost, twin, live, slow, dead)"
     )
     parser.add_argument("--in-process-calls", type=int, default=3000)
     add_quick_flag(parser)
