@@ -370,6 +370,10 @@ async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
             for group in arguments
             if group != GHOST
         }
+        for group in ("slow", "dead"):  # a receiver down or slow against a healthy one
+            answer[call_name][group]["over_live_ratio"] = round(
+                samples.paired_ratio(call_name, group, ("live",)), 3
+            )
         answer[call_name][GHOST] = {
             **spread(samples.pooled(call_name, GHOST)),
             "cpu_us_per_call": round(samples.cpu_us_per_call(GHOST, [call_name]), 1),
@@ -397,7 +401,8 @@ def verdict(
     (paired by round) over the two ghost-mode groups' mean, with a 95 % interval of the CPU
     ratio from how far apart the daemons of each group are (`each_daemon`: CPU µs per call of
     each); the noise floor is how far the twin group is from the first ghost-mode group, by the
-    same measures."""
+    same measures. And what a receiver that is down or slow costs against a healthy one: the
+    slow and dead groups over the live group."""
 
     def worst_median(name: str) -> float:
         return max(float(answer[call][name]["over_ghost_ratio"]) for call in END_TO_END_CALLS)
@@ -417,6 +422,15 @@ def verdict(
         "cpu_per_call_over_ghost_95": ratio_interval(each_daemon[TWIN], each_daemon[GHOST]),
         "worst_median_over_ghost": round(worst_median(TWIN), 3),
     }
+    down_or_slow = {
+        name: {
+            "cpu_per_call_over_live": round(cpu_per_call[name] / cpu_per_call["live"], 3),
+            "worst_median_over_live": max(
+                float(answer[call][name]["over_live_ratio"]) for call in END_TO_END_CALLS
+            ),
+        }
+        for name in ("slow", "dead")
+    }
     within = all(
         ratios[name][measure] <= GOAL_RATIO
         for name in EXPORTING
@@ -427,6 +441,7 @@ def verdict(
         "noise_floor": noise,
         **ratios,
         "exporting_within_goal": within,
+        "receiver_down_or_slow_over_live": down_or_slow,
     }
 
 
