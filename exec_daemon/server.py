@@ -231,8 +231,9 @@ def freeze_start_up_objects() -> None:
     """Moves what start-up made (modules, classes, the registry, the telemetry SDK: ~100k
     objects) out of the garbage collector's reach: they live as long as the daemon, and every
     full collection walked all of them (~90 ms each; with telemetry on, spans waiting in the
-    export queue grow the old generation enough for one every few thousand calls)."""
-    gc.collect()
+    export queue grow the old generation enough for one every few thousand calls). No
+    collection first: it would hold up the first requests as long, for the few dozen cyclic
+    objects start-up leaves as garbage."""
     gc.freeze()
 
 
