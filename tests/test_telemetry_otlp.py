@@ -281,6 +281,12 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
             )
 
         wait_until(all_arrived, ARRIVAL_SECONDS, "spans, metrics and logs")
+
+        def streams_closed() -> bool:
+            metric = received.metrics().get("exec_daemon.exec_streams")
+            return metric is not None and total(metric) == 0
+
+        wait_until(streams_closed, ARRIVAL_SECONDS, "no live ExecStream once all have closed")
         daemon_token = daemon.token
 
     for signal in SIGNALS:
