@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import pickle
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -261,3 +264,47 @@ def test_fused_ranking_is_reciprocal_rank_fusion_with_ties_by_position() -> None
         got = fuse([lexical, semantic], limit)
         assert [index for _score, index in got] == [index for _score, index in expected]
         assert [score for score, _index in got] == pytest.approx([s for s, _i in expected])
+
+
+RACE = """
+import pickle, sys, threading
+import tools.sem_search as sem_search
+assert "numpy" not in sys.modules
+answer = bytes.fromhex(sys.argv[1])
+barrier, failures = threading.Barrier(2), []
+
+def run(function, *args):
+    barrier.wait()
+    try:
+        sem_search.with_numpy(function, *args)
+    except Exception as exc:
+        failures.append(repr(exc))
+
+threads = [
+    threading.Thread(target=run, args=(pickle.loads, answer)),
+    threading.Thread(target=run, args=(sem_search._unpack, bytes(6), 1, 3)),
+]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(failures)
+"""
+
+
+def test_numpy_imported_from_two_threads_at_once_is_whole_in_both() -> None:
+    """A search ranking while the index process's first answer (arrays) is unpickled: both
+    import numpy for the first time, on two threads (without the lock, 13 fresh interpreters of
+    15 failed with "partially initialized module")."""
+    answer = pickle.dumps((True, [np.zeros((1, 3), np.float16)])).hex()
+    for _ in range(4):
+        run = subprocess.run(
+            [sys.executable, "-c", RACE, answer],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parent.parent,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.strip() == "[]"

@@ -473,7 +473,7 @@ class _IndexProcess:
             except BaseException:  # cancelled mid-request: its answer would go to the next one
                 self.broken = True
                 raise
-        ok, result = await asyncio.to_thread(pickle.loads, answer)
+        ok, result = await asyncio.to_thread(with_numpy, pickle.loads, answer)
         if not ok:
             raise CodedError(ErrorCode.INTERNAL, f"the index process failed: {result}")
         return result  # type: ignore[no-any-return]
@@ -653,7 +653,7 @@ class SemanticIndex:
 
     async def _in_worker(self, function: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker, function, *args)
+        return await loop.run_in_executor(self._worker, with_numpy, function, *args)
 
     async def _in_process(self, function: Callable[..., T], *args: Any) -> T:
         """Runs `function` in the index process (started if need be; a dead one is replaced)."""
@@ -964,6 +964,19 @@ def fuse(rankings: Sequence[Vectors], limit: int) -> list[tuple[float, int]]:
 
 def _pack(vectors: HalfVectors) -> bytes:
     return vectors.tobytes()
+
+
+_NUMPY_IMPORT = threading.Lock()
+
+
+def with_numpy(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` once numpy is wholly imported. The daemon imports numpy on first use,
+    on whichever thread needs it first; two threads importing it at once (a search ranking on
+    the worker while an index answer holding arrays is unpickled on another) can give one of
+    them a half-made module ("cannot import name ... from partially initialized module")."""
+    with _NUMPY_IMPORT:
+        import numpy  # noqa: F401  (a dictionary lookup once it is imported)
+    return function(*args)
 
 
 def _unpack(data: bytes, rows: int, dimension: int) -> HalfVectors | None:
