@@ -12,6 +12,7 @@ import json
 import math
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from agent.v1.computer_pb2 import ComputerUseAction, ComputerUseArgs, ComputerUseToolCall
+from agent.v1.mcp_pb2 import McpArgs, McpToolCall
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.metering import Metric
@@ -47,7 +49,7 @@ from exec_daemon.telemetry.metrics import (
     HistogramsExporter,
     OtlpMeter,
 )
-from tests.daemon_process import running_daemon
+from tests.daemon_process import RunningDaemon, running_daemon
 from tests.loopback_http import serving_http
 from tests.otlp_receiver import serving_grpc
 from tests.polling import wait_until
@@ -66,6 +68,8 @@ FAST = {
     "OTEL_METRIC_EXPORT_INTERVAL": "300",
 }
 ARRIVAL_SECONDS = 15.0
+REPO = Path(__file__).resolve().parent.parent
+DEMO_MCP_SERVER = ("-m", "tests.mcp_servers.demo_server")
 CUMULATIVE = AggregationTemporality.CUMULATIVE
 SIGNALS = ("traces", "metrics", "logs")
 
@@ -337,6 +341,48 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
     assert TRACE_TOKEN.encode() not in everything
     assert daemon_token.encode() not in everything
     assert injected.encode() not in everything
+
+
+async def test_an_mcp_call_continues_the_trace_to_the_mcp_server(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The MCP server's request carries the call's span as its parent (`traceparent` in _meta);
+    in ghost mode it carries nothing."""
+    trace_id = secrets.token_hex(16)
+    servers = {"mcpServers": {"demo": {"command": sys.executable, "args": [*DEMO_MCP_SERVER]}}}
+    mcp_flags = ("--mcp-config", json.dumps(servers))
+    call = ToolCall(mcp_tool_call=McpToolCall(args=McpArgs(name="demo-traceparent")))
+
+    async def mcp_server_saw(daemon: RunningDaemon) -> str:
+        async with daemon.client() as client:
+            client.headers["traceparent"] = traceparent(trace_id, secrets.token_hex(8))
+            outcome = await client.run(call)
+        assert outcome.result is not None, outcome.error
+        result = outcome.result.mcp_tool_call.result
+        assert result.WhichOneof("result") == "success", result
+        return str(result.success.content[0].text) if result.success.content else ""
+
+    with (
+        grpc_collector() as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *mcp_flags,
+            env=FAST | {"PYTHONPATH": str(REPO)},
+        ) as daemon,
+    ):
+        seen = await mcp_server_saw(daemon)
+        wait_until(lambda: received.spans(), ARRIVAL_SECONDS, "the MCP call's span")
+        (span,) = received.spans()
+    assert span.name == "mcp_tool_call"
+    assert seen == f"{trace_id}-{span.span_id.hex()}"
+    assert span.trace_id.hex() == trace_id
+
+    with running_daemon(
+        workspace, tmp_path / "ghost", *mcp_flags, env={"PYTHONPATH": str(REPO)}
+    ) as ghost:
+        assert await mcp_server_saw(ghost) == ""
 
 
 async def test_http_protobuf_sends_every_signal(workspace: Path, tmp_path: Path) -> None:

@@ -518,13 +518,20 @@ def test_the_span_encoding_gives_the_sdks_message() -> None:
     assert len(encode_spans(finished).resource_spans) == 2
 
     # The tool calls' own spans, encoded as they are queued, and as the HTTP exporter gets them.
-    calls = CallSpans(SimpleSpanProcessor(Keep()), DEFAULT_ON, finished[0].resource, scope)
-    parent = NonRecordingSpan(remote)
+    parent = set_span_in_context(NonRecordingSpan(remote))
+    calls = CallSpans(
+        SimpleSpanProcessor(Keep()),
+        DEFAULT_ON,
+        finished[0].resource,
+        scope,
+        lambda _headers: (parent, ()),
+    )
     for tool, fails in (("read_todos_tool_call", False), ("grep_tool_call", True)):
-        span = calls.open(tool, set_span_in_context(parent), (), {"tool.name": tool})
+        span = calls.open(tool, 7, "agent-1", {"traceparent": "given by parent_of"})
         if fails:
-            span.fail("internal", **{"tool.result": "exec_error"})
+            span.fail("internal", "internal", "RuntimeError")
         span.end()
+    calls.close(timeout=5)
     queued = finished[-2:]
     assert all(isinstance(span, CallSpan) for span in queued)
     readable = [span.readable() for span in queued]  # type: ignore[attr-defined]

@@ -39,6 +39,7 @@ MCP = ToolSpec(
     effects=Effect.WORKSPACE | Effect.MACHINE,
     run_mode=RunModeRule.MCP_ALLOWLIST,
     hooks=Hooks("MCP", events=HookEvents.MCP),
+    continues_trace=True,
     subject=lambda args: Subject(
         mcp_server=args.provider_identifier, mcp_tool=args.tool_name or args.name
     ),
@@ -59,6 +60,7 @@ LIST_MCP_RESOURCES = ToolSpec(
     effects=Effect.NONE,
     run_mode=RunModeRule.UNGATED,
     hooks=Hooks("ListMcpResources"),
+    continues_trace=True,
     subject=lambda args: Subject(mcp_server=args.server),
 )
 
@@ -82,6 +84,7 @@ READ_MCP_RESOURCE = ToolSpec(
     effects=Effect.WORKSPACE | Effect.MACHINE,
     run_mode=RunModeRule.WRITES_NEED_APPROVAL,
     hooks=Hooks("FetchMcpResource"),
+    continues_trace=True,
     subject=_resource_subject,
 )
 
@@ -99,6 +102,7 @@ MCP_AUTH = ToolSpec(
     effects=Effect.MACHINE,
     run_mode=RunModeRule.UNGATED,
     hooks=Hooks("McpAuth"),
+    continues_trace=True,
     subject=lambda args: Subject(mcp_server=args.server),
 )
 

@@ -130,6 +130,10 @@ class ToolSpec:
     subject: Callable[[Any], Subject] | None = None
     # Tools that edit files for the agent say which lines they wrote (None: not recorded).
     edit_lines: EditLines | None = None
+    # Its calls reach services that continue the caller's trace from OpenTelemetry's current
+    # span (the MCP SDK sends `traceparent` to MCP servers): telemetry makes the call's span
+    # current while it runs. Others skip that cost (exec_daemon/telemetry/tracing.py).
+    continues_trace: bool = False
 
     def declared_effects(self) -> Effect:
         return EVERYTHING if self.effects is None else self.effects

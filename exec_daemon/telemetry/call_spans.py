@@ -1,18 +1,41 @@
-"""The spans of tool calls (exec_daemon/telemetry/tracing.py's middleware opens and ends them);
-imported only when telemetry is on."""
+"""The spans and metrics of tool calls (exec_daemon/telemetry/tracing.py's middleware opens and
+ends them); imported only when telemetry is on.
+
+A call costs the event loop only a record: `CallSpans.open` notes the call's name, ids, RPC trace
+headers and start, `CallSpans.finish` its end and outcome and appends it to a deque. Everything
+else is done off the loop, a batch at a time, by the `telemetry-calls` thread (`digest`): the
+parent parsed from the headers, the sampler's decision, the span's context, attributes (cleaned)
+and status, the tool-call metrics, and the hand-over of sampled spans to the SDK's batch
+processor, which exports them. Done per call inside the daemon's request path (cold: each call's
+RPC stack evicts what the previous one warmed) those steps cost ~90 µs of CPU; in a batch,
+~10-15 µs. A span's context is made earlier only when someone needs it during the call (a log
+record: `CallSpan.span_context`). Its ids are drawn when it opens, so it is the same whoever
+makes it.
+
+The provider's sampler decides (parent-based, always on, unless the operator's
+OTEL_TRACES_SAMPLER says otherwise; the default's decision, the parent's flag or sampled for a
+root, is taken here without the ~5 µs of its SamplingResult); an unsampled call keeps its ids for
+its log records and still counts in the metrics.
+
+Bounded: at most MAX_WAITING ended calls wait for the thread; past that a call's span and
+metrics are dropped and counted (`dropped`, exported as `exec_daemon.telemetry.calls.dropped`).
+"""
 
 from __future__ import annotations
 
+import functools
+import random
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Sampler
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
@@ -28,79 +51,57 @@ from opentelemetry.trace import (
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 
+ATTR_TOOL = "tool.name"
+ATTR_CALL_ID = "tool.call_id"
+ATTR_AGENT_ID = "agent.id"
+ATTR_RESULT = "tool.result"
+ATTR_ERROR_CODE = "tool.error_code"
+ATTR_EXCEPTION_TYPE = "exception.type"
 
-class CallSpans:
-    """The tool calls' spans, each a small `CallSpan` handed whole to the SDK's batch processor
-    when its call ends, and encoded from it on the export thread (span_encoding.py): through
-    `Tracer.start_span` a span costs ~44 µs here (a recording span object, its limits and locks,
-    per-span counters), this way ~7 µs on the event loop. The
-    provider's sampler still decides (parent-based, always on, unless the operator's
-    OTEL_TRACES_SAMPLER says otherwise; the default's decision, the parent's flag or sampled
-    for a root, is taken here without the ~5 µs of its SamplingResult); an unsampled call keeps
-    its ids for its log records."""
+EXEC_ERROR = "exec_error"
+ABORTED = "aborted"
 
-    def __init__(
-        self,
-        processor: SpanProcessor,
-        sampler: Sampler,
-        resource: Resource,
-        scope: InstrumentationScope,
-    ) -> None:
-        self._processor = processor
-        self._sampler = sampler
-        self._parent_based_always_on = sampler is DEFAULT_ON
-        self.resource = resource
-        self.scope = scope
-        self._ids = RandomIdGenerator()
+# Ended calls waiting for the thread, at most; it wakes when DIGEST_BATCH are waiting, or after
+# its period (tracing.py: at most half a second, sooner if the span processor exports sooner).
+MAX_WAITING = 16_384
+DIGEST_BATCH = 256
 
-    def open(
-        self, name: str, parent: Context | None, links: tuple[Link, ...], attributes: dict[str, Any]
-    ) -> CallSpan:
-        parent_span = get_current_span(parent).get_span_context() if parent is not None else None
-        valid_parent = parent_span is not None and parent_span.is_valid
-        trace_id = parent_span.trace_id if valid_parent else self._ids.generate_trace_id()  # type: ignore[union-attr]
-        if self._parent_based_always_on:
-            sampled = parent_span.trace_flags.sampled if valid_parent else True  # type: ignore[union-attr]
-            trace_state = parent_span.trace_state if valid_parent else None  # type: ignore[union-attr]
-        else:
-            decision = self._sampler.should_sample(
-                parent, trace_id, name, SpanKind.SERVER, attributes, links
-            )
-            sampled, trace_state = decision.decision.is_sampled(), decision.trace_state
-        context = SpanContext(
-            trace_id,
-            self._ids.generate_span_id(),
-            is_remote=False,
-            trace_flags=SAMPLED if sampled else NOT_SAMPLED,
-            trace_state=trace_state,
-        )
-        return CallSpan(
-            self, name, context, parent_span if valid_parent else None, links, attributes, sampled
-        )
-
-    def finish(self, span: CallSpan) -> None:
-        span.end_ns = time.time_ns()
-        if span.sampled:
-            # The batch processor reads only `span.context` before queueing it for the exporter,
-            # which takes CallSpans (GrpcSpanExporter encodes them, ReadableSpans converts them).
-            self._processor.on_end(span)  # type: ignore[arg-type]
+Clean = Callable[[str], str]
+# A call's parent context and links, from its RPC's trace headers (tracing.parent_of).
+ParentOf = Callable[[Mapping[str, str]], tuple[Context | None, tuple[Link, ...]]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class CallSpan:
-    """A tool call's span, queued as it is when the call ends: a ReadableSpan (~10 objects the
-    garbage collector tracks while it waits in the queue) is made only if an exporter needs one."""
+    """One tool call's span. The loop fills the first block of fields; the rest is made off the
+    loop (`CallSpans.digest`), and the span is then queued as it is for the exporter, which
+    reads it like a ReadableSpan (span_encoding.py; `readable()` for the SDK's HTTP exporter)."""
 
     spans: CallSpans
     name: str
-    context: SpanContext
-    parent: SpanContext | None
-    links: tuple[Link, ...]
-    attributes: dict[str, Any]
-    sampled: bool
-    status: Status | None = None
-    start_ns: int = field(default_factory=time.time_ns)
+    call_id: int
+    agent_id: str
+    headers: Mapping[str, str] | None
+    span_id: int
+    # Its trace id when it has no valid parent.
+    root_trace_id: int
+    start_ns: int
+    started: float  # time.perf_counter(), for the duration
     end_ns: int = 0
+    seconds: float = 0.0
+    # The result's oneof case, EXEC_ERROR or ABORTED.
+    outcome: str = "unset"
+    error_code: str = ""
+    # Why the call could not be run (its span's status is then ERROR), and what crashed.
+    failure: str = ""
+    exception_type: str = ""
+
+    context: SpanContext | None = None
+    parent: SpanContext | None = None
+    links: tuple[Link, ...] = ()
+    sampled: bool = True
+    attributes: dict[str, Any] | None = None
+    status: Status | None = None
 
     @property
     def resource(self) -> Resource:
@@ -110,9 +111,19 @@ class CallSpan:
     def instrumentation_scope(self) -> InstrumentationScope:
         return self.spans.scope
 
-    def fail(self, description: str, **attributes: str) -> None:
-        self.attributes.update(attributes)
-        self.status = Status(StatusCode.ERROR, description)
+    def span_context(self) -> SpanContext:
+        """Its context (trace and span ids, sampled flag), made now if not made yet."""
+        context = self.context
+        if context is None:
+            context = self.spans.identify(self)
+        return context
+
+    def fail(self, code: str, description: str, exception_type: str = "") -> None:
+        """The call could not be run: an ExecError `code` (status ERROR, `description`)."""
+        self.outcome = EXEC_ERROR
+        self.error_code = code
+        self.failure = description
+        self.exception_type = exception_type
 
     def end(self) -> None:
         self.spans.finish(self)
@@ -131,6 +142,140 @@ class CallSpan:
             end_time=self.end_ns,
             instrumentation_scope=self.instrumentation_scope,
         )
+
+
+class CallSpans:
+    """Opens and ends the tool calls' spans, and digests the ended ones on its own thread:
+    `on_digest(span)` records the call's metrics, and sampled spans go to `processor`."""
+
+    def __init__(
+        self,
+        processor: SpanProcessor,
+        sampler: Sampler,
+        resource: Resource,
+        scope: InstrumentationScope,
+        parent_of: ParentOf,
+        *,
+        on_digest: Callable[[CallSpan], None] = lambda _span: None,
+        clean: Clean = str,
+        digest_every: float = 0.5,
+    ) -> None:
+        self._processor = processor
+        self._sampler = sampler
+        self._parent_based_always_on = sampler is DEFAULT_ON
+        self.resource = resource
+        self.scope = scope
+        self._parent_of = parent_of
+        self._on_digest = on_digest
+        self._clean = functools.lru_cache(maxsize=256)(clean)
+        self._ended: deque[CallSpan] = deque()
+        self.dropped = 0
+        self._wake = threading.Event()
+        self._closed = False
+        self._digest_every = digest_every
+        self._thread = threading.Thread(target=self._digesting, name="telemetry-calls", daemon=True)
+        self._thread.start()
+
+    def open(
+        self, name: str, call_id: int, agent_id: str, headers: Mapping[str, str] | None
+    ) -> CallSpan:
+        return CallSpan(
+            self,
+            name,
+            call_id,
+            agent_id,
+            headers,
+            random.getrandbits(64) or 1,
+            random.getrandbits(128) or 1,
+            time.time_ns(),
+            time.perf_counter(),
+        )
+
+    def finish(self, span: CallSpan) -> None:
+        span.seconds = time.perf_counter() - span.started
+        span.end_ns = time.time_ns()
+        ended = self._ended
+        if len(ended) >= MAX_WAITING:
+            self.dropped += 1
+            return
+        ended.append(span)
+        if len(ended) >= DIGEST_BATCH and not self._wake.is_set():
+            self._wake.set()
+
+    def identify(self, span: CallSpan) -> SpanContext:
+        """Makes the span's context from its ids, its RPC's trace headers and the sampler. The
+        same whichever thread makes it first (its ids were drawn when it opened)."""
+        parent, links = self._parent_of(span.headers) if span.headers else (None, ())
+        parent_span = get_current_span(parent).get_span_context() if parent is not None else None
+        valid_parent = parent_span is not None and parent_span.is_valid
+        trace_id = parent_span.trace_id if valid_parent else span.root_trace_id  # type: ignore[union-attr]
+        if self._parent_based_always_on:
+            sampled = parent_span.trace_flags.sampled if valid_parent else True  # type: ignore[union-attr]
+            trace_state = parent_span.trace_state if valid_parent else None  # type: ignore[union-attr]
+        else:
+            decision = self._sampler.should_sample(
+                parent, trace_id, span.name, SpanKind.SERVER, None, links
+            )
+            sampled, trace_state = decision.decision.is_sampled(), decision.trace_state
+        context = SpanContext(
+            trace_id,
+            span.span_id,
+            is_remote=False,
+            trace_flags=SAMPLED if sampled else NOT_SAMPLED,
+            trace_state=trace_state,
+        )
+        span.parent = parent_span if valid_parent else None
+        span.links = links
+        span.sampled = sampled
+        span.context = context
+        return context
+
+    def digest(self) -> None:
+        """Completes every ended span waiting: its metrics, and its export if sampled."""
+        ended = self._ended
+        while ended:
+            try:
+                span = ended.popleft()
+            except IndexError:  # another thread (close) took the last one
+                return
+            self._complete(span)
+
+    def _complete(self, span: CallSpan) -> None:
+        if span.context is None:
+            self.identify(span)
+        clean = self._clean
+        attributes: dict[str, Any] = {
+            ATTR_TOOL: span.name,
+            ATTR_CALL_ID: span.call_id,
+            ATTR_RESULT: span.outcome,
+        }
+        if span.agent_id:
+            attributes[ATTR_AGENT_ID] = clean(span.agent_id)
+        if span.error_code:
+            attributes[ATTR_ERROR_CODE] = clean(span.error_code)
+        if span.exception_type:
+            attributes[ATTR_EXCEPTION_TYPE] = span.exception_type
+        span.attributes = attributes
+        if span.failure:
+            span.status = Status(StatusCode.ERROR, clean(span.failure))
+        self._on_digest(span)
+        if span.sampled:
+            # The batch processor reads only `span.context` before queueing it for the exporter,
+            # which takes CallSpans (GrpcSpanExporter encodes them, ReadableSpans converts them).
+            self._processor.on_end(span)  # type: ignore[arg-type]
+
+    def _digesting(self) -> None:
+        while not self._closed:
+            self._wake.wait(self._digest_every)
+            self._wake.clear()
+            self.digest()
+
+    def close(self, timeout: float) -> None:
+        """Stops the thread and digests what is left (before the span processor shuts down)."""
+        self._closed = True
+        self._wake.set()
+        self._thread.join(timeout)
+        self.digest()
 
 
 class ReadableSpans(SpanExporter):

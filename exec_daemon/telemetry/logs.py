@@ -5,9 +5,9 @@
 was logged inside a traced tool call.
 
 `otlp_log_handler` (only when telemetry is on) hands each record at or above --log-level to the
-SDK's LoggingHandler, whose batch processor exports it; the SDK stamps it with the trace and span
-ids of the call it was logged in (the tracing middleware makes a call's span current). The body
-is the formatted message, redacted; the exporter's own records (`opentelemetry.*`, `grpc`,
+SDK's LoggingHandler, whose batch processor exports it, stamped with the trace and span ids of the
+call it was logged in (`CURRENT_CALL`, which the tracing middleware sets while a call runs). The
+body is the formatted message, redacted; the exporter's own records (`opentelemetry.*`, `grpc`,
 `urllib3`) are never exported, so a failing export cannot feed itself.
 """
 
@@ -18,14 +18,24 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.trace import SpanContext
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 NOT_EXPORTED = ("opentelemetry", "grpc", "urllib3", "requests")
+
+
+class TracedCall(Protocol):
+    def span_context(self) -> SpanContext: ...
+
+
+# The traced tool call running in this context (exec_daemon/telemetry/call_spans.py's CallSpan).
+CURRENT_CALL: ContextVar[TracedCall | None] = ContextVar("exec_daemon_traced_call", default=None)
 
 
 class JsonFormatter(logging.Formatter):
@@ -44,16 +54,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def _trace_ids() -> dict[str, str]:
-    """The current span's ids, without importing the SDK when tracing never started."""
-    import sys
-
-    if "opentelemetry.trace" not in sys.modules:
+    """The ids of the traced call this record was logged in, if any."""
+    call = CURRENT_CALL.get()
+    if call is None:
         return {}
-    from opentelemetry.trace import get_current_span
-
-    context = get_current_span().get_span_context()
-    if not context.is_valid:
-        return {}
+    context = call.span_context()
     return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
 
 
@@ -69,7 +74,9 @@ def otlp_log_handler(
     provider: LoggerProvider, level: int, redact: Callable[[str], str]
 ) -> logging.Handler:
     """A handler exporting records through `provider`, their message redacted."""
+    from opentelemetry import context as otel_context
     from opentelemetry.sdk._logs import LoggingHandler
+    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
     class RedactingHandler(LoggingHandler):
         def emit(self, record: logging.LogRecord) -> None:
@@ -82,7 +89,17 @@ def otlp_log_handler(
             clean = logging.makeLogRecord(
                 {**record.__dict__, "msg": redact(message), "args": None, "exc_info": None}
             )
-            super().emit(clean)
+            call = CURRENT_CALL.get()
+            if call is None:
+                super().emit(clean)
+                return
+            # The SDK takes the record's trace and span ids from OpenTelemetry's current span.
+            span = NonRecordingSpan(call.span_context())
+            token = otel_context.attach(set_span_in_context(span))
+            try:
+                super().emit(clean)
+            finally:
+                otel_context.detach(token)
 
     with warnings.catch_warnings():
         # Deprecated in favour of opentelemetry-instrumentation-logging, a dependency for a class.

@@ -15,8 +15,10 @@ The seed daemon's own names (no convention exists for them): `computer_use.sessi
 `outcome`). The daemon's own, under `exec_daemon.`: `exec_daemon.tool.call.duration` (s, a
 histogram like semconv's `rpc.server.duration`, which is in ms and per RPC, not per tool call)
 and `exec_daemon.tool.calls` ({call}), both labelled `tool` and `outcome` (the result's oneof
-case, `exec_error`, or `aborted`); and the `Metric`s of exec_daemon/kernel/metering.py (shell
-bytes streamed, live shell sessions / terminals / ExecStreams, sandbox decisions, hook runs).
+case, `exec_error`, or `aborted`); `exec_daemon.telemetry.calls.dropped` ({call}), the calls
+whose span and metrics were dropped because too many waited to be made (call_spans.py); and
+the `Metric`s of exec_daemon/kernel/metering.py (shell bytes streamed, live shell sessions /
+terminals / ExecStreams, sandbox decisions, hook runs).
 
 Label values are redacted like span attributes and cut to MAX_LABEL_CHARS: a label is a
 dimension, and an agent-chosen string must not become a secret's or an unbounded one.
@@ -78,6 +80,7 @@ LabelSet = tuple[tuple[str, str], ...]
 
 TOOL_CALL_DURATION = "exec_daemon.tool.call.duration"
 TOOL_CALLS = "exec_daemon.tool.calls"
+DROPPED_CALLS = "exec_daemon.telemetry.calls.dropped"
 COMPUTER_USE_DURATION = "computer_use.session.duration"
 COMPUTER_USE_ACTIONS = "computer_use.session.action_count"
 COMPUTER_USE_RESULT = "computer_use.result"
@@ -344,6 +347,15 @@ class OtlpMeter(Meter):
     def watch(self, metric: Metric, read: Callable[[], int]) -> None:
         spec = metric.value
         _gauge(self._meter, spec.name, spec.unit, spec.description, read, up_down=True)
+
+    def count_dropped_calls(self, read: Callable[[], int]) -> None:
+        """`read()`: the tool calls whose span and metrics were dropped so far (call_spans.py)."""
+        self._meter.create_observable_counter(
+            DROPPED_CALLS,
+            callbacks=[lambda _options: (Observation(read()),)],
+            unit="{call}",
+            description="Tool calls whose span and metrics were dropped: telemetry fell behind",
+        )
 
     def tool_call(self, tool: str, outcome: str, seconds: float) -> None:
         labels = self._call_labels.get((tool, outcome))

@@ -86,6 +86,7 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
 
 def _fill_call_span(out: Span, span: CallSpan) -> None:
     """A tool call's span: a SERVER span without events, its attributes strings."""
+    assert span.context is not None, "a queued call span has its context"
     _fill_identity(out, span.context, span.parent)
     out.name = span.name
     out.kind = Span.SpanKind.SPAN_KIND_SERVER

@@ -20,7 +20,9 @@ stays off: it never stops the daemon from serving.
 
 Traces. Each tool call is one SERVER span named after its ToolCall variant (e.g.
 `shell_tool_call`), made by the outermost middleware so it covers the guards' time too, and
-current while the call runs (so its log records carry its ids). Its parent is the W3C
+current while the call runs: its log records carry its ids (logs.CURRENT_CALL), and for the
+tools whose spec says `continues_trace` (MCP: its SDK sends `traceparent` to the server) it is
+OpenTelemetry's current span too. Its parent is the W3C
 `traceparent` (+ `tracestate`) header of the RPC that carried the call (ExecStream or
 ControlService.Exec); without one, the `backend-traceparent` header is the parent; with both,
 the backend one becomes a span link. Attributes: `tool.name`, `tool.call_id`, `agent.id`,
@@ -38,10 +40,11 @@ Redaction: string span attributes, metric labels and log bodies pass through `re
 composition root gives the injected-secret matcher) after the daemon's auth and trace tokens
 are replaced by `[REDACTED]`.
 
-Export never slows or fails a call: spans and log records go to bounded queues (the SDK's
-batch processors; a full queue drops, and the SDK's `otel.sdk.processor.*.processed` metric
-counts it with `error.type=queue_full`, switched on here) exported by background threads;
-metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
+Export never slows or fails a call: a call leaves a record on a bounded queue, made into its
+span and metrics by a thread (exec_daemon/telemetry/call_spans.py); spans and log records go to
+bounded queues (the SDK's batch processors; a full queue drops, and the SDK's
+`otel.sdk.processor.*.processed` metric counts it with `error.type=queue_full`, switched on here)
+exported by background threads; metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
 What a call pays is kept small because the export threads share the GIL with the event loop:
 scripts/bench_tracing.py measures it (export on vs off, the goal of issue #16 being <= 5 %).
 """
@@ -73,7 +76,7 @@ from exec_daemon.kernel.desktop_control import ControlState, DesktopControl
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.telemetry.logs import otlp_log_handler
+from exec_daemon.telemetry.logs import CURRENT_CALL, otlp_log_handler
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -106,14 +109,11 @@ DEFAULT_GRPC_PORT = 4317
 SIGNAL_PATHS = {"traces": "/v1/traces", "metrics": "/v1/metrics", "logs": "/v1/logs"}
 # One export attempt (with the gRPC exporter's retries) gives up after this long.
 EXPORT_TIMEOUT_SECONDS = 5.0
+# Ended tool calls wait at most this long for their spans and metrics to be made (call_spans.py).
+DIGEST_SECONDS = 0.5
 # Daemon shutdown waits at most this long for the last spans to be sent (Daemon.aclose allows 3 s).
 SHUTDOWN_SECONDS = 2.5
 
-ATTR_TOOL = "tool.name"
-ATTR_CALL_ID = "tool.call_id"
-ATTR_AGENT_ID = "agent.id"
-ATTR_RESULT = "tool.result"
-ATTR_ERROR_CODE = "tool.error_code"
 ATTR_PERSON_IN_CONTROL = "desktop.person_in_control"
 
 
@@ -316,16 +316,26 @@ class Telemetry:
         # the libraries it uses (the MCP SDK, pyqwest) that speak the OpenTelemetry API.
         self._providers = [tracers, loggers, meters]
         self._tracer = tracers.get_tracer(scope.name, scope.version)
-        self._call_spans = CallSpans(spans, tracers.sampler, resource, scope)
-        self._meter = OtlpMeter(meters.get_meter(scope.name, scope.version), clean, histograms)
+        meter = OtlpMeter(meters.get_meter(scope.name, scope.version), clean, histograms)
+        call_spans = self._call_spans = CallSpans(
+            spans,
+            tracers.sampler,
+            resource,
+            scope,
+            parent_of,
+            on_digest=lambda span: meter.tool_call(span.name, span.outcome, span.seconds),
+            clean=clean,
+            digest_every=min(DIGEST_SECONDS, _schedule_delay_seconds()),
+        )
+        meter.count_dropped_calls(lambda: call_spans.dropped)
+        self._meter = meter
         level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.WARNING)
         self._log_handler = otlp_log_handler(loggers, level, clean)
         logging.getLogger().addHandler(self._log_handler)
-        self._clean = clean
 
     def middleware(self) -> Middleware:
         assert self._call_spans is not None and self._meter is not None, "start() first"
-        return tracing_middleware(self._call_spans, self._meter, self._clean)
+        return tracing_middleware(self._call_spans, self._meter)
 
     def desktop_control_changed(self, state: ControlState) -> None:
         """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
@@ -338,6 +348,7 @@ class Telemetry:
     async def aclose(self) -> None:
         """Sends what is queued, bounded: an unreachable collector must not hold up shutdown."""
         providers, self._providers = self._providers, []
+        call_spans, self._call_spans = self._call_spans, None
         if self._log_handler is not None:
             logging.getLogger().removeHandler(self._log_handler)
             self._log_handler = None
@@ -345,6 +356,8 @@ class Telemetry:
             return
 
         def shut_down() -> None:
+            if call_spans is not None:
+                call_spans.close(SHUTDOWN_SECONDS / 2)
             for provider in providers:
                 provider.shutdown()
 
@@ -477,6 +490,14 @@ def _parent_of(values: tuple[str, ...]) -> tuple[Context | None, tuple[Link, ...
     return direct, (Link(get_current_span(backend).get_span_context()),)
 
 
+def _schedule_delay_seconds() -> float:
+    """How often the SDK's span processor exports (OTEL_BSP_SCHEDULE_DELAY, ms; default 5 s)."""
+    try:
+        return max(int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", "5000")), 1) / 1000
+    except ValueError:
+        return 5.0
+
+
 @contextlib.contextmanager
 def _sdk_counting_drops() -> Iterator[None]:
     """The SDK's processors and exporters count what they drop (queue full) or fail to send only
@@ -493,47 +514,36 @@ def _sdk_counting_drops() -> Iterator[None]:
         os.environ.pop(INTERNAL_METRICS_VARIABLE, None)
 
 
-def tracing_middleware(
-    spans: CallSpans, meter: OtlpMeter, clean: Redact = _unchanged
-) -> Middleware:
+def tracing_middleware(spans: CallSpans, meter: OtlpMeter) -> Middleware:
     from opentelemetry import context as otel_context
     from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
+    from exec_daemon.telemetry.call_spans import ABORTED
+
     async def trace_call(inv: Invocation, call_next: Next) -> Message:
         ctx = inv.ctx
-        headers = ctx.extras.get(EXTRAS_KEY)
-        parent, links = parent_of(headers) if headers else (None, ())
-        attributes: dict[str, Any] = {ATTR_TOOL: inv.tool, ATTR_CALL_ID: ctx.call_id}
-        if ctx.agent_id:
-            attributes[ATTR_AGENT_ID] = clean(ctx.agent_id)
-        span = spans.open(inv.tool, parent, links, attributes)
-        # Current while the call runs, so the records it logs carry its trace and span ids.
-        token = otel_context.attach(set_span_in_context(NonRecordingSpan(span.context)))
+        span = spans.open(inv.tool, ctx.call_id, ctx.agent_id, ctx.extras.get(EXTRAS_KEY))
+        # Current while the call runs, so the records it logs carry its trace and span ids; and
+        # OpenTelemetry's current span for tools whose requests continue the trace (MCP).
+        current = CURRENT_CALL.set(span)
+        attached = (
+            otel_context.attach(set_span_in_context(NonRecordingSpan(span.span_context())))
+            if inv.spec.continues_trace
+            else None
+        )
         if inv.tool == SHELL_TOOL:
             inv = replace(inv, ctx=ctx.with_emit(_counting_shell_bytes(ctx.emit, meter)))
-        started = time.monotonic()
-        outcome = "unset"
         try:
             result = await call_next(inv)
         except CodedError as exc:
-            outcome = "exec_error"
-            span.fail(exc.code, **{ATTR_RESULT: outcome, ATTR_ERROR_CODE: clean(exc.code)})
+            span.fail(exc.code, exc.code)
             raise
         except asyncio.CancelledError:
-            outcome = "aborted"
-            attributes[ATTR_RESULT] = outcome
+            span.outcome = ABORTED
             raise
         except Exception as exc:
             # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
-            outcome = "exec_error"
-            span.fail(
-                "internal",
-                **{
-                    ATTR_RESULT: outcome,
-                    ATTR_ERROR_CODE: "internal",
-                    "exception.type": type(exc).__qualname__,
-                },
-            )
+            span.fail("internal", "internal", type(exc).__qualname__)
             raise
         else:
             case = (
@@ -541,16 +551,18 @@ def tracing_middleware(
                 if "result" in result.DESCRIPTOR.oneofs_by_name
                 else None
             )
-            outcome = case or "unset"
-            attributes[ATTR_RESULT] = outcome
-            if case == "error" and result.error.code:  # type: ignore[attr-defined]
-                attributes[ATTR_ERROR_CODE] = clean(result.error.code)  # type: ignore[attr-defined]
+            if case is not None:
+                span.outcome = case
+                if case == "error":
+                    span.error_code = result.error.code  # type: ignore[attr-defined]
             if inv.tool == COMPUTER_USE_TOOL:
-                _record_computer_use(meter, inv.args, result, time.monotonic() - started)
+                seconds = time.perf_counter() - span.started
+                _record_computer_use(meter, inv.args, result, seconds)
             return result
         finally:
-            meter.tool_call(inv.tool, outcome, time.monotonic() - started)
-            otel_context.detach(token)
+            if attached is not None:
+                otel_context.detach(attached)
+            CURRENT_CALL.reset(current)
             span.end()
 
     return trace_call

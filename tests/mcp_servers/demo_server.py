@@ -75,6 +75,15 @@ def cwd() -> str:
     return os.getcwd()
 
 
+@server.tool(description="The trace context the request carried: 'trace_id-span_id' (hex), or ''.")
+def traceparent() -> str:
+    # The SDK makes the request's `_meta` traceparent the current context while a tool runs.
+    from opentelemetry.trace import get_current_span
+
+    context = get_current_span().get_span_context()
+    return f"{context.trace_id:032x}-{context.span_id:016x}" if context.is_valid else ""
+
+
 @server.resource("demo://readme", name="readme", description="A text file.", mime_type="text/plain")
 def readme() -> str:
     return "hello from the demo server\n"
