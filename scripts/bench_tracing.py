@@ -64,7 +64,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.registry import SPECS
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.server import new_daemon
-from exec_daemon.telemetry.tracing import EXTRAS_KEY, tracing_middlewares
+from exec_daemon.telemetry.tracing import EXTRAS_KEY, Telemetry, tracing_middlewares
 from scripts.benchmarking import add_quick_flag, expect
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.test_telemetry_otlp import grpc_collector, total
@@ -80,6 +80,8 @@ TRACE_HEADERS = {EXTRAS_KEY: {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01"}}
 async def per_call_us(
     dispatcher: Dispatcher, ctx: CallContext, calls: int, call: ToolCall = CALL
 ) -> float:
+    """Per call: the calls back to back, then their spans and metrics made (the work the
+    telemetry-calls thread does beside a serving daemon's loop, billed to the calls here)."""
     started = time.perf_counter()
     for _ in range(calls):
         answer = await dispatcher.run(call, ctx)
@@ -87,6 +89,7 @@ async def per_call_us(
         assert case is not None
         result = getattr(answer, case).result
         expect(result.WhichOneof("result") == "success", f"{case} failed: {result}")
+    ctx.daemon.service(Telemetry).complete_calls()
     return (time.perf_counter() - started) / calls * 1e6
 
 
@@ -138,11 +141,13 @@ async def measure(calls: int, rounds: int) -> dict[str, Any]:
         metrics = received.metrics()
     expected = calls * rounds + shell_calls
     # A tight loop of calls can outrun the export queue (the SDK's 2,048 spans): what does not
-    # reach the collector must then be counted as dropped, never lost unseen.
+    # reach the collector must then be counted as dropped, never lost unseen. (The SDK may count
+    # one more: it counts a drop when it finds the queue full, and its export thread can take a
+    # batch out before the span is added.)
     processed = metrics.get("otel.sdk.processor.span.processed")
     dropped = 0 if processed is None else int(total(processed, **{"error.type": "queue_full"}))
     expect(
-        exported + dropped == expected,
+        exported <= expected <= exported + dropped,
         f"{exported} spans received and {dropped} counted as dropped, of {expected}",
     )
     counted = metrics.get("exec_daemon.tool.calls")

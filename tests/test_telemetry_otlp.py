@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
@@ -685,3 +686,49 @@ def test_a_batch_retried_after_unavailable_arrives_once_as_first_sent() -> None:
             "shell_tool_call",
         ]
         assert received.refused == received.raw
+
+
+def test_ended_calls_past_the_bound_are_dropped_counted_and_the_rest_completed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """exec_daemon/telemetry/call_spans.py: while its thread lags, at most MAX_WAITING ended
+    calls wait; later ones are dropped and counted in exec_daemon.telemetry.calls.dropped; the
+    waiting ones still get their metrics and spans (here when it closes)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+
+    from exec_daemon.telemetry import call_spans
+
+    exported: list[Any] = []
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            exported.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    monkeypatch.setattr(call_spans, "MAX_WAITING", 3)
+    with meter_exporting_to(KeptMetrics(CUMULATIVE)) as (meter, scripted):
+        calls = call_spans.CallSpans(
+            SimpleSpanProcessor(Keep()),
+            DEFAULT_ON,
+            Resource.create({}),
+            InstrumentationScope("exec_daemon"),
+            lambda _headers: (None, ()),
+            on_digest=lambda span: meter.tool_call(span.name, span.outcome, span.seconds),
+            digest_every=3600,  # the thread only wakes when it closes
+        )
+        meter.count_dropped_calls(lambda: calls.dropped)
+        for call_id in range(5):
+            span = calls.open("read_todos_tool_call", call_id, "", None)
+            span.outcome = "success"
+            span.end()
+        assert calls.dropped == 2 and not exported
+        calls.close(timeout=5)
+        metrics = scripted.metrics()
+    assert [span.attributes["tool.call_id"] for span in exported] == [0, 1, 2]
+    assert [p.value for p in metrics["exec_daemon.telemetry.calls.dropped"].data.data_points] == [2]
+    (counted,) = metrics["exec_daemon.tool.calls"].data.data_points
+    assert counted.value == 3 and counted.attributes == {
+        "tool": "read_todos_tool_call",
+        "outcome": "success",
+    }

@@ -337,6 +337,12 @@ class Telemetry:
         assert self._call_spans is not None and self._meter is not None, "start() first"
         return tracing_middleware(self._call_spans, self._meter)
 
+    def complete_calls(self) -> None:
+        """Makes the spans and metrics of the calls ended so far now, on this thread, instead of
+        on the telemetry-calls thread (scripts/bench_tracing.py bills them to their calls)."""
+        if self._call_spans is not None:
+            self._call_spans.digest()
+
     def desktop_control_changed(self, state: ControlState) -> None:
         """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
         if self._tracer is None or not self.started:
