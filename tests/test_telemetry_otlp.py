@@ -714,8 +714,8 @@ def test_ended_calls_past_the_bound_are_dropped_counted_and_the_rest_completed(
             Resource.create({}),
             InstrumentationScope("exec_daemon"),
             lambda _headers: (None, ()),
-            on_digest=lambda span: meter.tool_call(span.name, span.outcome, span.seconds),
-            digest_every=3600,  # the thread only wakes when it closes
+            on_complete=lambda span: meter.tool_call(span.name, span.outcome, span.seconds),
+            complete_every=3600,  # the thread only wakes when it closes
         )
         meter.count_dropped_calls(lambda: calls.dropped)
         for call_id in range(5):

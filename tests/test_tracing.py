@@ -529,7 +529,7 @@ def test_the_span_encoding_gives_the_sdks_message() -> None:
     for tool, fails in (("read_todos_tool_call", False), ("grep_tool_call", True)):
         span = calls.open(tool, 7, "agent-1", {"traceparent": "given by parent_of"})
         if fails:
-            span.fail("internal", "internal", "RuntimeError")
+            span.fail("internal", "RuntimeError")
         span.end()
     calls.close(timeout=5)
     queued = finished[-2:]

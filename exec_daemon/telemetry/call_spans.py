@@ -2,14 +2,15 @@
 ends them); imported only when telemetry is on.
 
 A call costs the event loop only a record: `CallSpans.open` notes the call's name, ids, RPC trace
-headers and start, `CallSpans.finish` its end and outcome and appends it to a deque. Everything
-else is done off the loop, a batch at a time, by the `telemetry-calls` thread (`digest`): the
-parent parsed from the headers, the sampler's decision, the span's context, attributes (cleaned)
-and status, the tool-call metrics, and the hand-over of sampled spans to the SDK's batch
-processor, which exports them. Done per call inside the daemon's request path (cold: each call's
-RPC stack evicts what the previous one warmed) those steps cost ~90 µs of CPU; in a batch,
-~10-15 µs. A span's context is made earlier only when someone needs it during the call (a log
-record: `CallSpan.span_context`). Its ids are drawn when it opens, so it is the same whoever
+headers and start, `CallSpans.finish` its end and outcome and appends it to a deque (~6-8 µs in
+all). Everything else is done off the loop, a batch at a time, by the `telemetry-calls` thread
+(`complete_ended`): the parent parsed from the headers, the sampler's decision, the span's
+context, attributes (cleaned) and status, the tool-call metrics, and the hand-over of sampled
+spans to the SDK's batch processor, which exports them. Done per call on the loop, inside the
+daemon's request path (cold: each call's RPC stack evicts what the previous one warmed), those
+steps cost ~90 µs of CPU; in a batch, ~15-20 µs, on a thread that runs while the loop waits. A
+span's context is made earlier only when someone needs it during the call (a log record, an MCP
+request: `CallSpan.span_context`); its ids are drawn when it opens, so it is the same whoever
 makes it.
 
 The provider's sampler decides (parent-based, always on, unless the operator's
@@ -60,10 +61,10 @@ ATTR_EXCEPTION_TYPE = "exception.type"
 EXEC_ERROR = "exec_error"
 ABORTED = "aborted"
 
-# Ended calls waiting for the thread, at most; it wakes when DIGEST_BATCH are waiting, or after
+# Ended calls waiting for the thread, at most; it wakes when WAKE_AT are waiting, or after
 # its period (tracing.py: at most half a second, sooner if the span processor exports sooner).
 MAX_WAITING = 16_384
-DIGEST_BATCH = 256
+WAKE_AT = 256
 # The thread lets the event loop in after every YIELD_EVERY spans (~0.3 ms of work).
 YIELD_EVERY = 32
 YIELD_SECONDS = 0.0002
@@ -76,8 +77,8 @@ ParentOf = Callable[[Mapping[str, str]], tuple[Context | None, tuple[Link, ...]]
 @dataclass(slots=True, eq=False)
 class CallSpan:
     """One tool call's span. The loop fills the first block of fields; the rest is made off the
-    loop (`CallSpans.digest`), and the span is then queued as it is for the exporter, which
-    reads it like a ReadableSpan (span_encoding.py; `readable()` for the SDK's HTTP exporter)."""
+    loop (`CallSpans.complete_ended`), and the span is then queued as it is for the exporter,
+    which reads it like a ReadableSpan (span_encoding.py; `readable()` for the HTTP exporter)."""
 
     spans: CallSpans
     name: str
@@ -94,8 +95,7 @@ class CallSpan:
     # The result's oneof case, EXEC_ERROR or ABORTED.
     outcome: str = "unset"
     error_code: str = ""
-    # Why the call could not be run (its span's status is then ERROR), and what crashed.
-    failure: str = ""
+    # What crashed, when a handler did (an `internal` ExecError).
     exception_type: str = ""
 
     context: SpanContext | None = None
@@ -120,11 +120,10 @@ class CallSpan:
             context = self.spans.identify(self)
         return context
 
-    def fail(self, code: str, description: str, exception_type: str = "") -> None:
-        """The call could not be run: an ExecError `code` (status ERROR, `description`)."""
+    def fail(self, code: str, exception_type: str = "") -> None:
+        """The call could not be run: an ExecError `code` (its span's status is ERROR)."""
         self.outcome = EXEC_ERROR
         self.error_code = code
-        self.failure = description
         self.exception_type = exception_type
 
     def end(self) -> None:
@@ -147,8 +146,8 @@ class CallSpan:
 
 
 class CallSpans:
-    """Opens and ends the tool calls' spans, and digests the ended ones on its own thread:
-    `on_digest(span)` records the call's metrics, and sampled spans go to `processor`."""
+    """Opens and ends the tool calls' spans, and completes the ended ones on its own thread:
+    `on_complete(span)` records the call's metrics, and sampled spans go to `processor`."""
 
     def __init__(
         self,
@@ -158,9 +157,9 @@ class CallSpans:
         scope: InstrumentationScope,
         parent_of: ParentOf,
         *,
-        on_digest: Callable[[CallSpan], None] = lambda _span: None,
+        on_complete: Callable[[CallSpan], None] = lambda _span: None,
         clean: Clean = str,
-        digest_every: float = 0.5,
+        complete_every: float = 0.5,
     ) -> None:
         self._processor = processor
         self._sampler = sampler
@@ -168,15 +167,15 @@ class CallSpans:
         self.resource = resource
         self.scope = scope
         self._parent_of = parent_of
-        self._on_digest = on_digest
+        self._on_complete = on_complete
         self._clean = clean
         self._ended: deque[CallSpan] = deque()
         self.dropped = 0
         self._wake = threading.Event()
         self._completing = threading.Lock()
         self._closed = False
-        self._digest_every = digest_every
-        self._thread = threading.Thread(target=self._digesting, name="telemetry-calls", daemon=True)
+        self._complete_every = complete_every
+        self._thread = threading.Thread(target=self._run, name="telemetry-calls", daemon=True)
         self._thread.start()
 
     def open(
@@ -202,7 +201,7 @@ class CallSpans:
             self.dropped += 1
             return
         ended.append(span)
-        if len(ended) >= DIGEST_BATCH and not self._wake.is_set():
+        if len(ended) >= WAKE_AT and not self._wake.is_set():
             self._wake.set()
 
     def identify(self, span: CallSpan) -> SpanContext:
@@ -210,12 +209,13 @@ class CallSpans:
         same whichever thread makes it first (its ids were drawn when it opened)."""
         parent, links = self._parent_of(span.headers) if span.headers else (None, ())
         parent_span = get_current_span(parent).get_span_context() if parent is not None else None
-        valid_parent = parent_span is not None and parent_span.is_valid
-        trace_id = parent_span.trace_id if valid_parent else span.root_trace_id  # type: ignore[union-attr]
-        if self._parent_based_always_on:
-            sampled = parent_span.trace_flags.sampled if valid_parent else True  # type: ignore[union-attr]
-            trace_state = parent_span.trace_state if valid_parent else None  # type: ignore[union-attr]
+        if parent_span is None or not parent_span.is_valid:
+            parent_span = None
+            trace_id, sampled, trace_state = span.root_trace_id, True, None
         else:
+            trace_id = parent_span.trace_id
+            sampled, trace_state = parent_span.trace_flags.sampled, parent_span.trace_state
+        if not self._parent_based_always_on:
             decision = self._sampler.should_sample(
                 parent, trace_id, span.name, SpanKind.SERVER, {ATTR_TOOL: span.name}, links
             )
@@ -227,13 +227,13 @@ class CallSpans:
             trace_flags=SAMPLED if sampled else NOT_SAMPLED,
             trace_state=trace_state,
         )
-        span.parent = parent_span if valid_parent else None
+        span.parent = parent_span
         span.links = links
         span.sampled = sampled
         span.context = context
         return context
 
-    def digest(self, pause: float = 0.0) -> None:
+    def complete_ended(self, pause: float = 0.0) -> None:
         """Completes every ended span waiting: its metrics, and its export if sampled; sleeping
         `pause` seconds after every YIELD_EVERY spans when it runs beside the event loop (a
         thread holding the GIL keeps a waiting loop out for up to the switch interval, 5 ms)."""
@@ -267,26 +267,26 @@ class CallSpans:
         if span.exception_type:
             attributes[ATTR_EXCEPTION_TYPE] = span.exception_type
         span.attributes = attributes
-        if span.failure:
-            span.status = Status(StatusCode.ERROR, clean(span.failure))
-        self._on_digest(span)
+        if span.outcome == EXEC_ERROR:
+            span.status = Status(StatusCode.ERROR, attributes.get(ATTR_ERROR_CODE, EXEC_ERROR))
+        self._on_complete(span)
         if span.sampled:
             # The batch processor reads only `span.context` before queueing it for the exporter,
             # which takes CallSpans (GrpcSpanExporter encodes them, ReadableSpans converts them).
             self._processor.on_end(span)  # type: ignore[arg-type]
 
-    def _digesting(self) -> None:
+    def _run(self) -> None:
         while not self._closed:
-            self._wake.wait(self._digest_every)
+            self._wake.wait(self._complete_every)
             self._wake.clear()
-            self.digest(pause=YIELD_SECONDS)
+            self.complete_ended(pause=YIELD_SECONDS)
 
     def close(self, timeout: float) -> None:
-        """Stops the thread and digests what is left (before the span processor shuts down)."""
+        """Stops the thread and completes what is left (before the span processor shuts down)."""
         self._closed = True
         self._wake.set()
         self._thread.join(timeout)
-        self.digest()
+        self.complete_ended()
 
 
 class ReadableSpans(SpanExporter):

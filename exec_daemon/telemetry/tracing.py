@@ -44,9 +44,10 @@ Export never slows or fails a call: a call leaves a record on a bounded queue, m
 span and metrics by a thread (exec_daemon/telemetry/call_spans.py); spans and log records go to
 bounded queues (the SDK's batch processors; a full queue drops, and the SDK's
 `otel.sdk.processor.*.processed` metric counts it with `error.type=queue_full`, switched on here)
-exported by background threads; metrics are read and sent by another. Everything is flushed at shutdown within SHUTDOWN_SECONDS.
-What a call pays is kept small because the export threads share the GIL with the event loop:
-scripts/bench_tracing.py measures it (export on vs off, the goal of issue #16 being <= 5 %).
+exported by background threads; metrics are read and sent by another. Everything is flushed at
+shutdown within SHUTDOWN_SECONDS. What a call pays is kept small because those threads share the
+GIL with the event loop: scripts/bench_tracing.py measures it (export on vs off, the goal of
+issue #16 being <= 5 %).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ SIGNAL_PATHS = {"traces": "/v1/traces", "metrics": "/v1/metrics", "logs": "/v1/l
 # One export attempt (with the gRPC exporter's retries) gives up after this long.
 EXPORT_TIMEOUT_SECONDS = 5.0
 # Ended tool calls wait at most this long for their spans and metrics to be made (call_spans.py).
-DIGEST_SECONDS = 0.5
+COMPLETE_SECONDS = 0.5
 # Daemon shutdown waits at most this long for the last spans to be sent (Daemon.aclose allows 3 s).
 SHUTDOWN_SECONDS = 2.5
 
@@ -323,9 +324,9 @@ class Telemetry:
             resource,
             scope,
             parent_of,
-            on_digest=lambda span: meter.tool_call(span.name, span.outcome, span.seconds),
+            on_complete=lambda span: meter.tool_call(span.name, span.outcome, span.seconds),
             clean=clean,
-            digest_every=min(DIGEST_SECONDS, _schedule_delay_seconds()),
+            complete_every=min(COMPLETE_SECONDS, _schedule_delay_seconds()),
         )
         meter.count_dropped_calls(lambda: call_spans.dropped)
         self._meter = meter
@@ -341,7 +342,7 @@ class Telemetry:
         """Makes the spans and metrics of the calls ended so far now, on this thread, instead of
         on the telemetry-calls thread (scripts/bench_tracing.py bills them to their calls)."""
         if self._call_spans is not None:
-            self._call_spans.digest()
+            self._call_spans.complete_ended()
 
     def desktop_control_changed(self, state: ControlState) -> None:
         """A span `desktop.take_over` / `desktop.hand_back` when a person takes or returns control."""
@@ -542,14 +543,14 @@ def tracing_middleware(spans: CallSpans, meter: OtlpMeter) -> Middleware:
         try:
             result = await call_next(inv)
         except CodedError as exc:
-            span.fail(exc.code, exc.code)
+            span.fail(exc.code)
             raise
         except asyncio.CancelledError:
             span.outcome = ABORTED
             raise
         except Exception as exc:
             # Dispatcher.run answers this as ExecError `internal` (and logs the traceback).
-            span.fail("internal", "internal", type(exc).__qualname__)
+            span.fail("internal", type(exc).__qualname__)
             raise
         else:
             case = (
