@@ -170,8 +170,10 @@ def _started_daemon(
     port, pty_port = ports
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "daemon.log"
+    # -P: the daemon runs in the workspace, which must not go on sys.path (a `tools/` planted
+    # there would be imported instead of ours), as the image's `python -I` wrapper ensures.
     command = [
-        *(argv or [sys.executable, "-m", "exec_daemon"]),
+        *(argv or [sys.executable, "-P", "-m", "exec_daemon"]),
         "serve",
         "--host", "127.0.0.1",
         "--port", str(port),

@@ -6,6 +6,7 @@ and LogsService (and, for OTLP/HTTP, a plain HTTP server); it keeps every reques
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import json
@@ -464,6 +465,34 @@ async def test_a_slow_collector_drops_counted_spans_and_calls_keep_their_pace(
         assert daemon.stop() == 0
         assert time.monotonic() - started < 8
     assert drops_counted() <= calls
+
+
+async def test_the_last_call_counts_reach_a_collector_whose_trace_service_is_slow(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """At shutdown each signal flushes on its own: spans held up by a slow trace service do not
+    keep the metrics since the last export (here the only one) from being sent."""
+    one_span_per_export = {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1"}
+    metrics_only_at_shutdown = (
+        FAST | one_span_per_export | {"OTEL_METRIC_EXPORT_INTERVAL": "600000"}
+    )
+    with (
+        grpc_collector(delay=2.0) as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            env=metrics_only_at_shutdown,
+        ) as daemon,
+    ):
+        async with daemon.client() as client:
+            for _ in range(3):
+                assert (await client.run(read_todos())).result is not None
+        # The first span's export (2 s of 6) is under way when the daemon is asked to stop.
+        await asyncio.sleep(0.5)
+        assert daemon.stop() == 0
+        calls = received.metrics().get("exec_daemon.tool.calls")
+    assert calls is not None and total(calls, tool="read_todos_tool_call") == 3
 
 
 async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(

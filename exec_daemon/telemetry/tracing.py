@@ -365,8 +365,16 @@ class Telemetry:
         def shut_down() -> None:
             if call_spans is not None:
                 call_spans.close(SHUTDOWN_SECONDS / 2)
-            for provider in providers:
-                provider.shutdown()
+            # Each signal flushes on its own thread: spans stuck on a slow collector must not
+            # keep the last metrics (the call counts since the previous export) from being sent.
+            flushing = [
+                threading.Thread(target=provider.shutdown, name="telemetry-flush", daemon=True)
+                for provider in providers
+            ]
+            for thread in flushing:
+                thread.start()
+            for thread in flushing:
+                thread.join()
 
         # The SDK's shutdown may wait on exports far longer than we allow; a daemon thread
         # that overstays is simply left behind (it cannot keep the process alive).
