@@ -403,6 +403,33 @@ async def test_the_index_process_is_replaced_if_it_dies_and_ends_with_the_index(
     assert not process_exists(second), "the index process outlived the index"
 
 
+async def test_an_idle_index_process_ends_and_the_next_search_starts_another(
+    tmp_path: Path,
+) -> None:
+    """Unused for `process_idle_seconds`, the index process ends (its memory goes back to the
+    machine); the next search starts another, which embeds the query as the first did."""
+    workspace = tmp_path / "workspace"
+    write_files(workspace, FILES)
+    daemon = new_index(workspace, tmp_path / "state")
+    index = daemon.service(SemanticIndex)
+    index.process_idle_seconds = 0.5
+    try:
+        assert await index.ready(60)
+        [first] = index_process_pids(index)
+        deadline = time.monotonic() + 20
+        while index_process_pids(index) or process_exists(first):
+            assert time.monotonic() < deadline, "the idle index process did not end"
+            await asyncio.sleep(0.1)
+        hits, state = await index.search("retry a request, waiting longer each time", [], 1)
+        assert state.complete and not state.lexical_only_reason
+        assert hits[0][1].endswith("net/retry.py")
+        [second] = index_process_pids(index)
+        assert second != first
+    finally:
+        await daemon.aclose()
+    assert not process_exists(second), "the index process outlived the index"
+
+
 async def found_by_search(index: SemanticIndex, query: str, path: str) -> list[str]:
     """The paths a search for `query` finds first, once `path` is the first of them."""
     deadline = time.monotonic() + 20

@@ -12,7 +12,9 @@ start) builds it in the background and then follows the workspace through a file
 (watchfiles, inotify): an edit or a deletion of an indexed file updates that file; anything
 else (a new file, which may be ignored) has the workspace listed again. Files are read, chunked
 and embedded in a process of the index's own (at idle CPU priority, a small batch at a time; it
-also keeps the vector store), so that work never holds the daemon's GIL nor takes its CPU; the daemon lists
+also keeps the vector store, and embeds the queries), so that work never holds the daemon's GIL
+nor takes its CPU; unused for INDEX_PROCESS_IDLE_SECONDS it ends (its ~80-120 MB go back to the
+machine) and the next request starts another (~1 s: the model loads again); the daemon lists
 files, installs the results and ranks (in a worker thread, with the interpreter's switch
 interval lowered while an update runs). Files are first read and chunked (their words are then
 searchable), then embedded. A search first makes sure it sees the agent's latest edit: it asks
@@ -132,6 +134,8 @@ SIMILARITY_BLOCK = 256
 BM25_K1 = 1.2
 BM25_B = 0.75
 INDEX_FOLDER_NAME = "sem-index"
+# The index process ends after this long without a request (the next one starts another).
+INDEX_PROCESS_IDLE_SECONDS = 300.0
 DEFAULT_RESULTS = 10
 MAX_RESULTS = 50
 MAX_RESULT_CHARS = 4000
@@ -541,10 +545,13 @@ class SemanticIndex:
     embedder_factory: Callable[[], Embedder] | None = None
     # Fuse the vector ranking with BM25's (False: by vectors alone, as before; for comparison).
     hybrid: bool = True
+    process_idle_seconds: float = INDEX_PROCESS_IDLE_SECONDS
 
     def __post_init__(self) -> None:
         self._model: _Model | None = None  # known once the index process has started
         self._process: _IndexProcess | None = None
+        self._process_used = 0.0  # the loop's time of its last request
+        self._idle_stop: asyncio.Task[None] | None = None
         self._worker = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="sem-index", initializer=_lower_priority
         )
@@ -588,7 +595,7 @@ class SemanticIndex:
     async def aclose(self) -> None:
         self._stop.set()
         self._stop_watching.set()
-        for task in (self._watch_task, self._update_task):
+        for task in (self._watch_task, self._update_task, self._idle_stop):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -662,7 +669,23 @@ class SemanticIndex:
             await broken.stop()
         if self._process is None:
             self._process = await _IndexProcess.start(self.daemon, self.embedder_factory)
+        self._process_used = asyncio.get_running_loop().time()
+        if self._idle_stop is None or self._idle_stop.done():
+            self._idle_stop = asyncio.create_task(self._stop_process_when_idle())
+        # No await before the call takes the process's lock: the idle stop cannot come between.
         return await self._process.call(function, *args)
+
+    async def _stop_process_when_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._process is not None:
+            idle_for = loop.time() - self._process_used
+            if idle_for < self.process_idle_seconds:
+                await asyncio.sleep(self.process_idle_seconds - idle_for)
+            elif self._process.lock.locked():  # a request still running
+                self._process_used = loop.time()
+            else:
+                process, self._process = self._process, None
+                await process.stop()
 
     # -- the model -------------------------------------------------------------------------
 
