@@ -14,7 +14,7 @@ else (a new file, which may be ignored) has the workspace listed again. Files ar
 and embedded in a process of the index's own (at idle CPU priority, a small batch at a time; it
 also keeps the vector store, and embeds the queries), so that work never holds the daemon's GIL
 nor takes its CPU; unused for INDEX_PROCESS_IDLE_SECONDS it ends (its ~80-120 MB go back to the
-machine) and the next request starts another (~1 s: the model loads again); the daemon lists
+machine) and the next request starts another (~0.5 s: the model loads again); the daemon lists
 files, installs the results and ranks (in a worker thread, with the interpreter's switch
 interval lowered while an update runs). Files are first read and chunked (their words are then
 searchable), then embedded. A search first makes sure it sees the agent's latest edit: it asks
