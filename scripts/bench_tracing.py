@@ -297,7 +297,27 @@ class Samples:
         return statistics.median(ratios)
 
 
+@dataclass
+class GroupRun:
+    """What the groups of daemons did: their calls' times and CPU, and what the collectors got."""
+
+    samples: Samples
+    # Daemon name -> its group (GHOST, TWIN or one of EXPORTING).
+    groups: dict[str, str]
+    # Daemon name -> [CPU seconds, calls]: how far a group's daemons are apart.
+    spent: dict[str, list[float]]
+    # Daemon name -> [RSS KiB before, after].
+    rss: dict[str, list[int]]
+    # What the live and the slow collector received (spans, tool calls counted).
+    live: dict[str, int]
+    slow: dict[str, int]
+
+
 async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
+    return report(await run_groups(calls, rounds, per_group), per_group)
+
+
+async def run_groups(calls: int, rounds: int, per_group: int) -> GroupRun:
     async with contextlib.AsyncExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         workspace = root / "workspace"
@@ -310,8 +330,8 @@ async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
         arguments = {GHOST: quiet, TWIN: quiet} | {
             group: (*quiet, *exporting_to(port)) for group, port in ports.items()
         }
-        # Daemon name -> its group. Two groups of identical ghost-mode daemons: how far apart
-        # they are is this machine's noise.
+        # Two groups of identical ghost-mode daemons: how far apart they are is this machine's
+        # noise.
         groups = {f"{group}-{number}": group for group in arguments for number in range(per_group)}
         daemons = {
             name: stack.enter_context(running_daemon(workspace, root / name, *arguments[group]))
@@ -326,7 +346,6 @@ async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
                 await timed_calls(client, call, 5)
         rss_before = {name: rss_kib(daemon) for name, daemon in daemons.items()}
         samples = Samples()
-        # Each daemon's CPU seconds and calls: how far a group's daemons are apart.
         spent = {name: [0.0, 0] for name in daemons}
         order = list(clients)
         for round_number in range(rounds):
@@ -341,11 +360,16 @@ async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
                     samples.add(call_name, groups[name], round_number, times, cpu)
                     spent[name][0] += cpu
                     spent[name][1] += len(times)
-        rss_after = {name: rss_kib(daemon) for name, daemon in daemons.items()}
+        rss = {name: [rss_before[name], rss_kib(daemon)] for name, daemon in daemons.items()}
         for name, group in groups.items():
             if group in ports:
                 expect(daemons[name].stop() == 0, f"{name} did not stop cleanly")
-        live, slow = live_received(), slow_received()
+        return GroupRun(samples, groups, spent, rss, live_received(), slow_received())
+
+
+def report(run: GroupRun, per_group: int) -> dict[str, Any]:
+    """The collectors' counts checked, then per call kind and group: times, ratios and CPU."""
+    samples, live, slow = run.samples, run.live, run.slow
     timed = sum(len(samples.pooled(call, GHOST)) for call in END_TO_END_CALLS) // per_group
     made = (len(END_TO_END_CALLS) * 5 + timed) * per_group
     expect(live["spans"] == made, f"live collector: {live['spans']} spans of {made}")
@@ -354,48 +378,56 @@ async def end_to_end(calls: int, rounds: int, per_group: int) -> dict[str, Any]:
     # lost (the metrics are sent every 60 s and at shutdown).
     expect(slow["tool_calls_counted"] <= made, f"slow collector: {slow} for {made} calls")
     expect(slow["spans"] <= made, f"slow collector: {slow} for {made} calls")
-    answer: dict[str, Any] = {}
-    for call_name in END_TO_END_CALLS:
-        ghost_cpu = statistics.fmean(samples.cpu_us_per_call(name, [call_name]) for name in BOTH)
-        answer[call_name] = {
-            group: {
-                **spread(samples.pooled(call_name, group)),
-                # The twin against ghost mode: the noise floor; the others against both.
-                "over_ghost_ratio": round(
-                    samples.paired_ratio(call_name, group, (GHOST,) if group == TWIN else BOTH),
-                    3,
-                ),
-                "cpu_us_per_call": round(samples.cpu_us_per_call(group, [call_name]), 1),
-                "cpu_over_ghost_ratio": round(
-                    samples.cpu_us_per_call(group, [call_name])
-                    / (samples.cpu_us_per_call(GHOST, [call_name]) if group == TWIN else ghost_cpu),
-                    3,
-                ),
-            }
-            for group in arguments
-            if group != GHOST
-        }
-        for group in ("slow", "dead"):  # a receiver down or slow against a healthy one
-            answer[call_name][group]["over_live_ratio"] = round(
-                samples.paired_ratio(call_name, group, ("live",)), 3
-            )
-        answer[call_name][GHOST] = {
-            **spread(samples.pooled(call_name, GHOST)),
-            "cpu_us_per_call": round(samples.cpu_us_per_call(GHOST, [call_name]), 1),
-        }
-    cpu_per_call = {group: samples.cpu_us_per_call(group, END_TO_END_CALLS) for group in arguments}
+    all_groups = (GHOST, TWIN, *EXPORTING)
+    answer: dict[str, Any] = {
+        call_name: call_report(samples, call_name) for call_name in END_TO_END_CALLS
+    }
+    cpu_per_call = {group: samples.cpu_us_per_call(group, END_TO_END_CALLS) for group in all_groups}
     answer["daemon_cpu_us_per_call"] = {name: round(us, 1) for name, us in cpu_per_call.items()}
-    answer["rss_kib_before_after"] = {name: [rss_before[name], rss_after[name]] for name in daemons}
+    answer["rss_kib_before_after"] = run.rss
     answer["slow_collector"] = {**slow, "spans_sent": made}
     answer["daemons_per_group"] = per_group
     answer["calls_per_daemon"] = made // per_group
     each_daemon = {
         group: [
-            used / calls * 1e6 for name, (used, calls) in spent.items() if groups[name] == group
+            used / calls * 1e6
+            for name, (used, calls) in run.spent.items()
+            if run.groups[name] == group
         ]
-        for group in arguments
+        for group in all_groups
     }
     answer["verdict"] = verdict(answer, cpu_per_call, each_daemon)
+    return answer
+
+
+def call_report(samples: Samples, call_name: str) -> dict[str, Any]:
+    """One call kind: each group's times, its median and CPU per call over ghost mode (the
+    twin against the first ghost group: the noise floor; the others against both), and the
+    slow and dead groups against the live one."""
+    ghost_cpu = statistics.fmean(samples.cpu_us_per_call(name, [call_name]) for name in BOTH)
+    answer: dict[str, Any] = {
+        group: {
+            **spread(samples.pooled(call_name, group)),
+            "over_ghost_ratio": round(
+                samples.paired_ratio(call_name, group, (GHOST,) if group == TWIN else BOTH), 3
+            ),
+            "cpu_us_per_call": round(samples.cpu_us_per_call(group, [call_name]), 1),
+            "cpu_over_ghost_ratio": round(
+                samples.cpu_us_per_call(group, [call_name])
+                / (samples.cpu_us_per_call(GHOST, [call_name]) if group == TWIN else ghost_cpu),
+                3,
+            ),
+        }
+        for group in (TWIN, *EXPORTING)
+    }
+    for group in ("slow", "dead"):  # a receiver down or slow against a healthy one
+        answer[group]["over_live_ratio"] = round(
+            samples.paired_ratio(call_name, group, ("live",)), 3
+        )
+    answer[GHOST] = {
+        **spread(samples.pooled(call_name, GHOST)),
+        "cpu_us_per_call": round(samples.cpu_us_per_call(GHOST, [call_name]), 1),
+    }
     return answer
 
 
