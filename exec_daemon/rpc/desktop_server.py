@@ -14,16 +14,14 @@
   desktop (exec_daemon/kernel/desktop_control.py) until its last interactive connection
   closes; meanwhile the agent's computer-use calls are refused.
 
-Every request but the token exchange needs the token (header, query or cookie); a WebSocket
-from a page of another origin is refused with 403.
+Every request but the token exchange needs the token (header, query or cookie:
+exec_daemon/rpc/browser_auth.py); a WebSocket from a page of another origin is refused with 403.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import http
 import logging
 import mimetypes
@@ -31,9 +29,7 @@ import struct
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import urlencode
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -41,6 +37,13 @@ from websockets.http11 import Request, Response
 
 from exec_daemon.kernel.desktop_control import DesktopControl
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.browser_auth import (
+    bearer_token,
+    cookies,
+    derived_cookie,
+    secret_matches,
+    sign_in_redirect,
+)
 from exec_daemon.rpc.pty_server import (
     WEB_DIR,
     PtyWebSocketServer,
@@ -59,6 +62,7 @@ NOVNC_DIRS = (
     Path(__file__).resolve().parents[2] / "node_modules" / "@novnc" / "novnc",
 )
 COOKIE = "exec_daemon_desktop"
+COOKIE_PURPOSE = "exec-daemon desktop session"
 MAX_CLIENT_MESSAGE_BYTES = 16 << 20
 READ_BYTES = 256 * 1024
 CONNECT_SECONDS = 5.0
@@ -167,17 +171,12 @@ class ViewOnlyFilter:
         return 0
 
 
-def session_value(token: str) -> str:
-    """The cookie's value: proves the token was given, without being the token."""
-    return hmac.new(token.encode(), b"exec-daemon desktop session", hashlib.sha256).hexdigest()
-
-
 class DesktopServer:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.control = daemon.service(DesktopControl)
         self._token = daemon.config.auth_token
-        self._session = session_value(self._token)
+        self._session = derived_cookie(self._token, COOKIE_PURPOSE)
         self.novnc = novnc_dir()
         self._vnc_host, _, port = daemon.config.vnc_address.rpartition(":")
         self._vnc_port = int(port)
@@ -186,18 +185,12 @@ class DesktopServer:
     # -- before the upgrade ---------------------------------------------------------------------
 
     def _given_token(self, request: Request, query: dict[str, str]) -> bool:
-        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-        given = credentials.strip() if scheme.lower() == "bearer" else query.get("token", "")
-        return bool(given) and hmac.compare_digest(given.encode(), self._token.encode())
+        bearer = bearer_token(request.headers.get("Authorization", ""))
+        return secret_matches(bearer or query.get("token", ""), self._token)
 
     def _has_session(self, request: Request) -> bool:
-        cookies = SimpleCookie()
-        with contextlib.suppress(Exception):
-            cookies.load(request.headers.get("Cookie", ""))
-        morsel = cookies.get(COOKIE)
-        return morsel is not None and hmac.compare_digest(
-            morsel.value.encode(), self._session.encode()
-        )
+        given = cookies(request.headers.get("Cookie", "")).get(COOKIE, "")
+        return secret_matches(given, self._session)
 
     async def process_request(
         self, connection: ServerConnection, request: Request
@@ -221,14 +214,10 @@ class DesktopServer:
     ) -> Response:
         if not self._given_token(request, query):
             return _refused(connection)
-        rest = urlencode({k: v for k, v in query.items() if k != "token"})
         response = connection.respond(http.HTTPStatus.SEE_OTHER, "")
-        response.headers["Location"] = path + (f"?{rest}" if rest else "")
-        response.headers["Set-Cookie"] = (
-            f"{COOKIE}={self._session}; Path=/; HttpOnly; SameSite=Strict"
-        )
+        for name, value in sign_in_redirect(path, list(query.items()), {COOKIE: self._session}):
+            response.headers[name] = value
         response.headers["Cache-Control"] = "no-store"
-        response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
     async def _file(self, connection: ServerConnection, path: str) -> Response:

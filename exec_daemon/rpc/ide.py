@@ -11,15 +11,14 @@ log in with a password either: no password hashes to a random value.
 A person opens `http://<host>:<ide-port>/?token=<token>`: the proxy answers a redirect to the
 same address without the token, setting two cookies (its own, derived from the token, and
 code-server's session), so the token stays out of the address bar and the history.
-`Authorization: Bearer <token>` works too (e.g. for curl).
+`Authorization: Bearer <token>` works too (e.g. for curl). How the pages behind the daemon's
+token sign a browser in: exec_daemon/rpc/browser_auth.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import logging
 import os
 import re
@@ -30,7 +29,6 @@ import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass
-from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,6 +37,13 @@ from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.runner import Helper, run_helper, start_helper
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.browser_auth import (
+    bearer_token,
+    cookies,
+    derived_cookie,
+    secret_matches,
+    sign_in_redirect,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,7 @@ INSTALLED_MARK = ".installed"
 INSTALL_SECONDS = 3600.0
 START_SECONDS = 60.0
 PROXY_COOKIE = "exec-daemon-ide"
+PROXY_COOKIE_PURPOSE = "exec-daemon ide cookie"
 SESSION_COOKIE = "code-server-session"
 MAX_HEAD_BYTES = 64 * 1024
 VERSION_PATTERN = re.compile(r"\d{1,4}\.\d{1,4}\.\d{1,4}")
@@ -215,11 +221,6 @@ def _open_log(run: Path, socket: Path) -> BinaryIO:
     return open(run / "code-server.log", "ab")
 
 
-def proxy_cookie_value(token: str) -> str:
-    """What the proxy's cookie holds: derived from the token, so the cookie is not the token."""
-    return hmac.new(token.encode(), b"exec-daemon ide cookie", hashlib.sha256).hexdigest()
-
-
 @dataclass
 class Request:
     method: str
@@ -231,10 +232,7 @@ class Request:
         return next((value for key, value in self.headers if key.lower() == name), "")
 
     def cookies(self) -> dict[str, str]:
-        jar: SimpleCookie = SimpleCookie()
-        with contextlib.suppress(CookieError):
-            jar.load(self.header("cookie"))
-        return {key: morsel.value for key, morsel in jar.items()}
+        return cookies(self.header("cookie"))
 
 
 def parse_head(head: bytes) -> Request | None:
@@ -387,10 +385,9 @@ class IdeServer:
 
     def _authorized(self, request: Request) -> bool:
         token = self._daemon.config.auth_token
-        bearer = request.header("authorization").removeprefix("Bearer ").strip()
         cookie = request.cookies().get(PROXY_COOKIE, "")
-        return hmac.compare_digest(bearer.encode(), token.encode()) or hmac.compare_digest(
-            cookie.encode(), proxy_cookie_value(token).encode()
+        return secret_matches(bearer_token(request.header("authorization")), token) or (
+            secret_matches(cookie, derived_cookie(token, PROXY_COOKIE_PURPOSE))
         )
 
     def _token_redirect(self, request: Request) -> bytes | None:
@@ -401,20 +398,14 @@ class IdeServer:
         if not given:
             return None
         token = self._daemon.config.auth_token
-        if not hmac.compare_digest(given[0].encode(), token.encode()):
+        if not secret_matches(given[0], token):
             return _response("401 Unauthorized", [], "wrong token\n")
-        rest = urllib.parse.urlencode([(key, value) for key, value in query if key != "token"])
-        location = urllib.parse.urlunsplit(("", "", parts.path or "/", rest, ""))
-        flags = "Path=/; HttpOnly; SameSite=Strict"
+        setting = {
+            PROXY_COOKIE: derived_cookie(token, PROXY_COOKIE_PURPOSE),
+            SESSION_COOKIE: self._session,
+        }
         return _response(
-            "303 See Other",
-            [
-                ("Location", location),
-                ("Set-Cookie", f"{PROXY_COOKIE}={proxy_cookie_value(token)}; {flags}"),
-                ("Set-Cookie", f"{SESSION_COOKIE}={self._session}; {flags}"),
-                ("Referrer-Policy", "no-referrer"),
-            ],
-            "signed in\n",
+            "303 See Other", sign_in_redirect(parts.path, query, setting), "signed in\n"
         )
 
     def _upstream_head(self, request: Request, *, upgrade: bool) -> bytes:

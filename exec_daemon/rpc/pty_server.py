@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import http
 import json
 import logging
@@ -46,6 +45,7 @@ from websockets.http11 import Request, Response
 
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.rpc.browser_auth import bearer_token, secret_matches
 from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Terminal
 from exec_daemon.terminals.tmux import SharedTerminals
 
@@ -142,7 +142,7 @@ class PtyWebSocketServer:
         self.daemon = daemon
         self.manager = daemon.service(PtyManager)
         self.shared = daemon.service(SharedTerminals)
-        self._token = daemon.config.auth_token.encode()
+        self._token = daemon.config.auth_token
         self._asset_cache: dict[str, bytes] = {}
         self._routes: weakref.WeakKeyDictionary[ServerConnection, Route] = (
             weakref.WeakKeyDictionary()
@@ -152,12 +152,8 @@ class PtyWebSocketServer:
     # -- before the upgrade ---------------------------------------------------------------------
 
     def authorized(self, request: Request, query: dict[str, str]) -> bool:
-        given = query.get("token", "")
-        header = request.headers.get("Authorization", "")
-        scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "bearer":
-            given = credentials.strip()
-        return hmac.compare_digest(given.encode(), self._token)
+        bearer = bearer_token(request.headers.get("Authorization", ""))
+        return secret_matches(bearer or query.get("token", ""), self._token)
 
     @staticmethod
     def origin_allowed(request: Request) -> bool:
