@@ -27,6 +27,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import running_daemon
+from tests.polling import eventually
 from tests.workspace_support import case, result_of, write_call
 from tools import sem_search
 from tools.sem_search import INDEX_FOLDER_NAME, LEXICAL_MODEL_NAME, SemanticIndex
@@ -446,17 +447,20 @@ async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In a large workspace, where listing and stat'ing every file is slow (a second or two at
-    100k files), a search does not do it: the watcher's edits and deletions of indexed files update those files only;
-    a new file has the workspace listed again (it may be ignored)."""
+    100k files), neither a search nor the watcher does it: edits and deletions of indexed files
+    update those files only; a new file has its folder listed (it may be ignored), a new folder
+    moved in is listed whole; only a changed ignore file has the workspace listed again."""
     workspace = tmp_path / "workspace"
     write_files(workspace, FILES)
     monkeypatch.setattr(sem_search, "SEARCH_REFRESH_MAX_FILES", 0)  # as if it were large
     listings: list[Path] = []
     list_files = sem_search.list_files
 
-    async def counted(daemon: Daemon, folder: Path, *limits: float) -> tuple[list[str], bool]:
+    async def counted(
+        daemon: Daemon, folder: Path, *limits: float, depth: int | None = None
+    ) -> tuple[list[str], bool]:
         listings.append(folder)
-        return await list_files(daemon, folder, *limits)  # type: ignore[arg-type]
+        return await list_files(daemon, folder, *limits, depth=depth)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sem_search, "list_files", counted)
     daemon = new_index(workspace, tmp_path / "state")
@@ -471,9 +475,31 @@ async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
         assert not any(path.endswith("invoice.py") for path in paths)
         assert index.state.total_files == 2
         assert len(listings) == 1, "an edit and a deletion listed the workspace again"
-        write_files(workspace, {"weather/forecast.py": "def tomorrow_rain_forecast(city):\n"})
-        await found_by_search(index, "tomorrow rain forecast", "weather/forecast.py")
-        assert len(listings) == 2
+        write_files(workspace, {"net/forecast.py": "def tomorrow_rain_forecast(city):\n"})
+        await found_by_search(index, "tomorrow rain forecast", "net/forecast.py")
+        assert listings[1:] == [workspace / "net"], "a new file: its folder alone"
+        assert index.state.total_files == 3
+        # A folder moved in: the watcher reports the folder, not its files.
+        outside = tmp_path / "elsewhere" / "mail"
+        write_files(outside, {"notify.py": "def send_welcome_email(user):\n"})
+        outside.rename(workspace / "mail")
+        await found_by_search(index, "send a welcome email", "mail/notify.py")
+        assert listings[2:] == [workspace / "mail"]
+        # Ignored by an .ignore file in its folder: listed, not indexed.
+        write_files(workspace, {"net/.ignore": "secret_*.py\n"})
+        await eventually(lambda: len(listings) == 4)
+        assert listings[3:] == [workspace], "a changed ignore file: the workspace again"
+        write_files(
+            workspace,
+            {
+                "net/secret_keys.py": "def rotate_signing_keys():\n",
+                "net/rotation.py": "def rotate_log_files():\n",
+            },
+        )
+        await found_by_search(index, "rotate log files", "net/rotation.py")
+        hits, _state = await index.search("rotate signing keys", [], 5)
+        assert not any(hit[1].endswith("secret_keys.py") for hit in hits)
+        assert set(listings[4:]) == {workspace / "net"}
     finally:
         await daemon.aclose()
 

@@ -9,8 +9,10 @@ ranking found more of the expected files than either alone (scripts/bench_sem_se
 
 The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
 start) builds it in the background and then follows the workspace through a file watcher
-(watchfiles, inotify): an edit or a deletion of an indexed file updates that file; anything
-else (a new file, which may be ignored) has the workspace listed again. Files are read, chunked
+(watchfiles, inotify): an edit or a deletion of an indexed file updates that file; a new file
+has its folder listed one level deep (it may be ignored), a new folder is listed whole; a
+changed ignore file (.gitignore, .ignore, .rgignore, .cursorignore) has the workspace listed
+again. Files are read, chunked
 and embedded in a process of the index's own (at idle CPU priority, a small batch at a time; it
 also keeps the vector store, and embeds the queries), so that work never holds the daemon's GIL
 nor takes its CPU; unused for INDEX_PROCESS_IDLE_SECONDS it ends (its ~80-120 MB go back to the
@@ -116,6 +118,10 @@ WATCH_REPORT_SECONDS = 2 * WATCH_DEBOUNCE_MS / 1000
 # this many files (~0.1 s, about the watcher's delay; at 100k files a second or two); in a
 # larger one it relies on the watcher.
 SEARCH_REFRESH_MAX_FILES = 5_000
+# The watcher's new files are looked for in their folders alone, up to this many folders (more,
+# or a changed ignore file: the workspace is listed again).
+MAX_FOLDERS_LISTED_APART = 32
+IGNORE_FILES = frozenset({".gitignore", ".ignore", ".rgignore", ".cursorignore"})
 WORKER_NICENESS = 10
 # While the worker indexes, the event loop's thread waits for the GIL after each wake-up; the
 # interpreter hands it over only every switch interval (5 ms by default), so a small call's
@@ -213,6 +219,18 @@ def _read_text(path: str) -> bytes | None:
     if data and len(data) / (data.count(b"\n") + 1) > MAX_AVERAGE_LINE_CHARS:
         return None
     return data
+
+
+def _folders_to_list(paths: Iterable[str]) -> dict[str, bool]:
+    """The folders to list for new `paths`: a new folder whole (True), a new file's folder one
+    level deep (False); paths gone since are left out."""
+    folders: dict[str, bool] = {}
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            folders[path] = True
+        elif os.path.lexists(path):
+            folders.setdefault(os.path.dirname(path), False)
+    return folders
 
 
 def _stamps(paths: list[str]) -> dict[str, tuple[int, int]]:
@@ -611,8 +629,8 @@ class SemanticIndex:
         return self._updates
 
     def _schedule_update(self, touched: Iterable[str] | None = None) -> None:
-        """Asks for an update: of the `touched` files alone if each is indexed already (the
-        watcher's edits and deletions), else of the whole workspace, listed again."""
+        """Asks for an update: of the `touched` paths (the watcher's: `_update_touched`), or,
+        without them, of the whole workspace, listed again."""
         if touched is None:
             self._full_update_asked = True
         else:
@@ -626,11 +644,11 @@ class SemanticIndex:
             with _indexing_interpreter():
                 while (self._full_update_asked or self._touched) and not self._stop.is_set():
                     touched, self._touched = self._touched, set()
-                    if self._full_update_asked or any(path not in self.files for path in touched):
+                    if self._full_update_asked or self._needs_listing(touched):
                         self._full_update_asked = False
                         await self._update()
                     else:
-                        await self._update_files(sorted(touched))
+                        await self._update_touched(touched)
         except CodedError as failure:
             log.warning("sem_search index: %s", failure.message)
         except Exception:
@@ -724,16 +742,51 @@ class SemanticIndex:
         )
         await self._index(changed, stamps)
 
-    async def _update_files(self, paths: list[str]) -> None:
-        """The watcher's edits and deletions of indexed files: only those are stat'ed and read."""
-        stamps = await self._in_worker(_stamps, paths)
-        gone = [path for path in paths if path not in stamps]
+    def _needs_listing(self, touched: set[str]) -> bool:
+        """Whether the watcher's changes need the whole workspace listed again: an ignore file
+        changed (what is listed may change anywhere), new files in too many folders to list one
+        by one, or an index already at its limit."""
+        new_folders = {os.path.dirname(path) for path in touched if path not in self.files}
+        return (
+            (self.state.files_truncated and bool(new_folders))
+            or len(new_folders) > MAX_FOLDERS_LISTED_APART
+            or any(os.path.basename(path) in IGNORE_FILES for path in touched)
+        )
+
+    async def _update_touched(self, touched: set[str]) -> None:
+        """The watcher's changes: indexed files edited or deleted are stat'ed and read again;
+        new files are looked for in their folder alone (`_listed`)."""
+        indexed = sorted(path for path in touched if path in self.files)
+        stamps = await self._in_worker(_stamps, indexed)
+        gone = [path for path in indexed if path not in stamps]
         for path in gone:
             self._forget(path)
-        self.state.total_files -= len(gone)
+        added = await self._in_worker(_stamps, await self._listed(touched - set(indexed)))
+        self.state.total_files += len(added) - len(gone)
+        if self.state.total_files > MAX_INDEXED_FILES:
+            await self._update()  # the listing decides which files the index keeps
+            return
+        stamps.update(added)
         await self._index(
             [path for path in stamps if self._entry_stamp(path) != stamps[path]], stamps
         )
+
+    async def _listed(self, new: set[str]) -> list[str]:
+        """Of the `new` paths, the files the workspace's listing has (ignore rules apply): each
+        new file's folder is listed one level deep, each new folder whole (a folder moved in
+        is reported alone, not its files)."""
+        folders = await self._in_worker(_folders_to_list, new)
+        found: dict[str, None] = {}
+        for folder, whole in folders.items():
+            listed, _more = await list_files(
+                self.daemon,
+                Path(folder),
+                MAX_INDEXED_FILES,
+                LIST_SECONDS,
+                depth=None if whole else 1,
+            )
+            found.update((path, None) for path in listed if whole or path in new)
+        return [path for path in found if path not in self.files]
 
     async def _index(self, changed: list[str], stamps: dict[str, tuple[int, int]]) -> None:
         """Reads and chunks the `changed` files (their words are then searchable), then embeds

@@ -17,9 +17,10 @@ READ_BYTES = 1 << 20
 
 
 async def list_files(
-    daemon: Daemon, directory: Path, limit: int, time_limit: float
+    daemon: Daemon, directory: Path, limit: int, time_limit: float, *, depth: int | None = None
 ) -> tuple[list[str], bool]:
-    """(absolute paths of up to `limit` files under `directory`, sorted; whether there were more)."""
+    """(absolute paths of up to `limit` files under `directory`, sorted; whether there were
+    more); `depth` 1: the files directly in it."""
     relative = relative_to_workspace(daemon.workspace, directory)
     ignore = daemon.service(CursorIgnore).rg_args() if relative is not None else []
     # rg matches .cursorignore's patterns against the paths it walks, relative to its cwd: run
@@ -27,7 +28,8 @@ async def list_files(
     cwd = daemon.workspace if relative is not None else str(directory)
     command = [
         daemon.config.rg_path, "--no-config", *ignore, "--files", "--hidden", "--null",
-        "--glob", "!.git", "--", relative or ".",
+        "--glob", "!.git", *(() if depth is None else ("--max-depth", str(depth))),
+        "--", relative or ".",
     ]  # fmt: skip
     try:
         rg = await start_helper(
