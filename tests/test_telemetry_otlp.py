@@ -59,6 +59,7 @@ from tests.test_tracing import (
     TRACE_TOKEN,
     attributes,
     exec_error_call,
+    loopback_grpc_flags,
     read_todos,
     traceparent,
     tracing_flags,
@@ -256,7 +257,7 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
         running_daemon(
             workspace,
             tmp_path / "state",
-            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *loopback_grpc_flags(port),
             env=FAST | {"CLOUD_AGENT_INJECTED_SECRET_NAMES": "API_KEY", "API_KEY": injected},
         ) as daemon,
     ):
@@ -369,7 +370,7 @@ async def test_an_mcp_call_continues_the_trace_to_the_mcp_server(
         running_daemon(
             workspace,
             tmp_path / "state",
-            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *loopback_grpc_flags(port),
             *mcp_flags,
             env=FAST | {"PYTHONPATH": str(REPO)},
         ) as daemon,
@@ -440,7 +441,7 @@ async def test_a_slow_collector_drops_counted_spans_and_calls_keep_their_pace(
         running_daemon(
             workspace,
             tmp_path / "state",
-            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *loopback_grpc_flags(port),
             env=small_queue,
         ) as daemon,
     ):
@@ -481,7 +482,7 @@ async def test_the_last_call_counts_reach_a_collector_whose_trace_service_is_slo
         running_daemon(
             workspace,
             tmp_path / "state",
-            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *loopback_grpc_flags(port),
             env=metrics_only_at_shutdown,
         ) as daemon,
     ):
@@ -506,7 +507,7 @@ async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
             tmp_path / "state",
             "--log-format",
             "json",
-            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *loopback_grpc_flags(port),
             env=FAST,
         ) as daemon,
     ):

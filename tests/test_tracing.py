@@ -174,6 +174,11 @@ def tracing_flags(endpoint: str, *extra: str) -> tuple[str, ...]:
     )
 
 
+def loopback_grpc_flags(port: int, *extra: str) -> tuple[str, ...]:
+    """tracing_flags for a plaintext OTLP/gRPC receiver on 127.0.0.1:`port`."""
+    return tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure", *extra)
+
+
 async def test_grpc_spans_of_tool_calls_continue_the_callers_trace(
     workspace: Path, tmp_path: Path
 ) -> None:
@@ -185,7 +190,7 @@ async def test_grpc_spans_of_tool_calls_continue_the_callers_trace(
         running_daemon(
             workspace,
             tmp_path / "state",
-            *tracing_flags(f"grpc://127.0.0.1:{port}", "--trace-insecure"),
+            *loopback_grpc_flags(port),
             env=EXPORT_AT_SHUTDOWN,
         ) as daemon,
     ):
