@@ -9,21 +9,20 @@ ranking found more of the expected files than either alone (scripts/bench_sem_se
 
 The index is one per daemon (`daemon.service(SemanticIndex)`): `start()` (server.py, at daemon
 start) builds it in the background and then follows the workspace through a file watcher
-(watchfiles, inotify): an edit or a deletion of an indexed file updates that file; a new file
-has its folder listed one level deep (it may be ignored), a new folder is listed whole; a
-changed ignore file (.gitignore, .ignore, .rgignore, .cursorignore) has the workspace listed
-again. Files are read, chunked and embedded in a process of the index's own (at idle CPU
-priority, a small batch at a time; it also keeps the vector store, and embeds the queries), so
-that work never holds the daemon's GIL nor takes its CPU; unused for INDEX_PROCESS_IDLE_SECONDS
-it ends (its ~80-120 MB go back to the machine) and the next request starts another (~0.5 s:
-the model loads again); the daemon lists files, installs the results and ranks (in a worker thread, with the interpreter's switch
-interval lowered while an update runs). Files are first read and chunked (their words are then
-searchable), then embedded. A search first makes sure it sees the agent's latest edit: it asks
-for a refresh (files listed and stat'ed, only changed ones read) when that is cheap, else gives
-the watcher the moment it needs to report a change; it waits for the update at most
-SEARCH_WAIT_SECONDS: before the index is complete it answers from what is indexed plus the
-lexical ranking, and says how complete the index is (`index_complete`, `indexed_files` of
-`total_files`, a note).
+(watchfiles, inotify): an edit or a deletion of an indexed file updates that file; a new file has
+its folder listed one level deep (it may be ignored), a new folder is listed whole; a changed ignore
+file (.gitignore, .ignore, .rgignore, .cursorignore) has the workspace listed again. Files are read,
+chunked and embedded in a process of the index's own (at idle CPU priority, a small batch at a time;
+it also keeps the vector store, and embeds the queries), so that work never holds the daemon's GIL
+nor takes its CPU; unused for INDEX_PROCESS_IDLE_SECONDS it ends (its ~80-120 MB go back to the
+machine) and the next request starts another (~0.5 s: the model loads again); the daemon lists
+files, installs the results and ranks (in a worker thread, with the interpreter's switch interval
+lowered while an update runs). Files are first read and chunked (their words are then searchable),
+then embedded. A search first makes sure it sees the agent's latest edit: it asks for a refresh
+(files listed and stat'ed, only changed ones read) when that is cheap, else gives the watcher the
+moment it needs to report a change; it waits for the update at most SEARCH_WAIT_SECONDS: before the
+index is complete it answers from what is indexed plus the lexical ranking, and says how complete
+the index is (`index_complete`, `indexed_files` of `total_files`, a note).
 
 Embeddings persist in `<terminals folder>/sem-index/` (the daemon's own folder, which the file
 tools refuse to write and sandboxes mount read-only), keyed by the hash of the model, the
