@@ -29,6 +29,7 @@ from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
+from exec_daemon.kernel.writable import WritableAreas
 from exec_daemon.registry import SPECS
 from exec_daemon.rpc import desktop_server, hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
@@ -101,6 +102,8 @@ def new_daemon(config: DaemonConfig) -> Daemon:
     """The daemon's state, with every kernel protocol wired to its implementation."""
     daemon = Daemon(config)
     daemon.provide(Sandboxing, lambda daemon: daemon.service(SandboxService))
+    # The file tools' writable set is the one a `workspace_readwrite` sandbox grants.
+    daemon.service(WritableAreas).set_grant(lambda: daemon.service(SandboxService).writable_grant())
     # Before any layer asks for its Meter: when telemetry is on, the OTLP one.
     secrets = daemon.service(SecretStore)
     start_telemetry(daemon, redact=lambda text: secrets.matcher.redact(text))

@@ -108,12 +108,16 @@ class SandboxCacheFolder:
         )
 
 
-def shared_grant(home: str, workspace: str, protected: Sequence[str]) -> CacheGrant:
+def shared_grant(
+    home: str, workspace: str, protected: Sequence[str], *, create: bool = True
+) -> CacheGrant:
     """Shared mode: the cache folders of `home` (a real path) that pass the checks, created
-    when missing."""
+    when missing (without `create`, missing ones are left out)."""
     grant = CacheGrant()
     for relative in HOME_CACHES:
         path = os.path.join(home, relative)
+        if not create and not os.path.isdir(path):
+            continue
         refusal = _refusal(path, workspace, protected)
         if refusal is None:
             try:

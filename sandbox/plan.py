@@ -1,9 +1,12 @@
 """Turns an effective policy into the confinement helper's command line (see helper.c).
 
 What a confined command gets:
-- Landlock: read (and execute) everywhere; read-write on the workspace (`workspace_readwrite`),
-  the additional read-write paths and the temp dirs (/tmp, /var/tmp, /dev/shm, $TMPDIR) unless
-  `disable_tmp_write`; writes to a few device files (/dev/null, /dev/tty, ...).
+- Landlock: read (and execute) everywhere; read-write on the writable set
+  (exec_daemon/kernel/writable.py, the one the file tools follow): the workspace
+  (`workspace_readwrite`), the additional read-write paths, the build caches and the temp dirs
+  (/tmp, /var/tmp, /dev/shm, $TMPDIR) unless `disable_tmp_write`; writes to a few device files
+  (/dev/null, /dev/tty, ...). A home folder inside those areas is mounted read-only (but for
+  the areas inside it, bound read-write again).
 - Mounts: the protected paths read-only (placeholders where missing, so they cannot be
   created); additional read-only paths inside writable areas read-only; the workspace itself
   read-only for `workspace_readonly` when it lies inside a writable area (e.g. under /tmp);
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exec_daemon.kernel.paths import read_config_text
+from exec_daemon.kernel.writable import writable_set
 from sandbox.caches import CacheGrant
 from sandbox.placeholders import MARK as PLACEHOLDER_MARK
 from sandbox.policy import EffectivePolicy, NetworkMode, SandboxRejected, SandboxType
@@ -52,7 +56,6 @@ WRITABLE_DEVICES = (
     "/dev/ptmx",
     "/dev/pts",
 )
-TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @dataclass
@@ -75,15 +78,6 @@ def _under(path: str, root: str) -> bool:
 
 def _depth(path: str) -> int:
     return path.rstrip("/").count("/")
-
-
-def temp_dirs(env: Mapping[str, str]) -> list[str]:
-    candidates = [*TEMP_DIRS, env.get("TMPDIR", "")]
-    found: dict[str, None] = {}
-    for candidate in candidates:
-        if candidate and os.path.isdir(candidate):
-            found[os.path.realpath(candidate)] = None
-    return list(found)
 
 
 class _Mounts:
@@ -121,6 +115,7 @@ def build_plan(
     own: Sequence[str] = (),
     caches: CacheGrant | None = None,
     secrets: Sequence[str] = (),
+    homes: Sequence[str] = (),
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
@@ -131,24 +126,32 @@ def build_plan(
     process itself must write (e.g. its shell's state directory): writable whatever the policy
     says. `caches`: the build caches (sandbox/caches.py), for `workspace_readwrite` only.
     `secrets`: files the command must not read (the token file), hidden under /dev/null.
+    `homes`: the real home folders, carved out of the writable areas that hold them (the
+    writable set: exec_daemon/kernel/writable.py).
     """
     plan = Plan()
     root = os.path.realpath(workspace)
     own_paths = [os.path.realpath(path) for path in own if os.path.exists(path)]
-    readwrite: list[str] = list(own_paths)
+    extra: list[str] = list(own_paths)
     caches = caches if policy.type == SandboxType.WORKSPACE_READWRITE else None
     if caches is not None:
-        readwrite += caches.writable
+        extra += caches.writable
         plan.notes += caches.notes
-    if policy.type == SandboxType.WORKSPACE_READWRITE:
-        readwrite.append(root)
+    read_write = policy.type == SandboxType.WORKSPACE_READWRITE
+    if read_write:
         for path in policy.readwrite_paths:
             if os.path.exists(path):
-                readwrite.append(os.path.realpath(path))
+                extra.append(path)
             else:
                 plan.notes.append(f"additional read-write path {path} does not exist (ignored)")
-    if not policy.disable_tmp_write:
-        readwrite += temp_dirs(env)
+    granted = writable_set(
+        root if read_write else None,
+        extra,
+        temp=not policy.disable_tmp_write,
+        env=env,
+        homes=homes,
+    )
+    readwrite = list(granted.all_areas)
 
     def writable(path: str) -> bool:
         return any(_under(path, area) for area in readwrite)
@@ -171,6 +174,11 @@ def build_plan(
     for path in outside:
         if (path in areas or path.startswith(below)) and os.path.exists(path):
             mounts.read_only.setdefault(path, "--ro")
+    # A home in a writable area (HOME under /tmp) is not: read-only, but for the areas in it.
+    for home in granted.carved:
+        mounts.read_only[home] = "--ro"
+    for area in granted.inner_areas():
+        mounts.writable[area] = None
     for path in own_paths:
         if any(_under(path, area) for area in mounts.read_only):
             mounts.writable[path] = None

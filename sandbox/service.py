@@ -39,6 +39,7 @@ from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
 from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.writable import WritableAreas, WritableGrant
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.caches import CacheGrant, SandboxCacheFolder, shared_grant
 from sandbox.placeholders import PlaceholderKeeper
@@ -58,6 +59,7 @@ from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_SECONDS = 15.0
+_READ_WRITE = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 _MESSAGE_SIZE = 4096
 
 
@@ -198,6 +200,7 @@ class SandboxService:
                 own=own,
                 caches=self._cache_grant(policy),
                 secrets=self.daemon.service(DeclaredPaths).secrets(),
+                homes=self.daemon.service(WritableAreas).homes(),
             )
         except BaseException:
             parent.close()
@@ -217,6 +220,32 @@ class SandboxService:
             return self.build_caches.grant()
         home = _real_homes(self.daemon.env.get("HOME") or "")[0]
         return shared_grant(home, os.path.realpath(self.workspace), self.outside_paths())
+
+    def writable_grant(self) -> WritableGrant:
+        """What a `workspace_readwrite` command is granted besides the workspace (sandbox.json
+        is read whether or not the sandbox is enabled; nothing is created): the file tools'
+        writable set (exec_daemon/kernel/writable.py). An unreadable sandbox.json grants none."""
+        try:
+            user, project = self.configs.load()
+            policy = resolve_policy(
+                _READ_WRITE,
+                sandbox_enabled=True,
+                workspace=self.workspace,
+                user=user,
+                project=project,
+            )
+        except SandboxRejected:
+            return WritableGrant()
+        areas = list(policy.readwrite_paths)
+        if policy.type == SandboxType.WORKSPACE_READWRITE:
+            if not policy.shared_build_cache:
+                areas += [self.build_caches.real] if self.build_caches.intact() else []
+            else:
+                home = _real_homes(self.daemon.env.get("HOME") or "")[0]
+                workspace = os.path.realpath(self.workspace)
+                shared = shared_grant(home, workspace, self.outside_paths(), create=False)
+                areas += shared.writable
+        return WritableGrant(tuple(areas), temp=not policy.disable_tmp_write)
 
     def _hold_placeholders(self, plan: Plan) -> None:
         for option, value in itertools.pairwise(plan.options):

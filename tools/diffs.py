@@ -39,7 +39,7 @@ from exec_daemon.kernel.paths import (
 )
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools import reports
-from tools.workspace import AgentPaths, atomic_write, display_path, resolve_path
+from tools.workspace import atomic_write, display_path, resolve_path, write_rules
 
 NO_NEWLINE = "\\ No newline at end of file"
 # Beyond this many lines in the changed window the diff is not computed (counts still are).
@@ -508,7 +508,7 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules) -> Apply
 
 
 async def apply_agent_diff(args: ApplyAgentDiffArgs, ctx: CallContext) -> ApplyAgentDiffResult:
-    rules = ctx.daemon.service(AgentPaths)
+    rules = write_rules(ctx)
     return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace), rules)
 
 

@@ -62,6 +62,7 @@ from tools.workspace import (
     atomic_write,
     display_path,
     resolve_path,
+    write_rules,
 )
 
 log = logging.getLogger(__name__)
@@ -614,7 +615,7 @@ async def _write_streaming(
     path: Path, data: bytes, ctx: CallContext, stream: bool
 ) -> tuple[int, bool]:
     """Writes atomically in a worker thread; with `stream`, the content also goes out as deltas."""
-    rules = ctx.daemon.service(AgentPaths)
+    rules = write_rules(ctx)
     if not stream:
         return await asyncio.to_thread(atomic_write, path, data, rules=rules)
     loop = asyncio.get_running_loop()
@@ -757,7 +758,7 @@ async def edit(args: EditArgs, ctx: CallContext) -> EditResult:
     if not args.path:
         return EditResult(error=ToolError(code="invalid_argument", message="path is empty"))
     path = resolve_path(ctx.daemon.workspace, args.path)
-    refused = await asyncio.to_thread(write_refusal, path, ctx.daemon.service(AgentPaths))
+    refused = await asyncio.to_thread(write_refusal, path, write_rules(ctx))
     if refused is not None:
         return _refused_edit(refused)
     if args.HasField("notebook_cell"):
@@ -820,7 +821,7 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> DeleteResult:
     if not args.path:
         return DeleteResult(error=ToolError(code="invalid_argument", message="path is empty"))
     path = resolve_path(ctx.daemon.workspace, args.path)
-    return await asyncio.to_thread(_delete_sync, path, ctx.daemon.service(AgentPaths))
+    return await asyncio.to_thread(_delete_sync, path, write_rules(ctx))
 
 
 DELETE = ToolSpec(

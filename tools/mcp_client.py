@@ -75,7 +75,7 @@ from tools.public_network import (
     HostUnresolvable,
     PublicOnlyBackend,
 )
-from tools.workspace import AgentPaths, atomic_write, resolve_path
+from tools.workspace import atomic_write, resolve_path, write_rules
 
 log = logging.getLogger(__name__)
 
@@ -823,9 +823,7 @@ async def read_mcp_resource(args: ReadMcpResourceArgs, ctx: CallContext) -> Read
         target = resolve_path(ctx.daemon.workspace, args.download_path)
         data = success.blob if success.blob else success.text.encode("utf-8")
         try:
-            await asyncio.to_thread(
-                atomic_write, target, data, rules=ctx.daemon.service(AgentPaths)
-            )
+            await asyncio.to_thread(atomic_write, target, data, rules=write_rules(ctx))
         except CodedError as failure:
             typed = failure.code in ("permission_denied", "invalid_argument")
             code = failure.code if typed else "write_failed"

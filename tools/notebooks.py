@@ -21,7 +21,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.paths import PathRefused, PathRules, read_checked
 from tools.diffs import replace_text, unified_diff
-from tools.workspace import AgentPaths, atomic_write, display_path
+from tools.workspace import atomic_write, display_path, write_rules
 
 if TYPE_CHECKING:
     # nbformat (with jsonschema) takes ~0.3 s to import: it is imported by the first notebook edit,
@@ -224,5 +224,5 @@ def _edit_sync(args: EditArgs, path: Path, workspace: str, rules: PathRules) -> 
 
 async def edit_cell(args: EditArgs, path: Path, ctx: CallContext) -> EditResult:
     """Edits or inserts one cell of the notebook at `path` (already resolved and allowed)."""
-    rules = ctx.daemon.service(AgentPaths)
+    rules = write_rules(ctx)
     return await asyncio.to_thread(_edit_sync, args, path, ctx.daemon.workspace, rules)

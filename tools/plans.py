@@ -25,7 +25,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools.todos import TodoLists
-from tools.workspace import AgentPaths, atomic_write
+from tools.workspace import atomic_write, write_rules
 
 PLANS_DIRECTORY = Path(".cursor") / "plans"
 MAX_SLUG_CHARS = 60
@@ -99,7 +99,7 @@ async def create_plan(args: CreatePlanArgs, ctx: CallContext) -> CreatePlanResul
     content = plan_markdown(name, args.overview, args.plan, todos).encode("utf-8")
     try:
         _written, created = await asyncio.to_thread(
-            atomic_write, path, content, rules=ctx.daemon.service(AgentPaths)
+            atomic_write, path, content, rules=write_rules(ctx)
         )
     except CodedError as failure:
         return _error(failure.code, failure.message)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pathspec
 
+from exec_daemon.kernel.context import RUN_EVERYTHING, CallContext, call_run_mode
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import (
     DeclaredPaths,
@@ -42,6 +43,7 @@ from exec_daemon.kernel.protected import (
     resolve_path as resolve_path,
 )
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.writable import WritableAreas
 
 CURSORIGNORE = ".cursorignore"
 
@@ -135,6 +137,37 @@ class AgentPaths:
 
     def secret_file(self, info: os.stat_result) -> str | None:
         return self.declared.secret_file_reason(info)
+
+
+class AgentWrites:
+    """AgentPaths for one call's writes: also refuses a real path outside the writable set
+    (exec_daemon/kernel/writable.py), which the permissions guard sent for approval first."""
+
+    def __init__(self, paths: AgentPaths, writable: WritableAreas) -> None:
+        self._paths = paths
+        self._writable = writable
+
+    def protected(self, real: str) -> str | None:
+        reason = self._paths.protected(real)
+        if reason is not None:
+            return reason
+        outside = self._writable.outside_reason(real)
+        return None if outside is None else f"needs approval: {outside}"
+
+    def hidden(self, real: str, is_dir: bool) -> str | None:
+        return self._paths.hidden(real, is_dir)
+
+    def secret_file(self, info: os.stat_result) -> str | None:
+        return self._paths.secret_file(info)
+
+
+def write_rules(ctx: CallContext) -> PathRules:
+    """The rules of a file tool writing a path the agent named: AgentPaths, and the writable
+    set unless the call runs in run_everything (approved)."""
+    paths = ctx.daemon.service(AgentPaths)
+    if call_run_mode(ctx) == RUN_EVERYTHING:
+        return paths
+    return AgentWrites(paths, ctx.daemon.service(WritableAreas))
 
 
 # ---------------------------------------------------------------------------------------------

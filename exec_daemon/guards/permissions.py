@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -52,24 +53,26 @@ from urllib.parse import urlsplit
 
 from google.protobuf.message import Message
 
-from agent.v1.common_pb2 import Rejected, RunMode
+from agent.v1.common_pb2 import Rejected
 from agent.v1.shell_pb2 import ShellArgs
 from exec_daemon.guards.commands import not_read_only, unallowlisted
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import refused_result
 from exec_daemon.kernel.agents import AgentModes, SubagentSessions
-from exec_daemon.kernel.context import Invocation, Middleware, Next
+from exec_daemon.kernel.context import (
+    AUTO_REVIEW,
+    RUN_EVERYTHING,
+    Invocation,
+    Middleware,
+    Next,
+    call_run_mode,
+)
+from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.protected import protected_reason, resolve_path
 from exec_daemon.kernel.sandboxing import SandboxDemand, Sandboxing
 from exec_daemon.kernel.spec import EVERYTHING, Effect, RunModeRule, Subject
 from exec_daemon.kernel.state import Daemon
-
-RUN_EVERYTHING, ALLOWLIST, AUTO_REVIEW = "run_everything", "allowlist", "auto_review"
-_RUN_MODE_NAMES = {
-    RunMode.RUN_MODE_RUN_EVERYTHING: RUN_EVERYTHING,
-    RunMode.RUN_MODE_ALLOWLIST: ALLOWLIST,
-    RunMode.RUN_MODE_AUTO_REVIEW: AUTO_REVIEW,
-}
+from exec_daemon.kernel.writable import WritableAreas, WritableSet
 
 _EFFECT_WORDS = {
     Effect.PLAN: "writes a plan",
@@ -135,7 +138,7 @@ class PermissionFiles:
 
 
 def effective_run_mode(inv: Invocation) -> str:
-    return _RUN_MODE_NAMES.get(inv.ctx.run_mode, inv.ctx.daemon.config.run_mode)  # type: ignore[call-overload]
+    return call_run_mode(inv.ctx)
 
 
 def mcp_allowlisted(subject: Subject, allowlist: tuple[str, ...]) -> bool:
@@ -210,6 +213,8 @@ class Judge:
         self._subagents = daemon.service(SubagentSessions)
         self._modes = daemon.service(AgentModes)
         self._sandboxing = daemon.service(Sandboxing)
+        self._writable = daemon.service(WritableAreas)
+        self._declared = daemon.service(DeclaredPaths)
 
     async def __call__(self, inv: Invocation) -> Verdict:
         # Every call of every tool comes here: the common case (no restriction, nothing written,
@@ -221,12 +226,12 @@ class Judge:
             refusal = _restricted(inv, subject, restriction)
             if refusal is not None:
                 return Verdict(inv, refusal)
-        if subject.paths_written:
-            verdict = await self._protected_paths(inv, subject)
-            if verdict.refusal is not None:
-                return verdict
         mode = effective_run_mode(inv)
         rule = spec.run_mode_rule()
+        if subject.paths_written:
+            verdict = await self._written_paths(inv, subject, mode, rule)
+            if verdict.refusal is not None:
+                return verdict
         # The shell is the one tool whose calls take a sandbox decision.
         shell = rule is RunModeRule.SHELL_ALLOWLIST
         if not shell and (mode == RUN_EVERYTHING or rule is _UNGATED):
@@ -277,15 +282,25 @@ class Judge:
             restrictions.append(Restriction(allows, who, "agent_mode"))
         return tuple(restrictions)
 
-    async def _protected_paths(self, inv: Invocation, subject: Subject) -> Verdict:
+    async def _written_paths(
+        self, inv: Invocation, subject: Subject, mode: str, rule: RunModeRule
+    ) -> Verdict:
+        """Protected paths are refused; a path outside the writable set needs approval (review
+        in auto_review) unless the call runs in run_everything."""
         workspace = self._daemon.workspace
         paths = [resolve_path(workspace, path) for path in subject.paths_written if path]
+        writable = None if mode == RUN_EVERYTHING else self._writable
         # Resolving symlinks touches the disk.
-        refused = await asyncio.to_thread(_first_protected, workspace, paths)
+        refused = await asyncio.to_thread(
+            _first_refused, workspace, paths, self._declared, writable
+        )
         if refused is None:
             return Verdict(inv)
-        path, reason = refused
-        return Verdict(inv, Rejected(reason=reason, source="protected_path"), denied_path=path)
+        path, reason, protected = refused
+        if protected:
+            return Verdict(inv, Rejected(reason=reason, source="protected_path"), denied_path=path)
+        why = f"{inv.tool} writes outside the writable set: {reason}"
+        return Verdict(inv, _needs_someone(rule, mode, why, self._files.rules()))
 
 
 def _restricted(inv: Invocation, subject: Subject, restriction: Restriction) -> Rejected | None:
@@ -304,14 +319,26 @@ def _restricted(inv: Invocation, subject: Subject, restriction: Restriction) -> 
     return Rejected(reason=f"{restriction.who}: {why}", source=restriction.source)
 
 
-def _first_protected(workspace: str, paths: list[Path]) -> tuple[str, str] | None:
+def _first_refused(
+    workspace: str, paths: list[Path], declared: DeclaredPaths, writable: WritableAreas | None
+) -> tuple[str, str, bool] | None:
+    """The first path refused, why, and whether it is protected (the table, the declared
+    paths; else: outside `writable`)."""
+    outside: tuple[str, str, bool] | None = None
+    found: WritableSet | None = None
     for path in paths:
         if "\0" in str(path):
             continue  # no file has that name: the handler's checked open answers invalid_argument
-        reason = protected_reason(workspace, path)
+        real = os.path.realpath(path)
+        reason = protected_reason(workspace, path) or declared.reason_for(real)
         if reason is not None:
-            return str(path), reason
-    return None
+            return str(path), reason, True
+        if writable is not None and outside is None:
+            found = found or writable.current()
+            reason = found.outside_reason(real)
+            if reason is not None:
+                outside = str(path), reason, False
+    return outside
 
 
 def _why_not_allowed(

@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from agent.v1.common_pb2 import HookFeedback
+from agent.v1.common_pb2 import HookFeedback, RunMode
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.sandboxing import SandboxDecision
@@ -59,6 +59,19 @@ class CallContext:
 
     def with_emit(self, emit: Emit) -> CallContext:
         return replace(self, emit=emit)
+
+
+RUN_EVERYTHING, ALLOWLIST, AUTO_REVIEW = "run_everything", "allowlist", "auto_review"
+_RUN_MODE_NAMES = {
+    RunMode.RUN_MODE_RUN_EVERYTHING: RUN_EVERYTHING,
+    RunMode.RUN_MODE_ALLOWLIST: ALLOWLIST,
+    RunMode.RUN_MODE_AUTO_REVIEW: AUTO_REVIEW,
+}
+
+
+def call_run_mode(ctx: CallContext) -> str:
+    """The run mode a call runs in: its own `run_mode`, else the daemon's --run-mode."""
+    return _RUN_MODE_NAMES.get(ctx.run_mode, ctx.daemon.config.run_mode)  # type: ignore[call-overload]
 
 
 Handler = Callable[[Any, CallContext], Awaitable[Message]]
