@@ -20,6 +20,7 @@ import pytest
 
 from agent.v1 import files_pb2 as files
 from agent.v1.common_pb2 import RunMode
+from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.writable import WritableSet, writable_set
@@ -320,3 +321,49 @@ def test_the_workspace_is_writable_wherever_it_lies(tmp_path: Path, layout: str)
     if layout == "workspace_in_home":
         assert not found.contains(str(home / ".bash_aliases"))
         assert found.inner_areas() == [str(workspace)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The sandbox grants a shell the same set
+
+
+@pytest.fixture(scope="module")
+def sandboxed(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("sandboxed")
+    (root / "workspace").mkdir()
+    with running_daemon(
+        root / "workspace", root / "state", "--sandbox-enabled", env={"HOME": str(home)}
+    ) as running:
+        yield running
+
+
+async def confined(daemon: RunningDaemon, command: str) -> tuple[int, str]:
+    policy = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+    args = ShellArgs(command=command, requested_sandbox_policy=policy, timeout=60_000)
+    async with daemon.client() as client:
+        outcome = await client.run(ToolCall(shell_tool_call=ShellToolCall(args=args)))
+    assert outcome.result is not None, outcome.error
+    result = outcome.result.shell_tool_call.result
+    assert result.sandbox_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE, result
+    part = getattr(result, result.WhichOneof("result"))
+    return int(part.exit_code), str(part.stdout) + str(part.stderr)
+
+
+async def test_a_sandboxed_shell_cannot_write_a_home_under_a_temp_folder(
+    sandboxed: RunningDaemon, home: Path
+) -> None:
+    code, out = await confined(sandboxed, "echo planted >> ~/.bash_aliases")
+    assert code != 0 and "Read-only file system" in out, out
+    assert not (home / ".bash_aliases").exists()
+    beside = home.parent / f"sandbox-beside-{os.getpid()}.txt"
+    try:
+        # Positive control: the same shell writes the workspace, the temp folder beside home
+        # and the additional read-write path inside home (~/data, from sandbox.json).
+        command = f"echo ok > kept.txt && echo ok > {beside} && echo ok > ~/data/sandboxed.txt"
+        code, out = await confined(sandboxed, command)
+        assert code == 0, out
+        assert (sandboxed.workspace / "kept.txt").read_text() == "ok\n"
+        assert beside.read_text() == "ok\n"
+        assert (home / "data" / "sandboxed.txt").read_text() == "ok\n"
+    finally:
+        beside.unlink(missing_ok=True)
