@@ -6,7 +6,9 @@ config, shell start-up files, the system). `PROTECTED_PATH_RULES` (exec_daemon/k
 protected.py) is the one definition: the
 file tools refuse writes there, judged on real paths (`AgentPaths`, through
 exec_daemon/kernel/paths.py), and the sandbox (sandbox/protected.py) mounts the same paths
-read-only. The trust model is in SECURITY.md.
+read-only. Writes are also held to the writable set (exec_daemon/kernel/writable.py, what the
+sandbox grants a shell): `write_rules` refuses a real path outside it unless the call runs in
+run_everything. The trust model is in SECURITY.md.
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ Independently of the run mode:
   are judged by what they do (read-only ones run, confined read-only when the sandbox is up).
   An agent in plan mode may also write its plan (create_plan). A tool that does not declare its
   effects counts as changing everything.
-- Every path a call's spec says it writes is checked against the protected paths, on where it
-  really points (exec_daemon/kernel/protected.py), before the handler runs; the handlers check
-  again when they open it.
+- Every path a call's spec says it writes is checked, on where it really points, before the
+  handler runs (the handlers check again when they open it): a protected path
+  (exec_daemon/kernel/protected.py, DeclaredPaths) is refused; one outside the writable set
+  (exec_daemon/kernel/writable.py) needs approval (review in auto_review) unless the call runs
+  in run_everything.
 """
 
 from __future__ import annotations
