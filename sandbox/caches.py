@@ -86,6 +86,10 @@ class SandboxCacheFolder:
             return
         self._identity = (info.st_dev, info.st_ino)
 
+    def made(self) -> bool:
+        """Whether `prepare` made it (checked at start; `intact` checks it is still there)."""
+        return self._identity is not None
+
     def intact(self) -> bool:
         """Still the folder made at start, where it was: not replaced (e.g. by a symlink)."""
         if self._identity is None or os.path.realpath(self.path) != self.real:

@@ -47,6 +47,7 @@ from sandbox.plan import Plan, build_plan
 from sandbox.policy import (
     ConfigFiles,
     EffectivePolicy,
+    SandboxConfig,
     SandboxRejected,
     SandboxSetupFailed,
     SandboxType,
@@ -86,6 +87,7 @@ class SandboxService:
         self.placeholders = PlaceholderKeeper()
         self.build_caches = SandboxCacheFolder(daemon.config.sandbox_build_cache_folder)
         # The daemon's own directories: read-only inside every sandbox (keep_private).
+        self._writable_grant: tuple[tuple[object, ...], WritableGrant] | None = None
         self._private: dict[str, None] = dict.fromkeys(
             str(path) for path in (daemon.config.terminals_folder, daemon.config.artifacts_folder)
         )
@@ -227,6 +229,25 @@ class SandboxService:
         writable set (exec_daemon/kernel/writable.py). An unreadable sandbox.json grants none."""
         try:
             user, project = self.configs.load()
+        except SandboxRejected:
+            return WritableGrant()
+        key = (user, project, self.build_caches.made())
+        cached = self._writable_grant
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
+        grant = self._writable_grant_of(user, project)
+        if not self._shared_caches(user, project):
+            # Shared caches depend on what home holds now: looked for again each time.
+            self._writable_grant = (key, grant)
+        return grant
+
+    def _shared_caches(self, user: SandboxConfig | None, project: SandboxConfig | None) -> bool:
+        return any(c is not None and c.shared_build_cache for c in (user, project))
+
+    def _writable_grant_of(
+        self, user: SandboxConfig | None, project: SandboxConfig | None
+    ) -> WritableGrant:
+        try:
             policy = resolve_policy(
                 _READ_WRITE,
                 sandbox_enabled=True,
