@@ -24,6 +24,8 @@ from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.writable import WritableSet, writable_set
+from sandbox.plan import build_plan
+from sandbox.policy import EffectivePolicy, SandboxType
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.shared_daemon import *  # noqa: F403 (space and client, on this module's daemon)
 from tests.workspace_support import case, delete_call, diff_call, write_call
@@ -149,6 +151,12 @@ async def test_a_home_folder_reached_through_a_workspace_symlink_needs_approval(
         await run(client, write_call(space / "h" / ".bash_aliases", PLANTED), ALLOWLIST), ALLOWLIST
     )
     assert not (home / ".bash_aliases").exists()
+    # Spelled through /proc/self/root: refused (a system path), in run_everything too.
+    target = f"/proc/self/root{home}/.tmux.conf"
+    for run_mode in (ALLOWLIST, APPROVED):
+        result = await run(client, write_call(target, PLANTED), run_mode)
+        assert case(result) == "permission_denied", result
+    assert not (home / ".tmux.conf").exists()
 
 
 async def test_a_workspace_symlink_to_a_start_up_file_needs_approval(
@@ -367,3 +375,22 @@ async def test_a_sandboxed_shell_cannot_write_a_home_under_a_temp_folder(
         assert (home / "data" / "sandboxed.txt").read_text() == "ok\n"
     finally:
         beside.unlink(missing_ok=True)
+
+
+def test_the_sandbox_plan_mounts_a_carved_home_read_only(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "home" / "project"
+    workspace.mkdir(parents=True)
+    (home / "data").mkdir()
+    policy = EffectivePolicy(
+        sandboxed=True, type=SandboxType.WORKSPACE_READWRITE, readwrite_paths=(str(home / "data"),)
+    )
+    plan = build_plan(policy, workspace, workspace, env={}, homes=[str(home)])
+    options = list(zip(plan.options, plan.options[1:], strict=False))
+    assert ("--ro", str(home)) in options
+    assert ("--rw-bind", str(workspace)) in options
+    assert ("--rw-bind", str(home / "data")) in options
+    # The same home, not in a writable area, is left alone.
+    elsewhere = build_plan(policy, workspace, workspace, env={}, homes=["/root"])
+    assert ("--ro", "/root") not in list(
+        zip(elsewhere.options, elsewhere.options[1:], strict=False)
+    )
