@@ -503,6 +503,12 @@ def unallowlisted(command: str, allowlist: Sequence[str]) -> str | None:
 
 
 def judge_allowlist(command: str, allowlist: Sequence[str]) -> AllowlistVerdict:
+    return _judge_cached(command, tuple(allowlist))
+
+
+# The verdict depends on the line and the allowlist alone; agents repeat lines (`git status`).
+@functools.lru_cache(maxsize=512)
+def _judge_cached(command: str, allowlist: tuple[str, ...]) -> AllowlistVerdict:
     prefixes = tuple(words for words in map(allowlist_entry_words, allowlist) if words)
     return _judge_line(command, prefixes, 0)
 
