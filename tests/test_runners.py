@@ -320,9 +320,18 @@ async def test_git_runs_no_program_from_a_nested_repository_s_configuration(
         ("find $where -name x", False),  # a word known only at run time may be -exec
         ("timeout 5 find . -exec sh -c id \\;", False),
         ("npm run test", False),
+        ("vim -c '!id' a.txt", False),
+        ("vim +10 a.txt", True),
+        ("apt-get -o APT::Update::Pre-Invoke::=id update", False),
+        ("dpkg --post-invoke=id -i x.deb", False),
+        ("docker run -v /:/host alpine", False),
+        ("docker ps", True),
     ],
 )
 def test_runner_forms_of_the_table(command: str, allowed: bool) -> None:
-    allowlist = [*ALLOWLIST, "ssh", "zip", "rsync", "less", "man", "timeout", "npm run test"]
+    allowlist = [
+        *ALLOWLIST, "ssh", "zip", "rsync", "less", "man", "timeout", "npm run test", "vim",
+        "apt-get", "dpkg", "docker",
+    ]  # fmt: skip
     verdict = judge_allowlist(command, allowlist)
     assert (verdict.refusal is None and verdict.confine is None) is allowed, verdict

@@ -607,6 +607,8 @@ def _runner(program: str) -> Callable[[list[str | None]], Effects]:
                 return NOTHING  # only says where the command is
             if program == "env" and "=" in arg and not arg.startswith("-"):
                 return Effects(refusal="env NAME=value changes what the command does")
+            if program == "env" and arg == "-":
+                return Effects(refusal="env - clears the environment the daemon sets")
             if arg == "--":
                 index += 1
                 break
@@ -620,8 +622,6 @@ def _runner(program: str) -> Callable[[list[str | None]], Effects]:
                 operand_pending, index = False, index + 1
                 continue
             break
-        if program == "env" and args[index - 1 : index] == ["-"]:
-            return Effects(refusal="env - clears the environment the daemon sets for every command")
         inner = tuple(args[index:])
         if not inner:
             return NOTHING
@@ -743,6 +743,71 @@ def _tar(args: list[str | None]) -> Effects:
     return Effects(refusal=_refused_option(args, _TAR_REFUSED))
 
 
+# --- programs whose subcommands run what they are given -----------------------------------------
+
+# Subcommands that run nothing the caller chose: the rest need approval.
+_SUBCOMMAND_PROGRAMS: dict[str, tuple[frozenset[str], str]] = {
+    "docker": (
+        frozenset({"ps", "images", "version", "info", "inspect", "logs", "--version"}),
+        "runs containers, which can mount and change the host",
+    ),
+    "podman": (
+        frozenset({"ps", "images", "version", "info", "inspect", "logs", "--version"}),
+        "runs containers, which can mount and change the host",
+    ),
+    "parallel": (frozenset({"--version"}), "runs the commands it composes"),
+}
+
+
+def _subcommands(program: str) -> Callable[[list[str | None]], Effects]:
+    harmless, why = _SUBCOMMAND_PROGRAMS[program]
+
+    def judge(args: list[str | None]) -> Effects:
+        first = next((arg for arg in args if not (arg or "-").startswith("-")), None)
+        if first in harmless or (len(args) == 1 and args[0] in harmless):
+            return NOTHING
+        return Effects(refusal=f"{program} {why}")
+
+    return judge
+
+
+_EDITOR_REFUSED = {
+    "-c": "runs an editor command (`:!` runs a shell)",
+    "--cmd": "runs an editor command (`:!` runs a shell)",
+    "-S": "sources a script",
+    "-u": "reads a configuration file that can run commands",
+    "--eval": "evaluates code",
+    "--load": "loads code",
+    "-l": "loads code",
+    "--funcall": "calls a function",
+    "--script": "runs a script",
+    "-x": "runs a script",
+}
+_APT_REFUSED = {
+    "-o": "sets an option (APT::Update::Pre-Invoke, DPkg::Post-Invoke run commands)",
+    "--option": "sets an option (its hooks run commands)",
+    "-c": _CONFIG,
+    "--config-file": _CONFIG,
+}
+_DPKG_REFUSED = {
+    "--pre-invoke": _RUNS,
+    "--post-invoke": _RUNS,
+    "--status-logger": _RUNS,
+    "--root": "installs into another root and runs its maintainer scripts",
+    "--instdir": "installs into another root",
+}
+
+
+def _editor(args: list[str | None]) -> Effects:
+    refused = _refused_option(args, _EDITOR_REFUSED)
+    if refused is not None:
+        return Effects(refusal=refused)
+    for arg in args:
+        if (arg or "").startswith("+") and not re.fullmatch(r"\+\d*", arg or ""):
+            return Effects(refusal=f"`{arg}`: an editor command given at start")
+    return NOTHING
+
+
 # --- the table -----------------------------------------------------------------------------------
 
 PROGRAMS: dict[str, Callable[[list[str | None]], Effects]] = {
@@ -763,6 +828,11 @@ PROGRAMS: dict[str, Callable[[list[str | None]], Effects]] = {
     "sftp": _ssh_like(remote_command=False),
     "su": _shell_string("-c"),
     "script": _shell_string("-c"),
+    **dict.fromkeys(("vi", "vim", "nvim", "view", "ex", "emacs"), _editor),
+    "apt": _refusing(_APT_REFUSED),
+    "apt-get": _refusing(_APT_REFUSED),
+    "dpkg": _refusing(_DPKG_REFUSED),
+    **{program: _subcommands(program) for program in _SUBCOMMAND_PROGRAMS},
     **{program: _runner(program) for program in RUNNERS},
     **{program: _build_tool(program) for program in _BUILD_TOOLS},
 }
