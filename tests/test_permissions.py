@@ -100,6 +100,8 @@ def test_terminal_allowlist_prefix_edge_cases(command: str, allowed: bool) -> No
         ("ls $(touch x)", False),
         ("python3 -c 'print(1)'", False),
         ("tee out.txt", False),
+        ("env -u GIT_CONFIG_COUNT git status", False),  # the agent shells' git hardening
+        ("less '+!touch x' README.md", False),
     ],
 )
 def test_read_only_command_classification(command: str, read_only: bool) -> None:

@@ -729,9 +729,11 @@ def _read_only_words(words: Sequence[str | None]) -> str | None:
     check = _READ_ONLY_PROGRAMS.get(program)
     if check is None:
         return f"`{program}` is not a read-only command"
+    # What the program would run besides itself, by the allowlist's table (`env -u`, `less +!`).
+    runs = effects(words)
+    if runs.refusal is not None:
+        return runs.refusal
     args = [word if word is not None else "" for word in words[1:]]
-    if program in ("env",) and any("=" in arg for arg in args):
-        return "env NAME=value changes what the command does"
     return check(args)
 
 
