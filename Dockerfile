@@ -127,6 +127,12 @@ RUN apt-get update \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
+# Every git on the machine (a person's terminal too) uses a bare repository only when pointed at
+# it (--git-dir, GIT_DIR): one the agent lays out with its file tools (HEAD, config naming an
+# fsmonitor, objects/, refs/) is not picked up by a `git status` run in its folder. Only system,
+# global and command-line configuration can set it, so a repository cannot turn it off.
+RUN git config --system safe.bareRepository explicit
+
 # The agent's user: owns the workspace and the artifacts folder; sudo for environment.json installs.
 # XFCE's default panel from the start (else its first start asks which panel to use).
 RUN useradd --create-home --uid 1000 --shell /bin/bash ubuntu \

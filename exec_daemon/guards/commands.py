@@ -1,7 +1,8 @@
 """Reads a shell command the way bash would (tree-sitter-bash) to judge it.
 
 Two questions: is every simple command in it allowlisted (terminalAllowlist, prefix match on
-whole words), and does it only read (for read-only subagents)? Both look at every command the
+whole words, and what the command runs in turn: exec_daemon/guards/runners.py), and does it only
+read (for read-only subagents)? Both look at every command the
 line would run — after `&&`, `;`, `|`, inside `$(...)`, subshells, loops and functions — and
 answer "no" whenever the parse fails or a word that matters is only known at run time.
 """
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
+
+from exec_daemon.guards.runners import effects
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
 
@@ -476,60 +479,80 @@ _NEVER_ALLOWLISTED = frozenset(
 )  # fmt: skip
 # Builtins with an option that assigns to a variable named by the next word.
 _ASSIGNING_OPTIONS = {"printf": "-v", "wait": "-p"}
-# Programs that run the command given in their arguments: it must be allowlisted too. The values
-# are the options of each that take a separate value.
-_RUNNERS: dict[str, frozenset[str]] = {
-    "command": frozenset(),
-    "builtin": frozenset(),
-    "nohup": frozenset(),
-    "time": frozenset({"-f", "--format", "-o", "--output"}),
-    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
-    "xargs": frozenset({"-n", "-I", "-i", "-d", "-P", "-L", "-l", "-s", "-E", "-e", "-a", "--arg-file"}),
-    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "setsid": frozenset(),
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
-    "doas": frozenset({"-u", "-C"}),
-    "flock": frozenset({"-w", "--timeout", "-E", "--conflict-exit-code", "-c", "--command"}),
-    "watch": frozenset({"-n", "--interval", "-d"}),
-    "taskset": frozenset(),
-    "chrt": frozenset(),
-}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AllowlistVerdict:
+    """How terminalAllowlist judges a line: `refusal` says why it needs approval; else it may
+    run, confined by the sandbox when `confine` says why it must be (it runs the repository's
+    own code: a build tool's scripts)."""
+
+    refusal: str | None = None
+    confine: str | None = None
+
+
+# How deep shell lines that programs run (`watch 'cmd'`, `ssh host cmd`) are followed.
+_MAX_NESTING = 4
 
 
 def unallowlisted(command: str, allowlist: Sequence[str]) -> str | None:
-    """None when every command of the line is allowlisted, else what is not (for the reason)."""
+    """None when every command of the line is allowlisted and runs only what the allowlist
+    allows without a sandbox, else why not (for the reason)."""
+    verdict = judge_allowlist(command, allowlist)
+    return verdict.refusal or verdict.confine
+
+
+def judge_allowlist(command: str, allowlist: Sequence[str]) -> AllowlistVerdict:
+    return _judge_cached(command, tuple(allowlist))
+
+
+# The verdict depends on the line and the allowlist alone; agents repeat lines (`git status`).
+@functools.lru_cache(maxsize=512)
+def _judge_cached(command: str, allowlist: tuple[str, ...]) -> AllowlistVerdict:
+    prefixes = tuple(words for words in map(allowlist_entry_words, allowlist) if words)
+    return _judge_line(command, prefixes, 0)
+
+
+def _judge_line(
+    command: str, prefixes: tuple[tuple[str, ...], ...], depth: int
+) -> AllowlistVerdict:
     line = parse(command)
     if line.parse_failed:
-        return "the command could not be parsed"
+        return AllowlistVerdict("the command could not be parsed")
     if line.unseen is not None:
-        return line.unseen
+        return AllowlistVerdict(line.unseen)
     if line.writes_files:
-        return "the command redirects output to a file"
-    prefixes = [words for words in map(allowlist_entry_words, allowlist) if words]
+        return AllowlistVerdict("the command redirects output to a file")
+    confine: str | None = None
     for simple in line.commands:
-        reason = _command_unallowlisted(simple, prefixes)
-        if reason is not None:
-            return reason
-    return None
+        verdict = _judge_command(simple, prefixes, depth)
+        if verdict.refusal is not None:
+            return verdict
+        confine = confine or verdict.confine
+    return AllowlistVerdict(confine=confine)
 
 
-def _command_unallowlisted(
-    simple: SimpleCommand, prefixes: Sequence[tuple[str, ...]]
-) -> str | None:
+def _judge_command(
+    simple: SimpleCommand, prefixes: tuple[tuple[str, ...], ...], depth: int
+) -> AllowlistVerdict:
     if not any(_starts_with(simple, prefix) for prefix in prefixes):
-        return f"`{simple.text()}` is not in terminalAllowlist"
+        return AllowlistVerdict(f"`{simple.text()}` is not in terminalAllowlist")
     reason = _hidden_evaluation(simple.words)
     if reason is not None:
-        return reason
-    inner = _run_by(simple.words)
-    if inner is None:
-        return None
-    if not inner:
-        return f"`{simple.text()}` runs a command the guard cannot see"
-    return _command_unallowlisted(SimpleCommand(inner), prefixes)
+        return AllowlistVerdict(reason)
+    runs = effects(simple.words)
+    if runs.refusal is not None:
+        return AllowlistVerdict(runs.refusal)
+    if (runs.commands or runs.lines) and depth >= _MAX_NESTING:
+        return AllowlistVerdict(f"`{simple.text()}` nests commands too deeply to judge")
+    inner = [_judge_command(SimpleCommand(words), prefixes, depth + 1) for words in runs.commands]
+    inner += [_judge_line(text, prefixes, depth + 1) for text in runs.lines]
+    confine = runs.repository_code
+    for verdict in inner:
+        if verdict.refusal is not None:
+            return verdict
+        confine = confine or verdict.confine
+    return AllowlistVerdict(confine=confine)
 
 
 def _hidden_evaluation(words: Sequence[str | None]) -> str | None:
@@ -543,45 +566,6 @@ def _hidden_evaluation(words: Sequence[str | None]) -> str | None:
     if program in ("test", "["):
         return _unseen_test_words(list(args), operators_are_static=False)
     return None
-
-
-# Runners with one positional argument before the command: duration, lock file, priority, mask.
-_RUNNERS_WITH_OPERAND = frozenset({"timeout", "flock", "chrt", "taskset"})
-
-
-def _run_by(words: Sequence[str | None]) -> tuple[str | None, ...] | None:
-    """The command a runner (env, xargs, timeout, ...) runs: None when the words are no runner
-    or it runs nothing, () when the guard cannot tell what it runs."""
-    program = words[0] if words else None
-    takes_value = _RUNNERS.get(program or "")
-    if takes_value is None:
-        return None
-    args, index = list(words[1:]), 0
-    operand_pending = program in _RUNNERS_WITH_OPERAND
-    while index < len(args):
-        arg = args[index]
-        if arg is None or _opaque_runner_option(program or "", arg):
-            return ()
-        if program == "command" and arg in ("-v", "-V"):
-            return None  # only says where the command is
-        if arg == "--":
-            index += 1
-        elif arg.startswith("-"):
-            index += 2 if arg in takes_value else 1
-            continue
-        elif operand_pending:
-            operand_pending, index = False, index + 1
-            continue
-        break
-    inner = tuple(args[index:])
-    return inner or None
-
-
-def _opaque_runner_option(program: str, arg: str) -> bool:
-    """Runner options that make the command something else than the words that follow."""
-    if program == "env":
-        return ("=" in arg and not arg.startswith("-")) or arg.startswith(("-S", "--split"))
-    return program == "flock" and arg in ("-c", "--command")
 
 
 # --- read-only commands -------------------------------------------------------------------------
@@ -745,9 +729,11 @@ def _read_only_words(words: Sequence[str | None]) -> str | None:
     check = _READ_ONLY_PROGRAMS.get(program)
     if check is None:
         return f"`{program}` is not a read-only command"
+    # What the program would run besides itself, by the allowlist's table (`env -u`, `less +!`).
+    runs = effects(words)
+    if runs.refusal is not None:
+        return runs.refusal
     args = [word if word is not None else "" for word in words[1:]]
-    if program in ("env",) and any("=" in arg for arg in args):
-        return "env NAME=value changes what the command does"
     return check(args)
 
 

@@ -27,8 +27,13 @@ the two are merged (lists concatenated):
      "mcpAllowlist": ["github:*", "*:read_*"],        // server:tool, * globs
      "fetchAllowlist": ["*.github.com"],              // hosts of fetch/web_fetch calls, * globs
      "autoRun": {"allow_instructions": [...], "block_instructions": [...]}}
-A shell line is allowlisted only when every command in it is (`git status && rm -rf /` is not)
-and it redirects output to no file.
+A shell line is allowlisted only when every command in it is (`git status && rm -rf /` is not),
+it redirects output to no file, and what its programs run in turn is allowlisted too
+(exec_daemon/guards/runners.py: `find -exec`, sed's `e`, `xargs`, ...). With the sandbox
+enabled, allowlisted commands run in it like the rest: one asking to run outside
+(insecure_none) needs approval (review). A command that runs the repository's own code (a build
+tool: `make`, `npm run`, `cargo build`) runs without approval only confined: with no sandbox to
+be had it needs approval (review).
 
 Independently of the run mode:
 - An agent started read-only by the Task tool, and an agent in ask mode (switch_mode), may only
@@ -56,8 +61,8 @@ from urllib.parse import urlsplit
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected
-from agent.v1.shell_pb2 import ShellArgs
-from exec_daemon.guards.commands import not_read_only, unallowlisted
+from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs
+from exec_daemon.guards.commands import judge_allowlist, not_read_only
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import refused_result
 from exec_daemon.kernel.agents import AgentModes, SubagentSessions
@@ -239,23 +244,46 @@ class Judge:
         if not shell and (mode == RUN_EVERYTHING or rule is _UNGATED):
             return Verdict(inv)
         why_not: str | None = None
+        confine: str | None = None
         rules = _NO_RULES
         if mode != RUN_EVERYTHING and self._gated(inv, subject, rule):
             rules = self._files.rules()
-            why_not = _why_not_allowed(inv, rule, subject, rules)
+            if shell:
+                why_not, confine = self._shell_allowlisted(inv, subject, rules)
+            else:
+                why_not = _why_not_allowed(inv, rule, subject, rules)
         if why_not is not None and not (mode == AUTO_REVIEW and shell):
             return Verdict(inv, _needs_someone(rule, mode, why_not, rules))
         if not shell:
             return Verdict(inv)
-        # A restricted agent's command passed as read-only; one nobody approved in auto_review
-        # runs confined or is reviewed.
-        demand = SandboxDemand(read_only=bool(restrictions), confined=why_not is not None)
+        # A restricted agent's command passed as read-only; one nobody approved in auto_review,
+        # or one that runs the repository's code, runs confined or is approved (reviewed).
+        unconfined_reason = why_not or confine
+        demand = SandboxDemand(read_only=bool(restrictions), confined=unconfined_reason is not None)
         inv = await _with_sandbox_decision(self._sandboxing, inv, demand)
         assert inv.ctx.sandbox is not None
         if inv.ctx.sandbox.needs_review:
-            assert why_not is not None
-            return Verdict(inv, _needs_someone(rule, mode, why_not, rules))
+            assert unconfined_reason is not None
+            return Verdict(inv, _needs_someone(rule, mode, unconfined_reason, rules))
         return Verdict(inv)
+
+    def _shell_allowlisted(
+        self, inv: Invocation, subject: Subject, rules: PermissionRules
+    ) -> tuple[str | None, str | None]:
+        """Why the command needs approval (review), and why it may run only confined: it runs
+        the repository's code, or, with the sandbox enabled, where allowlisted commands run,
+        it asks to run outside (insecure_none)."""
+        judged = judge_allowlist(subject.command, rules.terminal_allowlist)
+        args = inv.args
+        assert isinstance(args, ShellArgs)
+        if (
+            judged.confine is None
+            and self._daemon.config.sandbox_enabled
+            and args.HasField("requested_sandbox_policy")
+            and args.requested_sandbox_policy.type == SandboxPolicy.TYPE_INSECURE_NONE
+        ):
+            return judged.refusal, "the command asks to run outside the sandbox"
+        return judged.refusal, judged.confine
 
     @staticmethod
     def _gated(inv: Invocation, subject: Subject, rule: RunModeRule) -> bool:
@@ -346,8 +374,6 @@ def _first_refused(
 def _why_not_allowed(
     inv: Invocation, rule: RunModeRule, subject: Subject, rules: PermissionRules
 ) -> str | None:
-    if rule is RunModeRule.SHELL_ALLOWLIST:
-        return unallowlisted(subject.command, rules.terminal_allowlist)
     if rule is RunModeRule.MCP_ALLOWLIST:
         if mcp_allowlisted(subject, rules.mcp_allowlist):
             return None

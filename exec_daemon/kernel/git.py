@@ -220,6 +220,36 @@ def config_variables(entries: Sequence[tuple[str, str]]) -> dict[str, str]:
     return variables
 
 
+# Command-scope configuration of every git the agent's shells run (sandboxed or not, allowlisted
+# or approved), re-set at the start of each call: a repository the agent lays out (a bare one:
+# HEAD, config, objects/, refs/ written by the file tools) is used only when git is pointed at it
+# explicitly, and programs a repository's configuration names are not run (fsmonitor, hooks,
+# pager, editor, ext:: transports). Not the person's terminals: they keep their hooks.
+AGENT_GIT_CONFIG: tuple[tuple[str, str], ...] = (
+    ("safe.bareRepository", "explicit"),
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", os.devnull),
+    ("core.pager", "cat"),
+    ("core.editor", "false"),
+    ("sequence.editor", "false"),
+    ("protocol.ext.allow", "never"),
+)
+
+
+def agent_git_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The GIT_CONFIG_COUNT / _KEY_n / _VALUE_n variables of the agent's shells: those of `env`
+    (the operator's), then AGENT_GIT_CONFIG, read last so it wins."""
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        count = 0
+    entries = [
+        (env.get(f"GIT_CONFIG_KEY_{index}", ""), env.get(f"GIT_CONFIG_VALUE_{index}", ""))
+        for index in range(max(count, 0))
+    ]
+    return config_variables([*(e for e in entries if e[0]), *AGENT_GIT_CONFIG])
+
+
 # Filter overrides per repository, keyed by the identity of its config files.
 _overrides_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = {}
 _OVERRIDES_CACHE_SIZE = 32

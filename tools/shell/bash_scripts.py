@@ -132,11 +132,14 @@ _ONE_SHOT_LINES = (
     r"""builtin shopt -s expand_aliases""",
     r"""if [[ -n $1 ]]; then builtin source "$1" </dev/null >/dev/null 2>&1; fi""",
     r"""builtin unset -f __ed_dump __ed_save __ed_finish __ed_on_usr1 __ed_on_exit 2>/dev/null""",
+    r'builtin eval "$5"',
     r"""if [[ -n $2 ]]; then builtin cd -- "$2" || builtin exit 126; fi""",
     r"""if [[ -n $4 ]]; then IFS= builtin read -r -d '' __ed_cmd <"$4" || :; else __ed_cmd=$3; fi""",
     r"""builtin set --""",
     r'builtin eval "$__ed_cmd"',
 )
-# A one-shot shell: `bash --noprofile --norc -c ONE_SHOT_MAIN bash STATE CWD COMMAND COMMAND_FILE`.
-# It starts from the session's state (when there is one), then runs the command (on line 1).
+# A one-shot shell:
+# `bash --noprofile --norc -c ONE_SHOT_MAIN bash STATE CWD COMMAND COMMAND_FILE PINNED`.
+# It starts from the session's state (when there is one), sets the pinned variables again (see
+# ShellSession.submit), then runs the command (on line 1).
 ONE_SHOT_MAIN = "; ".join(_ONE_SHOT_LINES)

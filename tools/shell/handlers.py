@@ -156,7 +156,9 @@ async def _run_in_session(
     capture = _capture(service, args, session.shell_id)
     call = ForegroundCall(ctx, capture, service.spawn_task)
     try:
-        done = await session.submit(args.command, cwd, call.sink, service.env_script(session))
+        done = await session.submit(
+            args.command, cwd, call.sink, service.env_script(session), service.pinned_script
+        )
     except BaseException:
         service.release_session(session)
         raise

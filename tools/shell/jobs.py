@@ -174,6 +174,8 @@ class OneShotSpec:
     interactive: bool = False
     log_path: Path | None = None
     meta_path: Path | None = None
+    # bash code run after the state is restored (ShellService.pinned_script).
+    pinned: str = ""
 
 
 async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
@@ -212,7 +214,7 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
     process_spec = SpawnSpec(
         argv=(
             "bash", "--noprofile", "--norc", "-c", ONE_SHOT_MAIN, "bash",
-            str(spec.state_file or ""), spec.cwd, command_arg, command_file,
+            str(spec.state_file or ""), spec.cwd, command_arg, command_file, spec.pinned,
         ),
         cwd=spec.cwd,
         env={**spec.env, CALL_MARK_VARIABLE: mark},

@@ -8,6 +8,7 @@ import itertools
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import tempfile
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
+from exec_daemon.kernel.git import agent_git_environment
 from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.processes import (
@@ -73,6 +75,7 @@ class ShellService:
         self._rc_file_failures = 0
         self._starting: set[tuple[str, str]] = set()
         self.closing = False
+        self.pinned_script = _pinned_script(daemon.env.snapshot())
         self._terminals_folder = Path(daemon.config.terminals_folder)
         # Created now (not on first use), so the sandbox mounts it read-only from the start.
         ensure_daemon_folder(self._terminals_folder / "shell-output")
@@ -109,15 +112,22 @@ class ShellService:
 
     # -- environment --------------------------------------------------------------------------
 
-    def _env_changed(self, _env: dict[str, str]) -> None:
+    def _env_changed(self, env: dict[str, str]) -> None:
         self._env_version += 1
+        self.pinned_script = _pinned_script(env)
+
+    def agent_env(self) -> dict[str, str]:
+        """The environment of the agent's shells: the daemon's, without its secrets, with the
+        git configuration every git they run gets (exec_daemon/kernel/git.py)."""
+        env = without_secrets(self.daemon.env.snapshot())
+        return env | agent_git_environment(env)
 
     def env_script(self, session: ShellSession) -> str:
         """bash code that brings the session up to the daemon's current environment."""
         if self._session_env_version.get(session.shell_id, 0) == self._env_version:
             return ""
         # spawn() drops the daemon's secrets; so does this script, whatever the update named.
-        current = without_secrets(self.daemon.env.snapshot())
+        current = self.agent_env()
         script = env_diff_script(session.exported, current)
         session.exported = current
         self._session_env_version[session.shell_id] = self._env_version
@@ -185,7 +195,7 @@ class ShellService:
         if previous is not None:
             cwd = _existing_directory(previous.cwd) or cwd
             restore = previous.latest_state()
-        env = without_secrets(self.daemon.env.snapshot())
+        env = self.agent_env()
         rc_file = "" if self._rc_file_failures >= RC_FILE_ATTEMPTS else _rc_file(env)
         while True:
             shell_id = self.next_id()
@@ -239,7 +249,7 @@ class ShellService:
             or (session.cwd if session is not None else "")
             or self.daemon.workspace
         )
-        env = self.daemon.env.snapshot()
+        env = self.agent_env()
         if state_copy is not None:
             # The state re-exports every variable the session had (and not those it unset).
             env = {name: env[name] for name in ("PATH", "HOME") if name in env}
@@ -261,6 +271,7 @@ class ShellService:
             interactive=interactive,
             log_path=log_path,
             meta_path=meta_path if background else None,
+            pinned=self.pinned_script,
         )
         try:
             job = await start_one_shot(spec, sink)
@@ -323,6 +334,17 @@ class ShellService:
             for task in pending:
                 task.cancel()
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+
+def _pinned_script(env: dict[str, str]) -> str:
+    """bash code that sets the agent shells' git configuration again before every command: an
+    earlier command (one a person approved, or one in run_everything) may have unset or
+    changed it, or exported git's own `-c` variable, which is read after it."""
+    exports = "".join(
+        f"builtin export {name}={shlex.quote(value)};"
+        for name, value in agent_git_environment(without_secrets(env)).items()
+    )
+    return f"builtin unset GIT_CONFIG_PARAMETERS;{exports}"
 
 
 def _rc_file(env: dict[str, str]) -> str:

@@ -273,10 +273,11 @@ class ShellSession:
     # -- running a command --------------------------------------------------------------------
 
     async def submit(
-        self, command: str, working_directory: str, sink: Sink, env_script: str
+        self, command: str, working_directory: str, sink: Sink, env_script: str, pinned: str = ""
     ) -> asyncio.Future[ExitStatus]:
         """Sends `command` to the session; the future resolves once it ended and its output
-        went to `sink` (stream name, bytes)."""
+        went to `sink` (stream name, bytes). `pinned`: bash code run before every command
+        (variables the daemon sets again whatever an earlier command did to them)."""
         assert self._command_fd is not None and self._running is None and not self.ended
         self._seq += 1
         mark = new_call_mark()
@@ -286,6 +287,7 @@ class ShellSession:
             self._dumped.clear()
         else:
             header += "__ed_nodump=1;"
+        header += pinned
         if working_directory:
             header += f"__ed_wd={shlex.quote(working_directory)};"
         body = command.encode()
