@@ -1,9 +1,11 @@
-"""Faults and load against the real daemon: clients that stop reading over HTTP/2.
+"""Faults and load against the real daemon: clients that stop reading over HTTP/2, kill -9.
 
 A client that grants no flow-control window must hold the command, not grow the daemon: its
 output stays in the pipe (the command blocks on write), the daemon's memory stays within
 `STALLED_CLIENT_BYTES` of idle, other clients are still served, and the command finishes when
 the client reads again or ends when it goes away.
+
+A daemon killed (kill -9) mid-write leaves its temp file; the next daemon removes it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import RunningDaemon
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.faults_support import descendants, end_processes, kill_mid_write, temp_files
 from tests.interop import assert_still_serving, daemon_for_module
 from tests.polling import eventually
 from tests.sandbox_harness import processes_with_argument
@@ -111,3 +114,35 @@ async def test_a_stalled_h2_control_exec_ends_its_command_when_the_client_goes(
     await eventually(lambda: not processes_with_argument(marker), 20, "the command ended")
     assert not finished.exists()
     await assert_still_serving(daemon)
+
+
+# kill -9 mid-write: what the killed daemon left in the folder it wrote in.
+
+BIG_EDIT = "n" * (31 << 20)
+KILL_TRIALS = 8
+
+
+def test_a_write_killed_midway_leaves_no_temp_file_once_the_daemon_restarted(
+    tmp_path: Path,
+) -> None:
+    workspace, state = tmp_path / "workspace", tmp_path / "state"
+    docs = workspace / "docs"
+    docs.mkdir(parents=True)
+    big = docs / "big.txt"
+    big.write_text("old\n")
+    for _ in range(KILL_TRIALS):
+        with running_daemon(workspace, state) as daemon:
+            world = descendants(daemon.process.pid)
+            try:
+                landed = kill_mid_write(daemon, "docs/big.txt", BIG_EDIT)
+            finally:
+                end_processes(world)
+        if landed:
+            break
+    assert landed, f"no kill landed mid-write in {KILL_TRIALS} trials"
+    assert temp_files(docs), "the kill left no temp file: the trial proves nothing"
+
+    with running_daemon(workspace, state) as daemon:
+        assert temp_files(docs) == []
+        assert big.read_text() in ("old\n", BIG_EDIT)
+        assert "temp files left by a killed daemon" in daemon.log()
