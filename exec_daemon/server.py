@@ -44,8 +44,9 @@ from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
 from sandbox.service import SandboxService
-from tools import display, reports
+from tools import diffs, display, reports
 from tools.sem_search import SemanticIndex
+from tools.workspace import AgentPaths
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,7 @@ async def serve(config: DaemonConfig) -> None:
             f"exec-daemon: cannot prepare the terminals folder {config.terminals_folder}: "
             f"{exc.strerror or exc} (choose another with --terminals-folder)"
         ) from None
+    await asyncio.to_thread(_undo_interrupted_applies, daemon)
     await asyncio.to_thread(_sweep_temp_files, config.terminals_folder / WRITES_JOURNAL)
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
@@ -229,6 +231,22 @@ async def serve(config: DaemonConfig) -> None:
         await daemon.aclose()
         # Whatever any call or helper started and that outlived its owner's own ending.
         await terminate_selected(marked_by_this_daemon())
+
+
+def _undo_interrupted_applies(daemon: Daemon) -> None:
+    """Puts back the files of an apply_agent_diff a killed predecessor left half done."""
+    root = daemon.config.terminals_folder / diffs.JOURNAL_FOLDER
+    try:
+        restored = diffs.recover_interrupted_applies(root, daemon.service(AgentPaths))
+    except (OSError, ValueError) as exc:
+        log.warning("cannot undo the interrupted apply_agent_diff recorded in %s: %s", root, exc)
+        return
+    if restored:
+        log.warning(
+            "put back %d files of an apply_agent_diff a killed daemon left half done: %s",
+            len(restored),
+            restored,
+        )
 
 
 def _sweep_temp_files(journal: Path) -> None:

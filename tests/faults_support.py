@@ -9,11 +9,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent.v1.control_pb2 import WriteTextFileRequest
+from agent.v1.control_pb2 import ExecRequest, WriteTextFileRequest
+from agent.v1.files_pb2 import ApplyAgentDiffArgs, ApplyAgentDiffToolCall
+from agent.v1.tool_call_pb2 import ToolCall
 from tests.daemon_process import RunningDaemon
-from tests.interop import http1_post
+from tests.interop import frame, http1_post
 
 WRITE_TEXT_FILE = "/agent.v1.ControlService/WriteTextFile"
 
@@ -109,3 +112,72 @@ def kill_mid_write(daemon: RunningDaemon, relative: str, text: str) -> bool:
         lambda: http1_post(daemon, WRITE_TEXT_FILE, body, "application/proto", timeout=60),
         lambda: bool(temp_files(folder)),
     )
+
+
+CONTROL_EXEC = "/agent.v1.ControlService/Exec"
+
+
+def apply_diff_body(diff: str) -> bytes:
+    call = ToolCall(
+        apply_agent_diff_tool_call=ApplyAgentDiffToolCall(args=ApplyAgentDiffArgs(diff=diff))
+    )
+    return frame(ExecRequest(tool_call=call).SerializeToString())
+
+
+@dataclass
+class DiffTrial:
+    """A workspace of `files` files of `file_bytes` each, and a diff that creates `created.txt`
+    first, changes the first line of every file, and deletes `gone.txt` last."""
+
+    workspace: Path
+    files: int
+    file_bytes: int
+
+    def names(self) -> list[str]:
+        return [f"f{index:03}.txt" for index in range(self.files)]
+
+    def old_text(self, name: str) -> str:
+        line = f"{name} unchanged line\n"
+        return f"first line of {name}\n" + line * (self.file_bytes // len(line))
+
+    def reset(self) -> None:
+        """Every file as it was before the diff."""
+        (self.workspace / "created.txt").unlink(missing_ok=True)
+        (self.workspace / "gone.txt").write_text("bye\n")
+        for name in self.names():
+            (self.workspace / name).write_text(self.old_text(name))
+
+    def diff(self) -> str:
+        parts = ["--- /dev/null\n+++ b/created.txt\n@@ -0,0 +1,1 @@\n+new\n"]
+        for name in self.names():
+            parts.append(
+                f"--- a/{name}\n+++ b/{name}\n@@ -1,1 +1,1 @@\n"
+                f"-first line of {name}\n+changed first line of {name}\n"
+            )
+        parts.append("--- a/gone.txt\n+++ /dev/null\n@@ -1,1 +0,0 @@\n-bye\n")
+        return "".join(parts)
+
+    def applied(self) -> list[bool]:
+        """For each change of the diff (create, each file, delete): whether it is on disk."""
+        created = (self.workspace / "created.txt").exists()
+        changed = [
+            (self.workspace / name).read_text().startswith("changed") for name in self.names()
+        ]
+        deleted = not (self.workspace / "gone.txt").exists()
+        return [created, *changed, deleted]
+
+    def torn(self) -> bool:
+        """Some changes of the diff applied and some not."""
+        return len(set(self.applied())) == 2
+
+
+def kill_mid_apply(daemon: RunningDaemon, trial: DiffTrial) -> bool:
+    """Applies `trial`'s diff and kills the daemon once its first change is on disk; True when
+    the kill left the diff partly applied."""
+    body = apply_diff_body(trial.diff())
+    kill_when(
+        daemon,
+        lambda: http1_post(daemon, CONTROL_EXEC, body, "application/connect+proto", timeout=120),
+        lambda: (trial.workspace / "created.txt").exists(),
+    )
+    return trial.torn()

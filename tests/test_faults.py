@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.faults_support import descendants, end_processes, kill_mid_write, temp_files
+from tests.faults_support import (
+    DiffTrial,
+    descendants,
+    end_processes,
+    kill_mid_apply,
+    kill_mid_write,
+    temp_files,
+)
 from tests.interop import assert_still_serving, daemon_for_module
 from tests.polling import eventually
 from tests.sandbox_harness import processes_with_argument
@@ -146,3 +153,30 @@ def test_a_write_killed_midway_leaves_no_temp_file_once_the_daemon_restarted(
         assert temp_files(docs) == []
         assert big.read_text() in ("old\n", BIG_EDIT)
         assert "temp files left by a killed daemon" in daemon.log()
+
+
+# kill -9 mid apply_agent_diff: all or none, across the kill.
+
+
+def test_an_apply_killed_midway_is_undone_whole_by_the_next_daemon(tmp_path: Path) -> None:
+    workspace, state = tmp_path / "workspace", tmp_path / "state"
+    workspace.mkdir()
+    trial = DiffTrial(workspace, files=40, file_bytes=1 << 20)
+    for _ in range(KILL_TRIALS):
+        trial.reset()
+        with running_daemon(workspace, state) as daemon:
+            world = descendants(daemon.process.pid)
+            try:
+                torn = kill_mid_apply(daemon, trial)
+            finally:
+                end_processes(world)
+        if torn:
+            break
+    assert torn, f"no kill landed mid-apply in {KILL_TRIALS} trials"
+
+    with running_daemon(workspace, state) as daemon:
+        assert trial.applied() == [False] * (trial.files + 2)
+        assert (workspace / "gone.txt").read_text() == "bye\n"
+        assert all((workspace / n).read_text() == trial.old_text(n) for n in trial.names())
+        assert "apply_agent_diff a killed daemon left half done" in daemon.log()
+        assert temp_files(workspace) == []
