@@ -119,6 +119,12 @@ class StalledH2Call:
                 self._withheld = 0
             self._send_pending()
 
+    def reset(self) -> None:
+        """Cancels the call (RST_STREAM), keeping the connection open."""
+        with self._lock:
+            self._h2.reset_stream(self._stream)
+            self._send_pending()
+
     def messages(self) -> Iterator[ExecServerMessage]:
         for flags, payload in unframe(bytes(self.body)):
             if not flags & CONNECT_END_STREAM_FLAG:

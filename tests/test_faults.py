@@ -108,14 +108,22 @@ async def test_a_stalled_h2_exec_stream_blocks_the_command_until_the_client_read
         call.close()
 
 
-async def test_a_stalled_h2_control_exec_ends_its_command_when_the_client_goes(
-    daemon: RunningDaemon,
+@pytest.mark.parametrize(
+    ("path", "leave"),
+    [(CONTROL_EXEC, "disconnect"), (EXEC_STREAM, "reset")],
+    ids=["control-exec-disconnect", "exec-stream-reset"],
+)
+async def test_a_stalled_h2_call_ends_its_command_when_the_client_goes(
+    daemon: RunningDaemon, path: str, leave: str
 ) -> None:
-    call, marker, finished, grown = await _stall(daemon, CONTROL_EXEC)
+    call, marker, finished, grown = await _stall(daemon, path)
     try:
         assert not finished.exists(), "the command ran to its end for a client that read nothing"
         assert grown <= STALLED_CLIENT_BYTES, f"the daemon grew by {grown >> 20} MiB"
         await assert_still_serving(daemon)
+        if leave == "reset":
+            call.reset()  # RST_STREAM: the call is cancelled, the connection stays
+            await eventually(lambda: not processes_with_argument(marker), 20, "the command ended")
     finally:
         call.close()
     await eventually(lambda: not processes_with_argument(marker), 20, "the command ended")
