@@ -269,6 +269,7 @@ def kill_with_jobs_trial(root: Path) -> dict[str, Any]:
             foreground.close()
         time.sleep(1)
         after_kill = alive(world)
+        orphan_names = _names(after_kill)
         tmux_after_kill = sum(tmux_socket in _cmdline(pid) for pid in after_kill)
         with running_daemon(workspace, state, "--log-level", "warn") as again:
             world.update(descendants(again.process.pid))
@@ -280,6 +281,7 @@ def kill_with_jobs_trial(root: Path) -> dict[str, Any]:
     return {
         "processes_before_kill": before,
         "orphans_after_kill": len(after_kill),
+        "orphans_by_name": orphan_names,
         "tmux_servers_orphaned": tmux_after_kill,
         "orphans_after_restart": len(from_before),
         "tmux_servers_on_the_socket_after_restart": tmux_servers,
@@ -299,6 +301,17 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def _names(pids: list[int]) -> dict[str, int]:
+    names: dict[str, int] = {}
+    for pid in pids:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        names[name] = names.get(name, 0) + 1
+    return names
 
 
 def _start_of(pid: int) -> dict[int, str]:
