@@ -441,9 +441,15 @@ def _start_ticks(pid: int) -> str | None:
     return stat_text[stat_text.rindex(")") + 2 :].split()[19]
 
 
+_writer_ids: dict[int, str] = {}
+
+
 def _writer_id() -> str:
+    """This process's pid and start time (looked up once per pid: a fork has its own)."""
     pid = os.getpid()
-    return f"{pid}-{_start_ticks(pid)}"
+    if pid not in _writer_ids:
+        _writer_ids[pid] = f"{pid}-{_start_ticks(pid)}"
+    return _writer_ids[pid]
 
 
 def _writer_is_gone(pid: str, ticks: str) -> bool:
