@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
@@ -23,7 +24,7 @@ from exec_daemon.guards.redaction import SecretStore
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
-from exec_daemon.kernel.paths import ensure_daemon_folder
+from exec_daemon.kernel.paths import ensure_daemon_folder, journal_temp_folders
 from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
@@ -44,8 +45,9 @@ from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
 from sandbox.service import SandboxService
-from tools import display, reports
+from tools import diffs, display, reports
 from tools.sem_search import SemanticIndex
+from tools.workspace import AgentPaths
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ KEEP_ALIVE_SECONDS = 600.0
 GRACEFUL_SECONDS = 1.0
 # The HTTP server must have stopped within this long after SIGTERM, or it is cancelled.
 STOP_SECONDS = 3.0
+# In the terminals folder: the folders each daemon wrote temp files in (kernel/paths.py).
+WRITES_JOURNAL = "writes"
 
 
 class PortUnavailable(Exception):
@@ -198,6 +202,8 @@ async def serve(config: DaemonConfig) -> None:
             f"exec-daemon: cannot prepare the terminals folder {config.terminals_folder}: "
             f"{exc.strerror or exc} (choose another with --terminals-folder)"
         ) from None
+    await asyncio.to_thread(_undo_interrupted_applies, daemon)
+    await asyncio.to_thread(_sweep_temp_files, config.terminals_folder / WRITES_JOURNAL)
     # Builds/locates the confinement helper, probes the kernel, logs one status line.
     await daemon.service(SandboxService).start()
     daemon.service(IdeServer)  # its folder exists, read-only in sandboxes, before any starts
@@ -228,6 +234,35 @@ async def serve(config: DaemonConfig) -> None:
         await daemon.aclose()
         # Whatever any call or helper started and that outlived its owner's own ending.
         await terminate_selected(marked_by_this_daemon())
+
+
+def _undo_interrupted_applies(daemon: Daemon) -> None:
+    """Puts back the files of an apply_agent_diff a killed predecessor left half done."""
+    root = daemon.config.terminals_folder / diffs.JOURNAL_FOLDER
+    try:
+        restored = diffs.recover_interrupted_applies(root, daemon.service(AgentPaths))
+    except (OSError, ValueError) as exc:
+        log.warning("cannot undo the interrupted apply_agent_diff recorded in %s: %s", root, exc)
+        return
+    if restored:
+        log.warning(
+            "put back %d files of an apply_agent_diff a killed daemon left half done: %s",
+            len(restored),
+            restored,
+        )
+
+
+def _sweep_temp_files(journal: Path) -> None:
+    """Removes the temp files a killed predecessor left in the folders it wrote in, and records
+    this daemon's (kernel/paths.py: journal_temp_folders)."""
+    try:
+        ensure_daemon_folder(journal)
+        removed = journal_temp_folders(journal)
+    except OSError as exc:
+        log.warning("cannot keep the record of folders written in %s: %s", journal, exc)
+        return
+    if removed:
+        log.info("removed %d temp files left by a killed daemon: %s", len(removed), removed)
 
 
 def freeze_start_up_objects() -> None:

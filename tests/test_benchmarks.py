@@ -55,6 +55,10 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("get_agent_context", "unchanged_p50_ms"),
         ("get_agent_context", "first_over_unchanged_ratio"),
     ),
+    "bench_faults": (
+        ("stalled_h2_client", "ping_p50_idle_ms"),
+        ("stalled_h2_client", "ping_p50_during_over_idle_ratio"),
+    ),
     "bench_scale": (
         ("summary", "ls_small_p50_ms"),
         ("summary", "glob_ratio_same_work"),

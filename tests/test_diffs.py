@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 from pathlib import Path
 
 from exec_daemon.client import ExecDaemonClient
+from tests.daemon_process import RunningDaemon
 from tests.shared_daemon import *  # noqa: F403 (the daemon, space and client fixtures)
 from tests.workspace_support import case, diff_call, result_of
-from tools.diffs import apply_hunks, parse_unified_diff, unified_diff
+from tools.diffs import JOURNAL_FOLDER, apply_hunks, parse_unified_diff, unified_diff
 
 MULTI_FILE = """\
 diff --git a/app.py b/app.py
@@ -68,6 +70,20 @@ async def test_applies_a_multi_file_git_diff(client: ExecDaemonClient, space: Pa
     assert (space / "app.py").read_text() == APP.replace("True", "False") + "# end\n"
     assert (space / "new.txt").read_text() == "hello\nworld\n"
     assert not (space / "old.txt").exists()
+
+
+async def test_an_applied_or_refused_diff_leaves_no_record_nor_temp_file(
+    daemon: RunningDaemon, client: ExecDaemonClient, space: Path
+) -> None:
+    (space / "app.py").write_text(APP)
+    (space / "old.txt").write_text("bye\n")
+    refused = await result_of(client, diff_call(MULTI_FILE.replace("-bye", "-hello"), space))
+    assert case(refused) == "does_not_apply"
+    applied = await result_of(client, diff_call(MULTI_FILE, space))
+    assert case(applied) == "success"
+    journal = daemon.state_dir / "terminals" / JOURNAL_FOLDER
+    assert os.listdir(journal) == []
+    assert sorted(os.listdir(space)) == ["app.py", "new.txt"]
 
 
 async def test_refuses_the_whole_diff_when_one_hunk_does_not_apply(

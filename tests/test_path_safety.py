@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -671,6 +672,48 @@ def test_an_undecodable_path_is_refused_before_any_open(tmp_path: Path) -> None:
     with pytest.raises(PathRefused):
         write_checked(f"{tmp_path}/bad-\udcff.txt", [b"x"], NoRules())
     assert os.listdir(tmp_path) == []
+
+
+def _started_ticks(pid: int) -> str:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()[19]
+
+
+def test_a_write_removes_the_temp_files_dead_writers_left_in_its_folder(tmp_path: Path) -> None:
+    from exec_daemon.kernel.paths import NoRules, write_checked
+
+    folder, elsewhere = tmp_path / "folder", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    me = os.getpid()
+    stale = [
+        f".a.txt.{gone.pid}-123.{'0' * 12}.tmp",  # its writer exited
+        f".b.txt.{me}-1.{'1' * 12}.tmp",  # its writer's pid now belongs to another process
+    ]
+    kept = [
+        f".c.txt.{me}-{_started_ticks(me)}.{'2' * 12}.tmp",  # a live writer's, mid-write
+        ".d.txt.0123456789ab.tmp",  # not named by a writer: not ours to judge
+        f"e.txt.{gone.pid}-123.{'3' * 12}.tmp",
+    ]
+    for name in stale + kept:
+        (folder / name).write_text("partial")
+    (folder / f".f.{gone.pid}-9.{'4' * 12}.tmp").mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    (folder / f".g.{gone.pid}-9.{'5' * 12}.tmp").symlink_to(outside)
+    (elsewhere / stale[0]).write_text("partial")
+
+    write_checked(folder / "new.txt", [b"new"], NoRules())
+
+    left = sorted(os.listdir(folder))
+    assert not set(stale) & set(left)
+    assert set(kept) <= set(left)
+    assert f".f.{gone.pid}-9.{'4' * 12}.tmp" in left  # a folder is never removed
+    assert f".g.{gone.pid}-9.{'5' * 12}.tmp" in left and outside.read_text() == "keep"
+    assert os.listdir(elsewhere) == [stale[0]]  # only the folder written in is swept
+    assert (folder / "new.txt").read_bytes() == b"new"
 
 
 # ---------------------------------------------------------------------------------------------

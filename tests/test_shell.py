@@ -824,3 +824,51 @@ async def test_pid_of_session_is_the_session_bash(client: ExecDaemonClient, agen
     info = proc_info(result.success.pid)
     assert info is not None and info.sid == result.success.pid
     assert os.path.basename(os.readlink(f"/proc/{result.success.pid}/exe")) == "bash"
+
+
+# Many agents' shells starting at once (a slow ~/.bashrc): none is degraded, or it says so.
+
+# About a CPU-second of bash per start: 20 at once on two cores would take longer than a
+# start may (session.STARTUP_SECONDS) if they all ran together.
+SLOW_RC_FILE = "for ((i = 0; i < 450000; i++)); do :; done\nexport FROM_SLOW_RC=yes\n"
+CONCURRENT_SHELLS = 20
+
+
+async def test_many_shells_starting_at_once_all_source_the_rc_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text(SLOW_RC_FILE)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", env={"HOME": str(home)}) as daemon:
+        async with daemon.client() as client:
+            answers = await asyncio.gather(
+                *(
+                    shell(client, "echo $FROM_SLOW_RC", f"agent-{n}", timeout=120_000)
+                    for n in range(CONCURRENT_SHELLS)
+                )
+            )
+    degraded = [a.degraded_note for a in answers if a.degraded_note]
+    assert degraded == []
+    assert [a.success.stdout for a in answers] == ["yes\n"] * CONCURRENT_SHELLS
+    assert "starting it without" not in daemon.log()
+
+
+async def test_a_shell_started_without_its_rc_file_says_so_in_every_result(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("export FROM_RC=yes\nexit 3\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", env={"HOME": str(home)}) as daemon:
+        async with daemon.client() as client:
+            first = await shell(client, "echo ran:$FROM_RC", "agent")
+            second = await shell(client, "echo again", "agent")
+            beside = await shell(client, "echo beside", "agent", is_background=True)
+    assert first.success.stdout == "ran:\n"
+    assert second.success.stdout == "again\n"
+    for answer in (first, second, beside):
+        assert f"started without {home}/.bashrc" in answer.degraded_note
+        assert "exit status 3" in answer.degraded_note

@@ -5,7 +5,9 @@ suffix are found with memcmp-speed slice compares first), so a one-line edit of 
 little. Applying one: every hunk of every file must apply (context matched exactly, first where
 the header says, then the nearest place; header counts are not trusted, agents get them wrong)
 before anything is written; then every file is written atomically, and the files already
-replaced are put back if a later one fails.
+replaced are put back if a later one fails. What the files were is first recorded (fsynced) in
+the daemon's own folder, so a daemon killed midway has its successor put them back: all or
+none, across a kill -9 too.
 """
 
 from __future__ import annotations
@@ -13,8 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
+import logging
 import os
 import re
+import secrets
+import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +41,15 @@ from exec_daemon.kernel.paths import (
     PathRules,
     check_writable,
     delete_checked,
+    ensure_daemon_folder,
     open_target,
     read_checked,
 )
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools import reports
-from tools.workspace import atomic_write, display_path, resolve_path, write_rules
+from tools.workspace import atomic_write, display_path, resolve_path, write_failure, write_rules
+
+log = logging.getLogger(__name__)
 
 NO_NEWLINE = "\\ No newline at end of file"
 # Beyond this many lines in the changed window the diff is not computed (counts still are).
@@ -417,11 +427,124 @@ def _move_aside(path: Path, rules: PathRules) -> Path:
     return path.with_name(aside)
 
 
-def commit_changes(planned: list[PlannedChange], rules: PathRules) -> None:
-    """Writes every planned change, or none: what was already changed is undone on failure.
+# In the daemon's own folder (the terminals folder): one folder per apply in flight, holding what
+# each of its files was before (write-ahead, fsynced); a daemon killed mid-apply has its
+# successor put every file back (recover_interrupted_applies).
+JOURNAL_FOLDER = "diff-journal"
+_PLAN = "plan.json"
+_OLD = "old-{}"
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class UndoJournal:
+    """What the files of one apply were, on disk before the first of them changes."""
+
+    def __init__(self, root: Path, planned: list[PlannedChange]) -> None:
+        ensure_daemon_folder(root)
+        self.folder = root / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.folder.mkdir(0o700)
+        try:
+            self._record(planned)
+        except BaseException:
+            self.close()
+            raise
+
+    def _record(self, planned: list[PlannedChange]) -> None:
+        entries = []
+        for index, change in enumerate(planned):
+            old = None
+            if change.old_text is not None:
+                old = _OLD.format(index)
+                _write_synced(self.folder / old, _encode(change.old_text))
+            deleted = change.new_text is None
+            entries.append({"path": str(change.path), "old": old, "deleted": deleted})
+        _write_synced(self.folder / f"{_PLAN}.new", json.dumps(entries).encode())
+        os.rename(self.folder / f"{_PLAN}.new", self.folder / _PLAN)
+        _fsync_folder(self.folder)
+
+    def close(self) -> None:
+        """The apply ended (done or undone): nothing to put back any more."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.folder / _PLAN).unlink()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def recover_interrupted_applies(root: Path, rules: PathRules) -> list[str]:
+    """Puts back the files of every apply a killed daemon left half done (newest first); returns
+    the paths restored. A file the rules now refuse is left as it is (and logged)."""
+    restored: list[str] = []
+    if not root.is_dir():
+        return restored
+    for folder in sorted(root.iterdir(), reverse=True):
+        plan = folder / _PLAN
+        if plan.is_file():
+            pid = folder.name.split("-")[1] if folder.name.count("-") >= 2 else ""
+            for entry in reversed(json.loads(plan.read_bytes())):
+                if _undo_entry(folder, entry, pid, rules):
+                    restored.append(entry["path"])
+            plan.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+    return restored
+
+
+def _undo_entry(folder: Path, entry: dict[str, object], pid: str, rules: PathRules) -> bool:
+    path = Path(str(entry["path"]))
+    old = entry["old"]
+    try:
+        if old is None:
+            with contextlib.suppress(FileNotFoundError):
+                delete_checked(path, rules)
+        else:
+            atomic_write(path, (folder / str(old)).read_bytes(), rules=rules)
+        if entry["deleted"]:
+            with contextlib.suppress(FileNotFoundError):
+                delete_checked(path.with_name(f".{path.name}.{pid}.deleted"), rules)
+    except (OSError, CodedError, PathRefused) as exc:
+        log.warning("could not put back %s after an interrupted apply_agent_diff: %s", path, exc)
+        return False
+    return True
+
+
+def commit_changes(
+    planned: list[PlannedChange], rules: PathRules, journal_root: Path | None = None
+) -> None:
+    """Writes every planned change, or none: what was already changed is undone on failure,
+    and, with `journal_root`, by the next daemon if this one is killed midway.
 
     Deleted files are first moved aside (so undoing restores them exactly) and removed at the end.
     """
+    journal = None
+    if journal_root is not None:
+        try:
+            journal = UndoJournal(journal_root, planned)
+        except OSError as exc:
+            raise write_failure(exc, journal_root) from None
+    try:
+        _commit(planned, rules)
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+def _commit(planned: list[PlannedChange], rules: PathRules) -> None:
     written: list[PlannedChange] = []
     moved_aside: list[tuple[Path, Path]] = []
     try:
@@ -458,7 +581,9 @@ def _permission_check(planned: list[PlannedChange], rules: PathRules) -> PathRef
     return None
 
 
-def _apply(args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules) -> ApplyAgentDiffResult:
+def _apply(
+    args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules, journal_root: Path
+) -> ApplyAgentDiffResult:
     base = resolve_path(workspace, args.base_directory)
     try:
         patches = parse_unified_diff(args.diff)
@@ -483,7 +608,7 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules) -> Apply
             permission_denied=PermissionDenied(path=refused.path, reason=refused.reason)
         )
     try:
-        commit_changes(planned, rules)
+        commit_changes(planned, rules, journal_root)
     except PathRefused as exc:
         return ApplyAgentDiffResult(
             permission_denied=PermissionDenied(path=exc.path, reason=exc.reason)
@@ -509,7 +634,8 @@ def _apply(args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules) -> Apply
 
 async def apply_agent_diff(args: ApplyAgentDiffArgs, ctx: CallContext) -> ApplyAgentDiffResult:
     rules = write_rules(ctx)
-    return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace), rules)
+    journal_root = ctx.daemon.config.terminals_folder / JOURNAL_FOLDER
+    return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace), rules, journal_root)
 
 
 def _diff_subject(args: ApplyAgentDiffArgs) -> Subject:

@@ -13,6 +13,9 @@ path and then opens it by name. Instead:
   ancestor (mkdirat + an open that refuses symlinks). The new content goes to a fresh
   `O_CREAT|O_EXCL|O_NOFOLLOW` temp file in that folder fd and is renamed over the name
   (renameat), so a symlink or hard link planted at the name is replaced, never written through.
+  The temp file's name says which process wrote it; a write removes the temp files that dead
+  writers (a daemon killed mid-write) left in its folder, and `journal_temp_folders` lets a
+  restarted daemon sweep every folder its killed predecessor wrote in.
   A symlink that already is the target is followed once to its real file (the link survives);
   a dangling one is refused.
 - Deletes: unlinkat in the checked parent fd (a link is removed, not its target).
@@ -27,6 +30,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import secrets
 import stat
 import threading
@@ -415,9 +419,116 @@ def _read_umask() -> int:
 _NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 
+# A temp file's name says which process wrote it: `.<name>.<pid>-<start ticks>.<hex>.tmp`. A
+# writer killed mid-write (kill -9) leaves it behind; the next write into that folder by a daemon
+# removes the temp files whose writer is gone (pid dead, or reused by a later process).
+_TEMP_NAME = re.compile(r"\..*\.(\d+)-(\d+)\.[0-9a-f]{12}\.tmp", re.DOTALL)
+# Folders (st_dev, st_ino) already swept by this process: its predecessors' leftovers are gone
+# after one sweep, and its own temp files are removed when a write fails.
+_swept: set[tuple[int, int]] = set()
+_swept_lock = threading.Lock()
+# Where this process records the folders it writes temp files in (journal_temp_folders).
+_journal: Path | None = None
+_JOURNAL_SUFFIX = ".folders"
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot; /proc/PID/stat field 22), None if gone."""
+    try:
+        stat_text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat_text[stat_text.rindex(")") + 2 :].split()[19]
+
+
+_writer_ids: dict[int, str] = {}
+
+
+def _writer_id() -> str:
+    """This process's pid and start time (looked up once per pid: a fork has its own)."""
+    pid = os.getpid()
+    if pid not in _writer_ids:
+        _writer_ids[pid] = f"{pid}-{_start_ticks(pid)}"
+    return _writer_ids[pid]
+
+
+def _writer_is_gone(pid: str, ticks: str) -> bool:
+    return _start_ticks(int(pid)) != ticks
+
+
+def sweep_stale_temps(dir_fd: int) -> list[str]:
+    """Removes the temp files of dead writers from the folder `dir_fd`, once per folder and
+    process; returns the names removed."""
+    info = os.fstat(dir_fd)
+    with _swept_lock:
+        if (info.st_dev, info.st_ino) in _swept:
+            return []
+        _swept.add((info.st_dev, info.st_ino))
+    if _journal is not None:
+        _record_folder(_journal / f"{_writer_id()}{_JOURNAL_SUFFIX}", fd_path(dir_fd))
+    removed = []
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            match = _TEMP_NAME.fullmatch(entry.name)
+            if match is None or not _writer_is_gone(*match.groups()):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=dir_fd)
+                    removed.append(entry.name)
+    return removed
+
+
+def _record_folder(journal: Path, folder: str) -> None:
+    fd = os.open(
+        journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    try:
+        os.write(fd, os.fsencode(folder) + b"\0")
+    finally:
+        os.close(fd)
+
+
+def journal_temp_folders(journal: Path) -> list[str]:
+    """Records from now on, in the daemon's own folder `journal`, each folder this process
+    writes a temp file in; first sweeps the folders recorded by writers that are gone (a daemon
+    killed mid-write) and drops their records. Returns the temp files removed."""
+    global _journal
+    removed = []
+    for record in journal.glob(f"*{_JOURNAL_SUFFIX}"):
+        pid, _, ticks = record.name.removesuffix(_JOURNAL_SUFFIX).partition("-")
+        if not pid.isdigit() or not _writer_is_gone(pid, ticks):
+            continue
+        for folder in set(record.read_bytes().split(b"\0")) - {b""}:
+            removed += _sweep_recorded(os.fsdecode(folder))
+        record.unlink()
+    with _swept_lock:
+        # Swept, but not yet recorded for this process: the next write there records them.
+        _swept.clear()
+    _journal = journal
+    return removed
+
+
+def _sweep_recorded(folder: str) -> list[str]:
+    """Sweeps `folder` if it still is the real folder recorded (no symlink on the way now)."""
+    try:
+        dir_fd = openat2(-100, folder, _DIR_FLAGS, RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS)
+    except OSError:
+        return []
+    try:
+        return [os.path.join(folder, name) for name in sweep_stale_temps(dir_fd)]
+    except OSError:
+        return []
+    finally:
+        os.close(dir_fd)
+
+
 def _temp_file(dir_fd: int, name: str) -> tuple[int, str]:
+    with contextlib.suppress(OSError):
+        sweep_stale_temps(dir_fd)
+    writer = _writer_id()
     for _ in range(16):
-        temp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+        temp = f".{name[:200]}.{writer}.{secrets.token_hex(6)}.tmp"
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             return os.open(temp, flags, 0o600, dir_fd=dir_fd), temp

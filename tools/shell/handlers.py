@@ -127,18 +127,24 @@ async def _run_shell(
     args: ShellArgs, ctx: CallContext, service: ShellService, cwd: str, confinement: Confinement
 ) -> ShellResult:
     terminals = service.terminals_path
-    if args.is_background:
-        return await _start_background(args, ctx, service, cwd, confinement)
     timeout_ms = args.timeout if args.HasField("timeout") else DEFAULT_TIMEOUT_MS
     session: ShellSession | None = None
-    if not args.is_interactive:
+    if not args.is_interactive and not args.is_background:
         try:
             session = await service.acquire_session(ctx.agent_id, confinement)
         except SessionStartError as exc:
             return results.spawn_error(args, terminals, str(exc), cwd)
-    if session is not None:
-        return await _run_in_session(args, ctx, service, session, cwd, timeout_ms)
-    return await _run_one_shot(args, ctx, service, cwd, confinement, timeout_ms)
+    if args.is_background:
+        result = await _start_background(args, ctx, service, cwd, confinement)
+    elif session is not None:
+        result = await _run_in_session(args, ctx, service, session, cwd, timeout_ms)
+    else:
+        result = await _run_one_shot(args, ctx, service, cwd, confinement, timeout_ms)
+    # A shell beside the session starts from the session's state: degraded as it is.
+    ran_in = session or service.session_of(ctx.agent_id, confinement)
+    if ran_in is not None:
+        result.degraded_note = ran_in.degraded_note
+    return result
 
 
 def _capture(service: ShellService, args: ShellArgs, shell_id: int) -> OutputCapture:

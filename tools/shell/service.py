@@ -44,6 +44,10 @@ SHUTDOWN_GRACE_SECONDS = 1.0
 RC_FILE_ATTEMPTS = 3
 # Live session shells (one per agent); the least recently used idle ones are closed beyond it.
 MAX_LIVE_SESSIONS = 32
+# Shells starting at once (bash and the rc file it sources, mostly CPU); more wait their turn,
+# so that many agents at once do not make every start slow enough to time out
+# (session.STARTUP_SECONDS, counted from the spawn) and go on without the rc file.
+MAX_STARTING_SHELLS = max(2, os.cpu_count() or 1)
 MAX_KNOWN_SESSIONS = 512
 
 
@@ -74,6 +78,7 @@ class ShellService:
         self._session_env_version: dict[int, int] = {}
         self._rc_file_failures = 0
         self._starting: set[tuple[str, str]] = set()
+        self._start_slots = asyncio.Semaphore(MAX_STARTING_SHELLS)
         self.closing = False
         self.pinned_script = _pinned_script(daemon.env.snapshot())
         self._terminals_folder = Path(daemon.config.terminals_folder)
@@ -196,23 +201,33 @@ class ShellService:
             cwd = _existing_directory(previous.cwd) or cwd
             restore = previous.latest_state()
         env = self.agent_env()
-        rc_file = "" if self._rc_file_failures >= RC_FILE_ATTEMPTS else _rc_file(env)
+        rc_file = _rc_file(env)
+        degraded = ""
+        if rc_file and self._rc_file_failures >= RC_FILE_ATTEMPTS:
+            degraded = (
+                f"this shell started without {rc_file}: it kept bash from starting "
+                f"{self._rc_file_failures} times in a row, so it is no longer sourced"
+            )
+            rc_file = ""
         while True:
             shell_id = self.next_id()
             session = ShellSession(
                 shell_id, agent_id, self.runtime_dir / f"session-{shell_id}", confinement
             )
             try:
-                await session.start(cwd, self.daemon.workspace, env, rc_file, restore)
-            except SessionStartError:
+                async with self._start_slots:
+                    await session.start(cwd, self.daemon.workspace, env, rc_file, restore)
+            except SessionStartError as exc:
                 if not rc_file:
                     raise
                 self._rc_file_failures += 1
                 log.warning("the shell did not start with %s; starting it without", rc_file)
+                degraded = f"this shell started without {rc_file}: with it, {exc}"
                 rc_file = ""
                 continue
             if rc_file:
                 self._rc_file_failures = 0
+            session.degraded_note = degraded
             return session
 
     def release_session(self, session: ShellSession) -> None:

@@ -184,6 +184,8 @@ class ShellSession:
         # Set while a call holds the session (including the time its command is being sent).
         self.busy = False
         self.last_used = time.monotonic()
+        # Why this shell is not the one configured (e.g. started without the rc file), or "".
+        self.degraded_note = ""
 
     @property
     def pid(self) -> int:
@@ -246,7 +248,12 @@ class ShellSession:
                 "timed out" if isinstance(exc, TimeoutError) else exc,
                 bytes(self._startup_output[-2000:]),
             )
-            raise SessionStartError("bash did not start (its rc file may exit or hang)") from None
+            if isinstance(exc, TimeoutError):
+                raise SessionStartError(
+                    f"bash did not start within {STARTUP_SECONDS:g} s (its rc file may hang, or "
+                    "the machine is loaded)"
+                ) from None
+            raise SessionStartError(f"{exc} (its rc file may exit)") from None
         except BaseException:
             # Cancelled (the call was aborted) while bash started: nobody will own this shell.
             _detach(self.close(grace=0.2))

@@ -257,7 +257,7 @@ class ShellAborted(_message.Message):
     def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., reason: _Optional[str] = ..., stdout: _Optional[str] = ..., stderr: _Optional[str] = ..., interleaved_output: _Optional[str] = ..., shell_id: _Optional[int] = ..., pid: _Optional[int] = ..., output_location: _Optional[_Union[OutputLocation, _Mapping]] = ..., truncation_note: _Optional[str] = ..., decoded_with_replacement: _Optional[bool] = ..., execution_time: _Optional[int] = ...) -> None: ...
 
 class ShellResult(_message.Message):
-    __slots__ = ("success", "failure", "timeout", "rejected", "spawn_error", "permission_denied", "aborted", "error", "sandbox_policy", "is_background", "terminals_folder", "pid", "shell_id", "output_file")
+    __slots__ = ("success", "failure", "timeout", "rejected", "spawn_error", "permission_denied", "aborted", "error", "sandbox_policy", "is_background", "terminals_folder", "pid", "shell_id", "output_file", "degraded_note")
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +272,7 @@ class ShellResult(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     SHELL_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FILE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_NOTE_FIELD_NUMBER: _ClassVar[int]
     success: ShellSuccess
     failure: ShellFailure
     timeout: ShellTimeout
@@ -286,7 +287,8 @@ class ShellResult(_message.Message):
     pid: int
     shell_id: int
     output_file: str
-    def __init__(self, success: _Optional[_Union[ShellSuccess, _Mapping]] = ..., failure: _Optional[_Union[ShellFailure, _Mapping]] = ..., timeout: _Optional[_Union[ShellTimeout, _Mapping]] = ..., rejected: _Optional[_Union[ShellRejected, _Mapping]] = ..., spawn_error: _Optional[_Union[ShellSpawnError, _Mapping]] = ..., permission_denied: _Optional[_Union[ShellPermissionDenied, _Mapping]] = ..., aborted: _Optional[_Union[ShellAborted, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ToolError, _Mapping]] = ..., sandbox_policy: _Optional[_Union[SandboxPolicy, _Mapping]] = ..., is_background: _Optional[bool] = ..., terminals_folder: _Optional[str] = ..., pid: _Optional[int] = ..., shell_id: _Optional[int] = ..., output_file: _Optional[str] = ...) -> None: ...
+    degraded_note: str
+    def __init__(self, success: _Optional[_Union[ShellSuccess, _Mapping]] = ..., failure: _Optional[_Union[ShellFailure, _Mapping]] = ..., timeout: _Optional[_Union[ShellTimeout, _Mapping]] = ..., rejected: _Optional[_Union[ShellRejected, _Mapping]] = ..., spawn_error: _Optional[_Union[ShellSpawnError, _Mapping]] = ..., permission_denied: _Optional[_Union[ShellPermissionDenied, _Mapping]] = ..., aborted: _Optional[_Union[ShellAborted, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ToolError, _Mapping]] = ..., sandbox_policy: _Optional[_Union[SandboxPolicy, _Mapping]] = ..., is_background: _Optional[bool] = ..., terminals_folder: _Optional[str] = ..., pid: _Optional[int] = ..., shell_id: _Optional[int] = ..., output_file: _Optional[str] = ..., degraded_note: _Optional[str] = ...) -> None: ...
 
 class ShellToolCall(_message.Message):
     __slots__ = ("args", "result")
