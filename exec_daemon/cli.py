@@ -494,7 +494,7 @@ def main() -> None:
     help="Warm pool: the token given (--auth-token-file, ...) is the pool's credential; only "
     "health and ControlService.InitSandbox are answered until InitSandbox binds the daemon to "
     "its agent (token, environment, workspace, user), once. Workspace watchers, shells and "
-    "terminals start then.",
+    "terminals start then; the pool's --auth-token-file is removed then (when it may be).",
 )
 @click.option(
     "--drain-grace-seconds",

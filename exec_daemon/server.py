@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 from collections.abc import Awaitable, Iterable, Sequence
+from pathlib import Path
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
@@ -232,6 +233,7 @@ async def serve(config: DaemonConfig) -> None:
             await _shut_down(lifecycle, stop, http, config.drain_grace_seconds)
             return
         config = claim.config
+        _forget_pool_credential(config.auth_token_file)
     else:
         claim = None
     daemon = new_daemon(config)
@@ -298,6 +300,23 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     # follows the workspace, so a search finds it ready.
     await daemon.service(SemanticIndex).start()
     return routes
+
+
+def _forget_pool_credential(path: Path | None) -> None:
+    """Removes the pool's credential file once claimed, when the daemon may: an agent reading it
+    could claim the pool's other daemons still waiting. A read-only mount (a Kubernetes secret)
+    keeps it: docs/scale-out.md says how to keep the RPC ports out of the agents' reach."""
+    if path is None:
+        return
+    try:
+        path.unlink()
+    except OSError as exc:
+        log.warning(
+            "the pool's credential file %s stays (%s): keep other pool daemons' ports out of "
+            "this agent's reach",
+            path,
+            exc.strerror,
+        )
 
 
 def _drain_at_once(lifecycle: Lifecycle, drain: asyncio.Event) -> None:

@@ -74,6 +74,7 @@ def pool_daemon(tmp_path: Path) -> Iterator[RunningDaemon]:
 async def test_unclaimed_daemon_answers_only_health_and_init_sandbox(
     pool_daemon: RunningDaemon, tmp_path: Path
 ) -> None:
+    assert (pool_daemon.state_dir / "auth-token").exists()
     assert http_status(pool_daemon, "/healthz") == 200
     assert http_status(pool_daemon, "/readyz") == 503
     assert await health_status(pool_daemon) == HealthCheckResponse.NOT_SERVING
@@ -122,6 +123,8 @@ async def test_init_sandbox_binds_once_and_the_pool_credential_stops_working(
     )
     async with client:
         assert sandbox.claimed is not None and sandbox.claimed.workspace == str(workspace)
+        # The pool's credential file is gone: the agent cannot read it to claim the others.
+        assert (pool_daemon.state_dir / "auth-token").exists() is False
         assert http_status(pool_daemon, "/readyz") == 200
         assert await health_status(pool_daemon) == HealthCheckResponse.SERVING
         assert (await client.ping()).workspace == str(workspace)
