@@ -77,6 +77,8 @@ async def test_unclaimed_daemon_answers_only_health_and_init_sandbox(
     assert (pool_daemon.state_dir / "auth-token").exists()
     assert http_status(pool_daemon, "/healthz") == 200
     assert http_status(pool_daemon, "/readyz") == 503
+    # A warm pool's pod readiness: waiting to be claimed is ready for the pool.
+    assert http_status(pool_daemon, "/readyz?unclaimed=ok") == 200
     assert await health_status(pool_daemon) == HealthCheckResponse.NOT_SERVING
     async with pool_daemon.client() as pool:
         # The pool's credential opens nothing but InitSandbox.
@@ -236,6 +238,7 @@ async def test_sigterm_turns_readiness_503_at_once_and_lets_a_running_call_finis
         await eventually(started.exists, seconds=30, what="the call to run")
         daemon.process.send_signal(signal.SIGTERM)
         await eventually(lambda: http_status(daemon, "/readyz") == 503, what="readiness 503")
+        assert http_status(daemon, "/readyz?unclaimed=ok") == 503
         assert http_status(daemon, "/healthz") == 200
         assert await health_status(daemon) == HealthCheckResponse.NOT_SERVING
         # The call still runs (it waits for `release`); new calls are refused meanwhile.

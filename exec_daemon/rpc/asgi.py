@@ -271,11 +271,16 @@ class FrontDoor:
 
     async def _answer_probe(self, scope: Scope, receive: Receive, send: Send, ready: bool) -> None:
         """/healthz: 200 while the process answers at all. /readyz: 200 only while serving its
-        agent; 503 while it waits for InitSandbox, starts, drains or stops."""
+        agent; 503 while it waits for InitSandbox, starts, drains or stops. `/readyz?unclaimed=ok`
+        also counts waiting for InitSandbox as ready: a warm pool's pod readiness (agent-sandbox
+        deletes a pool's sandboxes that stay unready)."""
         if _is_http1(scope):
             await drain_body(receive, self._drain_limit)
         phase = self._lifecycle.phase
-        ok = not ready or phase is Phase.SERVING
+        ready_phases = {Phase.SERVING}
+        if b"unclaimed=ok" in scope.get("query_string", b"").split(b"&"):
+            ready_phases.add(Phase.UNCLAIMED)
+        ok = not ready or phase in ready_phases
         body = f"{'ok' if ok else 'not ready'}: {phase.value}\n".encode()
         headers = [
             (b"content-type", b"text/plain; charset=utf-8"),
