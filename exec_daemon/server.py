@@ -261,14 +261,16 @@ async def serve(config: DaemonConfig) -> None:
         ):
             door.bind(routes, config.auth_token)
             lifecycle.serving()
-            claims.serving()
+            if lifecycle.ready:
+                claims.serving()
+            else:
+                claims.failed("the daemon was told to stop while it started")
             if http is None:
                 freeze_start_up_objects()
                 http = _serve_http(door, config, stop)
             await _first(drain.wait(), http)
             log.info("shutting down")
-            await _shut_down(lifecycle, stop, http, config.drain_grace_seconds)
-            daemon.stopping.set()
+            await _shut_down(lifecycle, stop, http, config.drain_grace_seconds, daemon.stopping)
     finally:
         if http is not None and not http.done():
             stop.set()
@@ -349,15 +351,22 @@ async def _first(*awaitables: Awaitable[object]) -> object:
 
 
 async def _shut_down(
-    lifecycle: Lifecycle, stop: asyncio.Event, http: asyncio.Task[None], grace: float
+    lifecycle: Lifecycle,
+    stop: asyncio.Event,
+    http: asyncio.Task[None],
+    grace: float,
+    stopping: asyncio.Event | None = None,
 ) -> None:
-    """Readiness is already 503; calls in flight get `grace` seconds, then the port closes."""
+    """Readiness is already 503; calls in flight get `grace` seconds; then streams end
+    (`stopping`: their calls are cancelled) and the port closes."""
     lifecycle.draining()
     if grace > 0 and lifecycle.in_flight:
         log.info("draining: %d call(s) in flight, up to %gs", lifecycle.in_flight, grace)
         if not await lifecycle.idle(grace):
             log.warning("drain: %d call(s) still running after %gs", lifecycle.in_flight, grace)
     lifecycle.stopped()
+    if stopping is not None:
+        stopping.set()
     stop.set()
     await _stop_within(http, STOP_SECONDS)
 

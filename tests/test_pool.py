@@ -225,30 +225,44 @@ def test_the_flag_refuses_a_header_that_is_not_one(tmp_path: Path) -> None:
         assert finished.returncode == 2 and "--auth-header" in finished.stderr
 
 
-async def test_sigterm_turns_readiness_503_at_once_and_lets_a_running_call_finish(
+async def test_sigterm_turns_readiness_503_at_once_and_lets_running_calls_finish(
     tmp_path: Path,
 ) -> None:
-    started, release = tmp_path / "started", tmp_path / "release"
-    command = (
-        f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done; echo finished-in-drain"
-    )
+    release = tmp_path / "release"
+
+    def waiting(name: str) -> str:
+        started = tmp_path / f"started-{name}"
+        return f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done; echo {name}-done"
+
+    async def on_a_stream(client: ExecDaemonClient) -> str:
+        async with client.exec_stream() as stream:
+            call = await stream.start(shell_call(waiting("stream"), timeout=120_000))
+            async for _message in call:
+                pass
+        assert call.outcome.result is not None, call.outcome.error
+        return stdout_of(call.outcome.result.shell_tool_call.result)
+
     with running_daemon(tmp_path, tmp_path / "state", "--drain-grace-seconds", "60") as daemon:
         client = daemon.client()
-        running = asyncio.create_task(shell(client, command, timeout=120_000))
-        await eventually(started.exists, seconds=30, what="the call to run")
+        unary = asyncio.create_task(shell(client, waiting("exec"), timeout=120_000))
+        streamed = asyncio.create_task(on_a_stream(client))
+        for name in ("exec", "stream"):
+            started = tmp_path / f"started-{name}"
+            await eventually(started.exists, seconds=30, what=f"the {name} call to run")
         daemon.process.send_signal(signal.SIGTERM)
         await eventually(lambda: http_status(daemon, "/readyz") == 503, what="readiness 503")
         assert http_status(daemon, "/readyz?unclaimed=ok") == 503
         assert http_status(daemon, "/healthz") == 200
         assert await health_status(daemon) == HealthCheckResponse.NOT_SERVING
-        # The call still runs (it waits for `release`); new calls are refused meanwhile.
-        assert not running.done()
+        # The calls still run (they wait for `release`); new calls are refused meanwhile.
+        assert not unary.done() and not streamed.done()
         async with daemon.client() as late:
             assert await refused_with(late.ping()) == Code.UNAVAILABLE
         release.touch()
-        result = await asyncio.wait_for(running, 60)
+        result = await asyncio.wait_for(unary, 60)
         assert result.WhichOneof("result") == "success"
-        assert "finished-in-drain" in stdout_of(result)
+        assert "exec-done" in stdout_of(result)
+        assert "stream-done" in await asyncio.wait_for(streamed, 60)
         await client.close()
         assert await asyncio.to_thread(daemon.process.wait, 30) == 0
 

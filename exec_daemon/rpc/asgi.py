@@ -179,10 +179,10 @@ _UNCLAIMED_PATHS = (
     "/grpc.reflection.v1alpha.ServerReflection/",
 )
 # Streams that mostly wait: their tool calls are counted by the dispatcher instead, so an idle
-# ExecStream does not hold a drain up for its whole grace period.
+# ExecStream does not hold a drain up for its whole grace period. (ControlService.Exec is one
+# call: counted whole, until its answer has been sent.)
 _NOT_COUNTED = (
     "/agent.v1.ExecService/ExecStream",
-    "/agent.v1.ControlService/Exec",
     "/agent.v1.ControlService/WatchAgentContext",
 )
 NOT_CLAIMED = "this daemon waits for InitSandbox (--wait-for-init): nothing else is answered yet"
