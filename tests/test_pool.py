@@ -37,9 +37,12 @@ GRPCURL = Path(sys.executable).parent / "grpcurl"
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def http_status(daemon: RunningDaemon, path: str) -> int | None:
+def http_status(
+    daemon: RunningDaemon, path: str, *, port: int | None = None, **headers: str
+) -> int | None:
+    url = f"http://127.0.0.1:{port or daemon.port}{path}"
     try:
-        with _DIRECT.open(f"{daemon.url}{path}", timeout=5) as response:
+        with _DIRECT.open(urllib.request.Request(url, headers=headers), timeout=5) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -130,6 +133,12 @@ async def test_init_sandbox_binds_once_and_the_pool_credential_stops_working(
         assert http_status(pool_daemon, "/readyz") == 200
         assert await health_status(pool_daemon) == HealthCheckResponse.SERVING
         assert (await client.ping()).workspace == str(workspace)
+        # The terminals' port too serves the agent's token, and only it.
+        pty = pool_daemon.pty_port
+        agent = {"Authorization": f"Bearer {agent_token}"}
+        assert http_status(pool_daemon, "/terminals", port=pty, **agent) == 200
+        pool = {"Authorization": f"Bearer {pool_daemon.token}"}
+        assert http_status(pool_daemon, "/terminals", port=pty, **pool) == 401
         result = await shell(client, 'echo "$GREETING $API_KEY"; pwd')
         out = stdout_of(result)
         assert "hello-from-the-claim [REDACTED]" in out
@@ -205,11 +214,19 @@ async def test_the_token_in_a_second_header_named_by_a_flag(tmp_path: Path) -> N
                 assert await refused_with(bad) == Code.UNAUTHENTICATED
             # Authorization still works beside it.
             assert (await daemon.client().ping()).pid == daemon.process.pid
+        # The terminals' port takes it too.
+        pty = daemon.pty_port
+        given = {"X-Sandbox-Token": daemon.token}
+        assert http_status(daemon, "/terminals", port=pty, **given) == 200
+        given = {"X-Sandbox-Token": daemon.token[:-1]}
+        assert http_status(daemon, "/terminals", port=pty, **given) == 401
     with running_daemon(tmp_path, tmp_path / "state2") as daemon:
         async with ExecDaemonClient(daemon.url, "unused") as client:
             # Without the flag the header is nobody's: refused.
             bad = client.control.ping(request, headers={"x-sandbox-token": daemon.token})
             assert await refused_with(bad) == Code.UNAUTHENTICATED
+        given = {"X-Sandbox-Token": daemon.token}
+        assert http_status(daemon, "/terminals", port=daemon.pty_port, **given) == 401
 
 
 def test_the_flag_refuses_a_header_that_is_not_one(tmp_path: Path) -> None:
