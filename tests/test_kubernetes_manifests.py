@@ -21,11 +21,12 @@ import pytest
 import yaml
 
 from exec_daemon.cli import serve
-from exec_daemon.kernel.secrets import AUTH_TOKEN_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 CRDS = Path(__file__).resolve().parent / "data" / "agent-sandbox"
+# scripts/image/desktop-init reads the token from this file as root.
+TOKEN_FILE_VARIABLE = "EXEC_DAEMON_AUTH_TOKEN_FILE"
 GROUP_VERSION = "extensions.agents.x-k8s.io/v1beta1"
 CRD_FILES = {
     "SandboxTemplate": "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
@@ -176,9 +177,13 @@ def test_the_daemon_in_the_template_takes_its_flags_and_matches_ports_and_probes
     assert daemon["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "rpc"}
     # The drain fits in the pod's grace period: SIGKILL does not cut calls short.
     assert options["drain_grace_seconds"] < pod["terminationGracePeriodSeconds"]
-    # The pool's credential comes from a Secret through the variable the daemon reads and clears.
-    (token,) = daemon["env"]
-    assert token["name"] == AUTH_TOKEN_VARIABLE and "secretKeyRef" in token["valueFrom"]
+    # The pool's credential: a root-only file from a Secret, which the image's init reads.
+    (token_file,) = daemon["env"]
+    assert token_file["name"] == TOKEN_FILE_VARIABLE
+    (mount,) = [m for m in daemon["volumeMounts"] if token_file["value"].startswith(m["mountPath"])]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["defaultMode"] == 0o400 and "runAsUser" not in pod["securityContext"]
+    assert TOKEN_FILE_VARIABLE in (ROOT / "scripts" / "image" / "desktop-init").read_text()
     # What the command sandbox needs (sandbox/README.md), and a microVM runtime.
     security = daemon["securityContext"]
     assert pod["hostUsers"] is False and security["procMount"] == "Unmasked"
