@@ -158,7 +158,7 @@ def pool_routes(config: DaemonConfig, lifecycle: Lifecycle, claims: Claims) -> d
         "/agent.v1.ControlService/": ControlServiceASGIApplication(
             PoolControlService(config, lifecycle, claims),
             interceptors=interceptors,
-            read_max_bytes=64 * 1024,
+            read_max_bytes=1024 * 1024,
         ),
         **reflection_apps(DESCRIBED, interceptors),
     }
@@ -230,6 +230,7 @@ async def serve(config: DaemonConfig) -> None:
         )
         claim = await _first(claims.accepted(), drain.wait(), http)
         if not isinstance(claim, Claim):
+            claims.failed("the daemon is shutting down")
             await _shut_down(lifecycle, stop, http, config.drain_grace_seconds)
             return
         config = claim.config
@@ -265,8 +266,8 @@ async def serve(config: DaemonConfig) -> None:
                 claims.serving()
             else:
                 claims.failed("the daemon was told to stop while it started")
+            freeze_start_up_objects()
             if http is None:
-                freeze_start_up_objects()
                 http = _serve_http(door, config, stop)
             await _first(drain.wait(), http)
             log.info("shutting down")

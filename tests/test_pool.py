@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import secrets
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from tests.daemon_process import RunningDaemon, running_daemon, running_pool
 from tests.polling import eventually, wait_until
 from tests.test_shell import shell, shell_call, stdout_of
 
+OWN_USER = pwd.getpwuid(os.geteuid())
 PROTO = Path(__file__).resolve().parents[1] / "proto"
 GRPCURL = Path(sys.executable).parent / "grpcurl"
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -101,6 +103,9 @@ async def test_unclaimed_daemon_answers_only_health_and_init_sandbox(
         same = InitSandboxRequest(auth_token=pool_daemon.token)
         bad = pool.control.init_sandbox(same, headers=pool.headers)
         assert await refused_with(bad) == Code.INVALID_ARGUMENT
+        stranger = InitSandboxRequest(auth_token="x" * 32, user="no-such-user-here")
+        bad = pool.control.init_sandbox(stranger, headers=pool.headers)
+        assert await refused_with(bad) == Code.INVALID_ARGUMENT
         missing = InitSandboxRequest(auth_token="x" * 32, workspace=str(tmp_path / "nowhere"))
         bad = pool.control.init_sandbox(missing, headers=pool.headers)
         assert await refused_with(bad) == Code.INVALID_ARGUMENT
@@ -124,6 +129,7 @@ async def test_init_sandbox_binds_once_and_the_pool_credential_stops_working(
         env={"GREETING": "hello-from-the-claim", "API_KEY": "sk-claimed-secret-1234"},
         secret_names=["API_KEY"],
         workspace=str(workspace),
+        user=OWN_USER.pw_name,
         metadata={"pool": "p1", "claim": "c-1"},
     )
     async with client:
@@ -139,8 +145,9 @@ async def test_init_sandbox_binds_once_and_the_pool_credential_stops_working(
         assert http_status(pool_daemon, "/terminals", port=pty, **agent) == 200
         pool = {"Authorization": f"Bearer {pool_daemon.token}"}
         assert http_status(pool_daemon, "/terminals", port=pty, **pool) == 401
-        result = await shell(client, 'echo "$GREETING $API_KEY"; pwd')
+        result = await shell(client, 'echo "$GREETING $API_KEY"; pwd; echo "user=$USER:$HOME"')
         out = stdout_of(result)
+        assert f"user={OWN_USER.pw_name}:{OWN_USER.pw_dir}" in out
         assert "hello-from-the-claim [REDACTED]" in out
         assert "sk-claimed-secret-1234" not in out
         assert str(workspace) in out
@@ -187,6 +194,13 @@ async def test_concurrent_claims_bind_one_agent(pool_daemon: RunningDaemon) -> N
                 assert stdout_of(await shell(client, 'echo "$WHO"')).strip() == f"agent-{token[:8]}"
             else:
                 assert await refused_with(client.ping()) == Code.UNAUTHENTICATED
+
+
+async def test_sigterm_before_any_claim_ends_the_daemon(pool_daemon: RunningDaemon) -> None:
+    assert http_status(pool_daemon, "/readyz?unclaimed=ok") == 200
+    pool_daemon.process.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(pool_daemon.process.wait, 30) == 0
+    assert http_status(pool_daemon, "/healthz") is None
 
 
 async def test_a_daemon_started_with_its_token_refuses_init_sandbox(tmp_path: Path) -> None:
