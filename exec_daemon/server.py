@@ -103,9 +103,11 @@ def check_ports_free(host: str, ports: dict[str, int]) -> None:
                     ) from None
 
 
-def new_daemon(config: DaemonConfig) -> Daemon:
+def new_daemon(config: DaemonConfig, lifecycle: Lifecycle | None = None) -> Daemon:
     """The daemon's state, with every kernel protocol wired to its implementation."""
     daemon = Daemon(config)
+    if lifecycle is not None:
+        daemon.provide(Lifecycle, lambda _daemon: lifecycle)
     daemon.provide(Sandboxing, lambda daemon: daemon.service(SandboxService))
     # Before any layer asks for its Meter: when telemetry is on, the OTLP one.
     secrets = daemon.service(SecretStore)
@@ -237,8 +239,7 @@ async def serve(config: DaemonConfig) -> None:
         _forget_pool_credential(config.auth_token_file)
     else:
         claim = None
-    daemon = new_daemon(config)
-    daemon.provide(Lifecycle, lambda _daemon: lifecycle)
+    daemon = new_daemon(config, lifecycle)
     if claim is not None:
         daemon.env.update(claim.env)
     log.info(

@@ -138,11 +138,12 @@ class Claims:
         await asyncio.shield(self._started)
 
     def serving(self) -> None:
-        if not self._started.done():
+        if self._claim.done() and not self._started.done():
             self._started.set_result(None)
 
     def failed(self, why: str) -> None:
-        if not self._started.done():
+        """The InitSandbox waiting for its claim (if one is) gets `why`."""
+        if self._claim.done() and not self._started.done():
             self._started.set_exception(ClaimFailed(why))
 
 
