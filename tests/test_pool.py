@@ -31,6 +31,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.pool_client import PooledSandbox
 from tests.daemon_process import RunningDaemon, running_daemon, running_pool
 from tests.polling import eventually, wait_until
+from tests.sandbox_harness import processes_with_argument
 from tests.test_shell import shell, shell_call, stdout_of
 
 OWN_USER = pwd.getpwuid(os.geteuid())
@@ -302,10 +303,17 @@ async def test_a_call_outliving_the_grace_period_is_ended(tmp_path: Path) -> Non
     started = tmp_path / "started"
     with running_daemon(tmp_path, tmp_path / "state", "--drain-grace-seconds", "1") as daemon:
         client = daemon.client()
-        running = asyncio.create_task(client.run(shell_call(f"touch {started}; sleep 600")))
+        marker = f"600.{time.monotonic_ns() % 10**6:06d}"  # seconds, and unique
+        command = f"touch {started}; sleep {marker}"
+        running = asyncio.create_task(client.run(shell_call(command)))
         await eventually(started.exists, seconds=30, what="the call to run")
+        assert processes_with_argument(marker)
         daemon.process.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(daemon.process.wait, 30) == 0
+        # Ended with the daemon: nothing of the call is left behind.
+        await eventually(
+            lambda: not processes_with_argument(marker), what="the call's sleep to end"
+        )
         with pytest.raises((ConnectError, ConnectionError)):
             await asyncio.wait_for(running, 30)
         await client.close()
