@@ -7,6 +7,7 @@ import ctypes
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -137,6 +138,18 @@ def origins_option(values: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(parse_origin(part) for part in parts))
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def auth_header_option(value: str | None) -> str | None:
+    """--auth-header: an HTTP header name (RFC 9110 token), not one the daemon reads already."""
+    if value is None:
+        return None
+    name = value.strip().lower()
+    if not re.fullmatch(r"[a-z0-9!#$%&'*+.^_`|~-]+", name) or name.startswith(":"):
+        raise click.BadParameter(f"{value!r} is not an HTTP header name")
+    if name in ("authorization", "host", "content-type", "te", "cookie"):
+        raise click.BadParameter(f"{name} is a header the daemon or HTTP already uses")
+    return name
 
 
 def url_option(value: str | None) -> str | None:
@@ -474,6 +487,30 @@ def main() -> None:
     callback=lambda _ctx, _param, value: _host_port(value),
     show_default=True,
     help="HOST:PORT of the VNC server the desktop page shows.",
+)
+@click.option(
+    "--wait-for-init",
+    is_flag=True,
+    help="Warm pool: the token given (--auth-token-file, ...) is the pool's credential; only "
+    "health and ControlService.InitSandbox are answered until InitSandbox binds the daemon to "
+    "its agent (token, environment, workspace, user), once. Workspace watchers, shells and "
+    "terminals start then; the pool's --auth-token-file is removed then (when it may be).",
+)
+@click.option(
+    "--drain-grace-seconds",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="On SIGTERM readiness (/readyz, grpc.health.v1) turns 503 at once and new calls are "
+    "refused; calls in flight get this long to finish before they are cancelled.",
+)
+@click.option(
+    "--auth-header",
+    default=None,
+    callback=lambda _ctx, _param, value: auth_header_option(value),
+    metavar="NAME",
+    help="A second request header that may carry the token (the token alone, or 'Bearer "
+    "<token>'), for routers that strip Authorization (agent-sandbox's sandbox-router).",
 )
 def serve(
     workspace: Path | None,

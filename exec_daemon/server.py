@@ -10,13 +10,13 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from pathlib import Path
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
-from agent.v1 import control_pb2, exec_pb2
+from agent.v1 import control_pb2, exec_pb2, health_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
@@ -24,6 +24,7 @@ from exec_daemon.guards.redaction import SecretStore
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
+from exec_daemon.kernel.lifecycle import Lifecycle
 from exec_daemon.kernel.paths import ensure_daemon_folder, journal_temp_folders
 from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
@@ -33,14 +34,16 @@ from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.kernel.writable import WritableAreas
 from exec_daemon.registry import SPECS
 from exec_daemon.rpc import desktop_server, hypercorn_fixes, pty_server
-from exec_daemon.rpc.asgi import FrontDoor
+from exec_daemon.rpc.asgi import ASGIApp, FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
 from exec_daemon.rpc.control_service import ControlService
 from exec_daemon.rpc.cors import Cors
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
+from exec_daemon.rpc.health import health_apps
 from exec_daemon.rpc.ide import IdeServer
+from exec_daemon.rpc.pool import Claim, Claims, PoolControlService
 from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
@@ -62,6 +65,8 @@ GRACEFUL_SECONDS = 1.0
 STOP_SECONDS = 3.0
 # In the terminals folder: the folders each daemon wrote temp files in (kernel/paths.py).
 WRITES_JOURNAL = "writes"
+# What reflection describes (grpcurl, buf curl): the daemon's services and the health service.
+DESCRIBED = (exec_pb2.DESCRIPTOR, control_pb2.DESCRIPTOR, health_pb2.DESCRIPTOR)
 
 
 class PortUnavailable(Exception):
@@ -102,9 +107,11 @@ def check_ports_free(host: str, ports: dict[str, int]) -> None:
                     ) from None
 
 
-def new_daemon(config: DaemonConfig) -> Daemon:
+def new_daemon(config: DaemonConfig, lifecycle: Lifecycle | None = None) -> Daemon:
     """The daemon's state, with every kernel protocol wired to its implementation."""
     daemon = Daemon(config)
+    if lifecycle is not None:
+        daemon.provide(Lifecycle, lambda _daemon: lifecycle)
     daemon.provide(Sandboxing, lambda daemon: daemon.service(SandboxService))
     # The file tools' writable set is the one a `workspace_readwrite` sandbox grants.
     daemon.service(WritableAreas).set_grant(lambda: daemon.service(SandboxService).writable_grant())
@@ -130,14 +137,15 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     )
 
 
-def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
+def build_routes(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> dict[str, ASGIApp]:
+    """The RPC services of a daemon serving its agent, by path prefix."""
     config = daemon.config
     dispatcher = Dispatcher(daemon, specs, middlewares(daemon))
     # Subagents (Task) run their tools through this same dispatcher.
     daemon.provide(ToolCalls, lambda _daemon: dispatcher)
     interceptors = [ErrorMappingInterceptor()]
     read_max = config.max_message_bytes
-    routes = {
+    return {  # type: ignore[return-value]
         "/agent.v1.ExecService/": ExecServiceASGIApplication(
             ExecService(dispatcher, config.heartbeat_seconds),
             interceptors=interceptors,
@@ -147,15 +155,40 @@ def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
         "/agent.v1.ControlService/": ControlServiceASGIApplication(
             ControlService(dispatcher), interceptors=interceptors, read_max_bytes=read_max
         ),
-        **reflection_apps([exec_pb2.DESCRIPTOR, control_pb2.DESCRIPTOR], interceptors),
+        **reflection_apps(DESCRIBED, interceptors),
     }
+
+
+def pool_routes(config: DaemonConfig, lifecycle: Lifecycle, claims: Claims) -> dict[str, ASGIApp]:
+    """Before the claim (--wait-for-init): InitSandbox, and reflection to describe it."""
+    interceptors = [ErrorMappingInterceptor()]
+    return {  # type: ignore[return-value]
+        "/agent.v1.ControlService/": ControlServiceASGIApplication(
+            PoolControlService(config, lifecycle, claims),
+            interceptors=interceptors,
+            read_max_bytes=1024 * 1024,
+        ),
+        **reflection_apps(DESCRIBED, interceptors),
+    }
+
+
+def front_door(config: DaemonConfig, routes: dict[str, ASGIApp], lifecycle: Lifecycle) -> FrontDoor:
     return FrontDoor(
-        routes,  # type: ignore[arg-type]
+        routes,
         config.auth_token,
         compress_responses=config.compress_responses,
-        drain_limit=read_max,
+        drain_limit=config.max_message_bytes,
         cors=Cors(config.cors_allowed_origins),
+        lifecycle=lifecycle,
+        health=health_apps(lifecycle, [ErrorMappingInterceptor()]),  # type: ignore[arg-type]
+        auth_header=config.auth_header,
     )
+
+
+def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
+    """The RPC port's app for a daemon serving its agent from the start."""
+    lifecycle = daemon.service(Lifecycle)
+    return front_door(daemon.config, build_routes(daemon, specs), lifecycle)
 
 
 def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
@@ -173,26 +206,92 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
 
 
 async def serve(config: DaemonConfig) -> None:
-    """Runs until SIGTERM or SIGINT, then stops accepting, cancels calls and ends their processes."""
+    """Runs until SIGTERM or SIGINT: readiness turns 503 at once, calls in flight get
+    --drain-grace-seconds to finish, then the rest are cancelled and their processes ended.
+
+    With --wait-for-init the port is served at once, to health and InitSandbox only; the
+    daemon is set up for its agent (as it is at start otherwise) when InitSandbox binds it.
+    """
     check_ports_free(
         config.host,
         {"--port": config.port, "--pty-websocket-port": config.pty_websocket_port}
         | ({"--novnc-port": config.novnc_port} if config.novnc_port else {}),
     )
     hypercorn_fixes.install()
-    daemon = new_daemon(config)
-    app = build_app(daemon)
+    lifecycle = Lifecycle(wait_for_init=config.wait_for_init)
+    drain = asyncio.Event()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(ignore_cancelled_connections)
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _drain_at_once, lifecycle, drain)
+    http: asyncio.Task[None] | None = None
+    door = front_door(config, {}, lifecycle)
+    claims = Claims()
+    if config.wait_for_init:
+        door.bind(pool_routes(config, lifecycle, claims), config.auth_token)
+        http = _serve_http(door, config, stop)
+        log.info(
+            "exec-daemon waiting for InitSandbox on %s:%d (--wait-for-init)",
+            config.host,
+            config.port,
+        )
+        claim = await _first(claims.accepted(), drain.wait(), http)
+        if not isinstance(claim, Claim):
+            claims.failed("the daemon is shutting down")
+            await _shut_down(lifecycle, stop, http, config.drain_grace_seconds)
+            return
+        config = claim.config
+        _forget_pool_credential(config.auth_token_file)
+    else:
+        claim = None
+    daemon = new_daemon(config, lifecycle)
+    if claim is not None:
+        daemon.env.update(claim.env)
     log.info(
         "exec-daemon serving %s on %s:%d (Connect, gRPC, gRPC-Web)",
         config.workspace,
         config.host,
         config.port,
     )
+    try:
+        try:
+            routes = await _set_up(daemon)
+        except BaseException as exc:
+            claims.failed(str(exc) or type(exc).__name__)
+            raise
+        async with (
+            # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
+            tmux.running(daemon),
+            pty_server.serving(daemon),
+            desktop_server.serving(daemon),
+            environment.started(daemon),
+        ):
+            door.bind(routes, config.auth_token)
+            lifecycle.serving()
+            if lifecycle.ready:
+                claims.serving()
+            else:
+                claims.failed("the daemon was told to stop while it started")
+            freeze_start_up_objects()
+            if http is None:
+                http = _serve_http(door, config, stop)
+            await _first(drain.wait(), http)
+            log.info("shutting down")
+            await _shut_down(lifecycle, stop, http, config.drain_grace_seconds, daemon.stopping)
+    finally:
+        if http is not None and not http.done():
+            stop.set()
+            await _stop_within(http, STOP_SECONDS)
+        await daemon.aclose()
+        # Whatever any call or helper started and that outlived its owner's own ending.
+        await terminate_selected(marked_by_this_daemon())
+
+
+async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
+    """What the daemon prepares before it serves its agent; its RPC routes."""
+    config = daemon.config
+    routes = build_routes(daemon)
     # The daemon's own folder exists before any sandbox starts, so every sandbox mounts it
     # read-only (a missing one could be created, and symlinks planted in it, from inside).
     try:
@@ -212,28 +311,74 @@ async def serve(config: DaemonConfig) -> None:
     # sem_search's index is built in the background (a low-priority worker thread) and then
     # follows the workspace, so a search finds it ready.
     await daemon.service(SemanticIndex).start()
+    return routes
+
+
+def _forget_pool_credential(path: Path | None) -> None:
+    """Removes the pool's credential file once claimed, when the daemon may: an agent reading it
+    could claim the pool's other daemons still waiting. A read-only mount (a Kubernetes secret)
+    keeps it: docs/scale-out.md says how to keep the RPC ports out of the agents' reach."""
+    if path is None:
+        return
     try:
-        # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
-        async with (
-            tmux.running(daemon),
-            pty_server.serving(daemon),
-            desktop_server.serving(daemon),
-            environment.started(daemon),
-        ):
-            freeze_start_up_objects()
-            http = asyncio.create_task(
-                hypercorn_serve(app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
-            )
-            await asyncio.wait(
-                [http, asyncio.create_task(stop.wait())], return_when="FIRST_COMPLETED"
-            )
-            log.info("shutting down")
-            daemon.stopping.set()
-            await _stop_within(http, STOP_SECONDS)
+        path.unlink()
+    except OSError as exc:
+        log.warning(
+            "the pool's credential file %s stays (%s): keep other pool daemons' ports out of "
+            "this agent's reach",
+            path,
+            exc.strerror,
+        )
+
+
+def _drain_at_once(lifecycle: Lifecycle, drain: asyncio.Event) -> None:
+    """SIGTERM/SIGINT: not ready from this instant (the probes say 503), then the drain."""
+    lifecycle.draining()
+    drain.set()
+
+
+def _serve_http(door: FrontDoor, config: DaemonConfig, stop: asyncio.Event) -> asyncio.Task[None]:
+    return asyncio.create_task(
+        hypercorn_serve(door, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    )
+
+
+async def _first(*awaitables: Awaitable[object]) -> object:
+    """The result of whichever of `awaitables` ends first (the others are cancelled; a task
+    given is left running)."""
+    tasks = [
+        item if isinstance(item, asyncio.Task) else asyncio.ensure_future(item)
+        for item in awaitables
+    ]
+    try:
+        done, _pending = await asyncio.wait(tasks, return_when="FIRST_COMPLETED")
     finally:
-        await daemon.aclose()
-        # Whatever any call or helper started and that outlived its owner's own ending.
-        await terminate_selected(marked_by_this_daemon())
+        for task, item in zip(tasks, awaitables, strict=True):
+            if task is not item:
+                task.cancel()
+    first = next(iter(done))
+    return None if first.cancelled() or first.exception() else first.result()
+
+
+async def _shut_down(
+    lifecycle: Lifecycle,
+    stop: asyncio.Event,
+    http: asyncio.Task[None],
+    grace: float,
+    stopping: asyncio.Event | None = None,
+) -> None:
+    """Readiness is already 503; calls in flight get `grace` seconds; then streams end
+    (`stopping`: their calls are cancelled) and the port closes."""
+    lifecycle.draining()
+    if grace > 0 and lifecycle.in_flight:
+        log.info("draining: %d call(s) in flight, up to %gs", lifecycle.in_flight, grace)
+        if not await lifecycle.idle(grace):
+            log.warning("drain: %d call(s) still running after %gs", lifecycle.in_flight, grace)
+    lifecycle.stopped()
+    if stopping is not None:
+        stopping.set()
+    stop.set()
+    await _stop_within(http, STOP_SECONDS)
 
 
 def _undo_interrupted_applies(daemon: Daemon) -> None:

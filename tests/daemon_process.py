@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,14 +93,27 @@ def _answers_ping(port: int, token: str) -> bool:
         return False
 
 
+def answers_healthz(port: int, _token: str = "") -> bool:
+    """True once the daemon answers /healthz (a --wait-for-init daemon answers no Ping)."""
+    try:
+        with _DIRECT.open(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, http.client.HTTPException):
+        return False
+
+
 def _wait_listening(
-    process: subprocess.Popen[bytes], port: int, token: str, log_path: Path
+    process: subprocess.Popen[bytes],
+    port: int,
+    token: str,
+    log_path: Path,
+    answers: Callable[[int, str], bool] = _answers_ping,
 ) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"daemon exited with {process.returncode}:\n{log_path.read_text()}")
-        if _answers_ping(port, token):
+        if answers(port, token):
             return
         time.sleep(0.05)
     process.kill()
@@ -129,7 +142,8 @@ def running_daemon(
     token_by: str = "env",
     ports: tuple[int, int] | None = None,
 ) -> Iterator[RunningDaemon]:
-    """`token_by`: how the daemon gets its token, "env" (EXEC_DAEMON_AUTH_TOKEN), "file"
+    """With `--wait-for-init` among `extra_args`, ready means answering /healthz (`token` is
+    then the pool's credential). `token_by`: how the daemon gets its token, "env" (EXEC_DAEMON_AUTH_TOKEN), "file"
     (--auth-token-file, mode 0600, in `state_dir`) or "argv" (--auth-token). `ports`: the RPC
     and PTY ports (a restart on the ports of a daemon that stopped), else free ones."""
     token = token or secrets.token_hex(32)
@@ -167,7 +181,50 @@ def _started_daemon(
     token_by: str,
     ports: tuple[int, int],
 ) -> Iterator[RunningDaemon]:
-    port, pty_port = ports
+    daemon = launch_daemon(workspace, state_dir, extra_args, env, token, argv, token_by, ports)
+    process, port, log_path = daemon.process, daemon.port, daemon.log_path
+    try:
+        try:
+            answers = answers_healthz if "--wait-for-init" in extra_args else _answers_ping
+            _wait_listening(process, port, token, log_path, answers)
+        except RuntimeError as exc:
+            if "Address already in use" in str(exc):
+                raise PortTaken(str(exc)) from None
+            raise
+        try:
+            yield daemon
+        except Exception as exc:
+            if process.poll() is not None:
+                log_tail = log_path.read_text(errors="replace")[-4000:]
+                exc.add_note(f"the daemon had exited with {process.returncode}:\n{log_tail}")
+            raise
+    finally:
+        end_process(process)
+
+
+def end_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it overstays SHUTDOWN_SECONDS; reaped either way."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(SHUTDOWN_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def launch_daemon(
+    workspace: Path,
+    state_dir: Path,
+    extra_args: Sequence[str],
+    env: dict[str, str] | None,
+    token: str,
+    argv: Sequence[str] | None = None,
+    token_by: str = "env",
+    ports: tuple[int, int] | None = None,
+) -> RunningDaemon:
+    """Starts the daemon's process without waiting for it to listen."""
+    port, pty_port = ports or (free_port(), free_port())
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "daemon.log"
     # -P: the daemon runs in the workspace, which must not go on sys.path (a `tools/` planted
@@ -193,26 +250,48 @@ def _started_daemon(
         process = subprocess.Popen(
             command, stdout=log_file, stderr=subprocess.STDOUT, env=process_env, cwd=workspace
         )
-    daemon = RunningDaemon(process, token, port, pty_port, workspace, log_path, state_dir)
+    return RunningDaemon(process, token, port, pty_port, workspace, log_path, state_dir)
+
+
+@contextlib.contextmanager
+def running_pool(
+    count: int, root: Path, *extra_args: str, seconds: float = 120.0
+) -> Iterator[list[RunningDaemon]]:
+    """`count` daemons started with --wait-for-init (each its own workspace under `root` and the
+    pool's one credential), all launched at once and waited for together, up to `seconds`."""
+    pool_token = secrets.token_hex(32)
+    daemons: list[RunningDaemon] = []
     try:
-        try:
-            _wait_listening(process, port, token, log_path)
-        except RuntimeError as exc:
-            if "Address already in use" in str(exc):
-                raise PortTaken(str(exc)) from None
-            raise
-        try:
-            yield daemon
-        except Exception as exc:
-            if process.poll() is not None:
-                log_tail = log_path.read_text(errors="replace")[-4000:]
-                exc.add_note(f"the daemon had exited with {process.returncode}:\n{log_tail}")
-            raise
+        for index in range(count):
+            workspace = root / f"workspace-{index}"
+            workspace.mkdir(parents=True)
+            daemons.append(
+                launch_daemon(
+                    workspace,
+                    root / f"state-{index}",
+                    ["--wait-for-init", *extra_args],
+                    None,
+                    pool_token,
+                    token_by="file",
+                )
+            )
+        deadline = time.monotonic() + seconds
+        waiting = list(daemons)
+        while waiting:
+            for daemon in list(waiting):
+                if daemon.process.poll() is not None:
+                    raise RuntimeError(
+                        f"daemon exited with {daemon.process.returncode}:\n{daemon.log()}"
+                    )
+                if answers_healthz(daemon.port):
+                    waiting.remove(daemon)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(waiting)} of {count} daemons not up within {seconds}s")
+            time.sleep(0.1)
+        yield daemons
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(SHUTDOWN_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for daemon in daemons:
+            if daemon.process.poll() is None:
+                daemon.process.send_signal(signal.SIGTERM)
+        for daemon in daemons:
+            end_process(daemon.process)

@@ -28,6 +28,7 @@ BUF = REPO / "node_modules" / ".bin" / "buf"
 SERVICES = {
     "agent.v1.ControlService",
     "agent.v1.ExecService",
+    "grpc.health.v1.Health",
     "grpc.reflection.v1.ServerReflection",
     "grpc.reflection.v1alpha.ServerReflection",
 }

@@ -329,6 +329,13 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
     assert 10e6 < rss < 4e9, rss
     fds = total(metrics["process.unix.file_descriptor.count"])
     assert 3 < fds < 10_000, fds
+    # The sandbox's resources, as GetSandboxInfo reports them.
+    assert total(metrics["system.cpu.logical.count"]) >= 1
+    memory = total(metrics["system.memory.usage"], **{"system.memory.state": "used"})
+    assert 0 < memory <= total(metrics["system.memory.limit"])
+    disk = total(metrics["system.filesystem.usage"], **{"system.filesystem.state": "used"})
+    assert 0 < disk <= total(metrics["system.filesystem.limit"])
+    assert total(metrics["system.process.count"]) >= 2
     # The seed's computer-use metrics: the display is off, so the session failed "unavailable".
     assert total(metrics["computer_use.result"], outcome="unavailable") == 1
     assert total(metrics["computer_use.session.duration"]) == 1

@@ -93,6 +93,13 @@ class DaemonConfig:
     # The desktop page (noVNC behind the token) and the VNC server it bridges to; 0: no page.
     novnc_port: int = 0
     vnc_address: str = "127.0.0.1:5901"
+    # A warm pool's daemon (exec_daemon/rpc/pool.py): `auth_token` is the pool's credential
+    # until InitSandbox gives the agent's own.
+    wait_for_init: bool = False
+    # After SIGTERM (readiness already 503), calls in flight may finish for this long.
+    drain_grace_seconds: float = 0.0
+    # A second header that may carry the token (routers that strip Authorization).
+    auth_header: str | None = None
 
 
 def off_without(feature: str, flag: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -55,6 +56,12 @@ from agent.v1.control_pb2 import (
     WriteTextFileResponse,
 )
 from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamElement
+from agent.v1.pool_pb2 import (
+    GetSandboxInfoRequest,
+    GetSandboxInfoResponse,
+    InitSandboxRequest,
+    InitSandboxResponse,
+)
 from agent.v1.questions_pb2 import (
     AnswerQuestionRequest,
     AnswerQuestionResponse,
@@ -70,11 +77,14 @@ from exec_daemon.guards.redaction import (
 )
 from exec_daemon.kernel.desktop_control import DesktopControl
 from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.lifecycle import Lifecycle
+from exec_daemon.kernel.usage import sandbox_usage
 from exec_daemon.rpc import agent_context, artifacts, changes, files, github_token, remote_server
 from exec_daemon.rpc.dispatch import Dispatcher
 from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
 from exec_daemon.rpc.ide import IdeServer, ide_message
 from exec_daemon.rpc.ide import install as ide_install
+from exec_daemon.rpc.pool import ALREADY_CLAIMED, NOT_WAITING, daemon_user
 from tools import mcp
 from tools.questions import PendingQuestions
 
@@ -96,6 +106,38 @@ class ControlService(ControlServiceBase):
             uptime_ms=self._daemon.uptime_ms(),
             pid=os.getpid(),
             workspace=self._daemon.workspace,
+        )
+
+    async def init_sandbox(
+        self,
+        request: InitSandboxRequest,
+        ctx: RequestContext[InitSandboxRequest, InitSandboxResponse],
+    ) -> InitSandboxResponse:
+        """A bound daemon refuses it: its pool's one claim was answered by exec_daemon/rpc/pool.py."""
+        waited = self._daemon.service(Lifecycle).waited_for_init
+        raise ConnectError(Code.FAILED_PRECONDITION, ALREADY_CLAIMED if waited else NOT_WAITING)
+
+    async def get_sandbox_info(
+        self,
+        request: GetSandboxInfoRequest,
+        ctx: RequestContext[GetSandboxInfoRequest, GetSandboxInfoResponse],
+    ) -> GetSandboxInfoResponse:
+        lifecycle = self._daemon.service(Lifecycle)
+        usage = await asyncio.to_thread(sandbox_usage, self._daemon.config.workspace)
+        return GetSandboxInfoResponse(
+            version=__version__,
+            uptime_ms=lifecycle.uptime_ms(),
+            claimed=lifecycle.claimed,
+            state=lifecycle.phase.value,
+            metadata=dict(lifecycle.metadata),
+            cpu_count=usage.cpu_count,
+            memory_used_bytes=usage.memory_used_bytes,
+            memory_total_bytes=usage.memory_total_bytes,
+            disk_used_bytes=usage.disk_used_bytes,
+            disk_total_bytes=usage.disk_total_bytes,
+            process_count=usage.process_count,
+            workspace=self._daemon.workspace,
+            user=lifecycle.user or daemon_user().pw_name,
         )
 
     def exec(

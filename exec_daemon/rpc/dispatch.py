@@ -22,6 +22,7 @@ from exec_daemon.kernel.context import (
     Next,
 )
 from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.lifecycle import Lifecycle
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.wire import fields
@@ -94,8 +95,13 @@ class Dispatcher:
         variant = getattr(tool_call, tool)
         ctx = replace(ctx, tool=tool, report=CallReport())
         invocation = Invocation(tool=tool, args=variant.args, ctx=ctx, spec=spec)
+        lifecycle = self.daemon.service(Lifecycle)
+        if not lifecycle.accepts_calls:
+            raise CodedError(ErrorCode.UNAVAILABLE, "the daemon is draining: no new tool calls")
         try:
-            result = await self._chain_for(spec)(invocation)
+            # Counted while it runs: a drain (SIGTERM) lets it finish within its grace period.
+            with lifecycle.call():
+                result = await self._chain_for(spec)(invocation)
         except CodedError:
             raise
         except Exception as exc:

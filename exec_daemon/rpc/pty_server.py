@@ -153,7 +153,13 @@ class PtyWebSocketServer:
 
     def authorized(self, request: Request, query: dict[str, str]) -> bool:
         bearer = bearer_token(request.headers.get("Authorization", ""))
-        return secret_matches(bearer or query.get("token", ""), self._token)
+        matches = secret_matches(bearer or query.get("token", ""), self._token)
+        second_header = self.daemon.config.auth_header
+        if second_header:
+            # --auth-header (routers that strip Authorization): the token alone or `Bearer ...`.
+            given = request.headers.get(second_header, "")
+            matches |= secret_matches(bearer_token(given) or given, self._token)
+        return matches
 
     @staticmethod
     def origin_allowed(request: Request) -> bool:

@@ -6,6 +6,10 @@ ghost mode the layers record into exec_daemon/kernel/metering.py's no-op `Meter`
 Names and units. OpenTelemetry semantic conventions where one exists:
 - `process.memory.usage` (By): the daemon's resident set size (semconv process metrics).
 - `process.unix.file_descriptor.count` ({file_descriptor}): its open fds (semconv process).
+- The sandbox's resources, as GetSandboxInfo reports them (semconv system metrics):
+  `system.cpu.logical.count` ({cpu}), `system.memory.usage` (By, `system.memory.state=used`) and
+  `system.memory.limit`, `system.filesystem.usage` (By, `system.filesystem.state=used`, the
+  workspace's file system) and `system.filesystem.limit`, `system.process.count` ({process}).
 - `otel.sdk.processor.span.processed` / `otel.sdk.processor.log.processed` ({span}/{log}) with
   `error.type=queue_full`: spans and log records dropped because the export queue was full; and
   `otel.sdk.exporter.span.exported` / `...log.exported` with `error.type`: those an export
@@ -45,6 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -63,6 +68,7 @@ from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 from opentelemetry.sdk.metrics.export import Metric as MetricData
 
 from exec_daemon.kernel.metering import Kind, Meter, Metric
+from exec_daemon.kernel.usage import SandboxUsage, sandbox_usage
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
@@ -86,6 +92,16 @@ COMPUTER_USE_ACTIONS = "computer_use.session.action_count"
 COMPUTER_USE_RESULT = "computer_use.result"
 PROCESS_MEMORY = "process.memory.usage"
 PROCESS_FDS = "process.unix.file_descriptor.count"
+# What the sandbox (VM or container) has and uses, as GetSandboxInfo reports it (semconv system
+# metrics; the memory is the cgroup's when it has a limit: exec_daemon/kernel/usage.py).
+SYSTEM_CPUS = "system.cpu.logical.count"
+SYSTEM_MEMORY_USAGE = "system.memory.usage"
+SYSTEM_MEMORY_LIMIT = "system.memory.limit"
+SYSTEM_DISK_USAGE = "system.filesystem.usage"
+SYSTEM_DISK_LIMIT = "system.filesystem.limit"
+SYSTEM_PROCESSES = "system.process.count"
+# One reading serves every sandbox gauge of an export.
+_USAGE_SECONDS = 1.0
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
@@ -348,6 +364,29 @@ class OtlpMeter(Meter):
         spec = metric.value
         _gauge(self._meter, spec.name, spec.unit, spec.description, read, up_down=True)
 
+    def watch_sandbox(self, workspace: Path) -> None:
+        """The sandbox's CPUs, memory, disk (of `workspace`) and processes, read at each export
+        (on the SDK's exporting thread, never the event loop)."""
+        usage = _RecentUsage(workspace)
+        used = (("system.memory.state", "used"),)
+        disk_used = (("system.filesystem.state", "used"),)
+        for name, unit, description, read, labels in (
+            (SYSTEM_CPUS, "{cpu}", "CPUs the sandbox may use", "cpu_count", ()),
+            (SYSTEM_MEMORY_USAGE, "By", "Memory used", "memory_used_bytes", used),
+            (SYSTEM_MEMORY_LIMIT, "By", "Memory in all", "memory_total_bytes", ()),
+            (SYSTEM_DISK_USAGE, "By", "Workspace disk used", "disk_used_bytes", disk_used),
+            (SYSTEM_DISK_LIMIT, "By", "Workspace disk in all", "disk_total_bytes", ()),
+            (SYSTEM_PROCESSES, "{process}", "Processes in the sandbox", "process_count", ()),
+        ):
+            _gauge(
+                self._meter,
+                name,
+                unit,
+                description,
+                lambda field=read: getattr(usage.now(), field),  # type: ignore[misc]
+                labels=dict(labels),
+            )
+
     def count_dropped_calls(self, read: Callable[[], int]) -> None:
         """`read()`: the tool calls whose span and metrics were dropped so far (call_spans.py)."""
         self._meter.create_observable_counter(
@@ -382,9 +421,27 @@ def _gauge(
     read: Callable[[], int],
     *,
     up_down: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> None:
     def observe(_options: CallbackOptions) -> Iterable[Observation]:
-        return (Observation(read()),)
+        return (Observation(read(), labels),)
 
     create = meter.create_observable_up_down_counter if up_down else meter.create_observable_gauge
     create(name, callbacks=[observe], unit=unit, description=description)
+
+
+class _RecentUsage:
+    """sandbox_usage(workspace), read again when older than _USAGE_SECONDS."""
+
+    def __init__(self, workspace: Path) -> None:
+        self._workspace = workspace
+        self._lock = threading.Lock()
+        self._read_at = -math.inf
+        self._usage: SandboxUsage | None = None
+
+    def now(self) -> SandboxUsage:
+        with self._lock:
+            if self._usage is None or time.monotonic() - self._read_at > _USAGE_SECONDS:
+                self._usage = sandbox_usage(self._workspace)
+                self._read_at = time.monotonic()
+            return self._usage

@@ -219,6 +219,7 @@ def start_telemetry(daemon: Daemon, redact: Redact | None = None) -> Telemetry |
         telemetry.off = True
         return None
     telemetry.start(target, redact or _unchanged)
+    telemetry.meter.watch_sandbox(daemon.config.workspace)
     daemon.provide(Meter, lambda _daemon: telemetry.meter)
     daemon.service(DesktopControl).listen(telemetry.desktop_control_changed)
     log.info(

@@ -13,6 +13,7 @@ from typing import Protocol, TYPE_CHECKING
 
 from agent.v1.context_pb2 import AgentContextChange, GetAgentContextRequest, GetAgentContextResponse, ListMcpToolsRequest, ListMcpToolsResponse, WatchAgentContextRequest
 from agent.v1.exec_pb2 import ExecServerMessage
+from agent.v1.pool_pb2 import GetSandboxInfoRequest, GetSandboxInfoResponse, InitSandboxRequest, InitSandboxResponse
 from agent.v1.questions_pb2 import AnswerQuestionRequest, AnswerQuestionResponse, ListPendingQuestionsRequest, ListPendingQuestionsResponse
 from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from connectrpc.client import ConnectClient, ConnectClientSync
@@ -126,6 +127,19 @@ class ControlService(Protocol):
     async def get_desktop_control(self, request: GetDesktopControlRequest, ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse], /) -> GetDesktopControlResponse:
         """
         Who controls the desktop (a person who took it over, or the agent).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def init_sandbox(self, request: InitSandboxRequest, ctx: RequestContext[InitSandboxRequest, InitSandboxResponse], /) -> InitSandboxResponse:
+        """
+        Binds a daemon started with --wait-for-init to its agent, once (pool.proto). Refused
+        (failed_precondition) when the daemon is already bound.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def get_sandbox_info(self, request: GetSandboxInfoRequest, ctx: RequestContext[GetSandboxInfoRequest, GetSandboxInfoResponse], /) -> GetSandboxInfoResponse:
+        """
+        Version, uptime, claim state and metadata, CPU, memory, disk and processes (pool.proto).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -384,6 +398,28 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.get_desktop_control,
+                ),
+                "/agent.v1.ControlService/InitSandbox": Endpoint.unary(
+                    method=MethodInfo(
+                        name="InitSandbox",
+                        service_name="agent.v1.ControlService",
+                        input=InitSandboxRequest,
+                        output=InitSandboxResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.init_sandbox,
+                ),
+                "/agent.v1.ControlService/GetSandboxInfo": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetSandboxInfo",
+                        service_name="agent.v1.ControlService",
+                        input=GetSandboxInfoRequest,
+                        output=GetSandboxInfoResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.get_sandbox_info,
                 ),
             },
             interceptors=interceptors,
@@ -884,6 +920,53 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def init_sandbox(
+        self,
+        request: InitSandboxRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> InitSandboxResponse:
+        """
+        Binds a daemon started with --wait-for-init to its agent, once (pool.proto). Refused
+        (failed_precondition) when the daemon is already bound.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="InitSandbox",
+                service_name="agent.v1.ControlService",
+                input=InitSandboxRequest,
+                output=InitSandboxResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def get_sandbox_info(
+        self,
+        request: GetSandboxInfoRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetSandboxInfoResponse:
+        """
+        Version, uptime, claim state and metadata, CPU, memory, disk and processes (pool.proto).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetSandboxInfo",
+                service_name="agent.v1.ControlService",
+                input=GetSandboxInfoRequest,
+                output=GetSandboxInfoResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -970,6 +1053,19 @@ class ControlServiceSync(Protocol):
     def get_desktop_control(self, request: GetDesktopControlRequest, ctx: RequestContext[GetDesktopControlRequest, GetDesktopControlResponse], /) -> GetDesktopControlResponse:
         """
         Who controls the desktop (a person who took it over, or the agent).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def init_sandbox(self, request: InitSandboxRequest, ctx: RequestContext[InitSandboxRequest, InitSandboxResponse], /) -> InitSandboxResponse:
+        """
+        Binds a daemon started with --wait-for-init to its agent, once (pool.proto). Refused
+        (failed_precondition) when the daemon is already bound.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_sandbox_info(self, request: GetSandboxInfoRequest, ctx: RequestContext[GetSandboxInfoRequest, GetSandboxInfoResponse], /) -> GetSandboxInfoResponse:
+        """
+        Version, uptime, claim state and metadata, CPU, memory, disk and processes (pool.proto).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1226,6 +1322,28 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.get_desktop_control,
+                ),
+                "/agent.v1.ControlService/InitSandbox": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="InitSandbox",
+                        service_name="agent.v1.ControlService",
+                        input=InitSandboxRequest,
+                        output=InitSandboxResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.init_sandbox,
+                ),
+                "/agent.v1.ControlService/GetSandboxInfo": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetSandboxInfo",
+                        service_name="agent.v1.ControlService",
+                        input=GetSandboxInfoRequest,
+                        output=GetSandboxInfoResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.get_sandbox_info,
                 ),
             },
             interceptors=interceptors,
@@ -1720,6 +1838,53 @@ class ControlServiceClientSync(ConnectClientSync):
                 service_name="agent.v1.ControlService",
                 input=GetDesktopControlRequest,
                 output=GetDesktopControlResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def init_sandbox(
+        self,
+        request: InitSandboxRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> InitSandboxResponse:
+        """
+        Binds a daemon started with --wait-for-init to its agent, once (pool.proto). Refused
+        (failed_precondition) when the daemon is already bound.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="InitSandbox",
+                service_name="agent.v1.ControlService",
+                input=InitSandboxRequest,
+                output=InitSandboxResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_sandbox_info(
+        self,
+        request: GetSandboxInfoRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> GetSandboxInfoResponse:
+        """
+        Version, uptime, claim state and metadata, CPU, memory, disk and processes (pool.proto).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetSandboxInfo",
+                service_name="agent.v1.ControlService",
+                input=GetSandboxInfoRequest,
+                output=GetSandboxInfoResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -1,0 +1,122 @@
+"""Where the daemon is in its life: waiting to be claimed, serving, draining, stopped.
+
+Health checks (/readyz, grpc.health.v1), GetSandboxInfo and the front door read it; the
+composition root (exec_daemon/server.py) moves it along. A daemon started with its agent's token
+is serving from the start; one started with `--wait-for-init` waits for InitSandbox.
+Drain: calls in flight are counted (`call`), so SIGTERM can let them finish before the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import time
+from collections.abc import AsyncIterator, Iterator
+from types import MappingProxyType
+
+
+class Phase(enum.Enum):
+    UNCLAIMED = "unclaimed"  # --wait-for-init: only health and InitSandbox are answered
+    STARTING = "starting"  # InitSandbox accepted; the daemon is being set up for its agent
+    SERVING = "serving"
+    DRAINING = "draining"  # SIGTERM: calls in flight finish, new ones are refused
+    STOPPED = "stopped"
+
+
+class Lifecycle:
+    def __init__(self, _daemon: object = None, *, wait_for_init: bool = False) -> None:
+        self.phase = Phase.UNCLAIMED if wait_for_init else Phase.SERVING
+        self.started_monotonic = time.monotonic()
+        self.waited_for_init = wait_for_init
+        self.metadata: MappingProxyType[str, str] = MappingProxyType({})
+        self.user = ""
+        self._claimed = not wait_for_init
+        self._in_flight = 0
+        # Replaced by a fresh one at each change, after being set: whoever waits wakes up.
+        self._changed = asyncio.Event()
+
+    def uptime_ms(self) -> int:
+        """Since the daemon started (a pool's daemon: since before its claim)."""
+        return int((time.monotonic() - self.started_monotonic) * 1000)
+
+    @property
+    def ready(self) -> bool:
+        return self.phase is Phase.SERVING
+
+    @property
+    def claimed(self) -> bool:
+        """Bound to its agent: started with its token, or InitSandbox answered."""
+        return self._claimed
+
+    @property
+    def accepts_calls(self) -> bool:
+        return self.phase is Phase.SERVING
+
+    def begin_claim(self) -> bool:
+        """True for the one InitSandbox that may bind this daemon (checked and set at once)."""
+        if self.phase is not Phase.UNCLAIMED:
+            return False
+        self._move(Phase.STARTING)
+        return True
+
+    def abandon_claim(self) -> None:
+        """The claim could not be set up before it changed anything: back to waiting."""
+        if self.phase is Phase.STARTING:
+            self._move(Phase.UNCLAIMED)
+
+    def bound(self, metadata: dict[str, str], user: str) -> None:
+        self.metadata = MappingProxyType(dict(metadata))
+        self.user = user
+
+    def serving(self) -> None:
+        if self.phase in (Phase.UNCLAIMED, Phase.STARTING):
+            self._claimed = True
+            self._move(Phase.SERVING)
+
+    def draining(self) -> None:
+        if self.phase is not Phase.STOPPED:
+            self._move(Phase.DRAINING)
+
+    def stopped(self) -> None:
+        self._move(Phase.STOPPED)
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Counts a call in flight for as long as it runs (drain waits for them)."""
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._notify()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    async def idle(self, seconds: float) -> bool:
+        """Waits up to `seconds` for no call to be in flight; True when none is."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while self._in_flight:
+                    await self._changed.wait()
+        return not self._in_flight
+
+    async def phases(self) -> AsyncIterator[Phase]:
+        """The phase now, then each new one, until the daemon has stopped."""
+        seen: Phase | None = None
+        while seen is not Phase.STOPPED:
+            while self.phase is seen:
+                await self._changed.wait()
+            seen = self.phase
+            yield seen
+
+    def _move(self, phase: Phase) -> None:
+        self.phase = phase
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
