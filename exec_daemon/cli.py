@@ -18,6 +18,7 @@ import click
 from exec_daemon import __version__
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
+    DEFAULT_BROWSER_SESSION_SECONDS,
     DEFAULT_HEARTBEAT_SECONDS,
     DEFAULT_IDE_FOLDER,
     DEFAULT_IDE_PORT,
@@ -474,6 +475,14 @@ def main() -> None:
     callback=lambda _ctx, _param, value: _host_port(value),
     show_default=True,
     help="HOST:PORT of the VNC server the desktop page shows.",
+)
+@click.option(
+    "--browser-session-seconds",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_BROWSER_SESSION_SECONDS,
+    show_default=True,
+    help="How long a browser signed in to the desktop page or the IDE stays signed in without "
+    "a request (each request in a session's second half renews it).",
 )
 def serve(
     workspace: Path | None,
