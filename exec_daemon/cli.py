@@ -188,6 +188,21 @@ def setup_logging(level: str, log_format: str = "text") -> None:
         logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
+def workspace_folder(workspace: Path | None) -> Path:
+    """The workspace the daemon serves, resolved: a folder it can list and enter, else the
+    start ends with one line saying why."""
+    try:
+        folder = (workspace or Path.cwd()).resolve()
+    except OSError as exc:  # the current directory was removed
+        raise click.ClickException(f"--workspace: the current directory: {exc.strerror}") from None
+    if not folder.is_dir():
+        missing = "is not a folder" if folder.exists() else "does not exist"
+        raise click.ClickException(f"--workspace {workspace or folder} {missing}")
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise click.ClickException(f"--workspace {folder} cannot be read by this user")
+    return folder
+
+
 def with_scheme(url: str) -> str:
     """`url`, with http:// in front when it names no scheme (`127.0.0.1:8080`)."""
     return url if "://" in url else f"http://{url}"
@@ -257,7 +272,7 @@ def main() -> None:
 )
 @click.option(
     "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
     help="The workspace root (default: the current directory).",
 )
@@ -525,7 +540,7 @@ def serve(
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,
-        workspace=(workspace or Path.cwd()).resolve(),
+        workspace=workspace_folder(workspace),
         log_level=log_level,
         rg_path=resolve_rg_path(rg_path),
         **options,
@@ -549,7 +564,7 @@ async def _serve(config: DaemonConfig) -> None:
 @main.command(short_help="Run environment.json's install command.")
 @click.option(
     "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
     help="The workspace root (default: the current directory).",
 )
@@ -557,7 +572,7 @@ def install(workspace: Path | None) -> None:
     """Run the `install` command of <workspace>/.cursor/environment.json; exit with its code."""
     from exec_daemon.terminals.environment import run_install
 
-    sys.exit(run_install((workspace or Path.cwd()).resolve()))
+    sys.exit(run_install(workspace_folder(workspace)))
 
 
 @main.command("generate-token")
