@@ -40,6 +40,7 @@ from exec_daemon.rpc.errors import ErrorMappingInterceptor
 from exec_daemon.rpc.exec_service import ExecService
 from exec_daemon.rpc.ide import IdeServer
 from exec_daemon.rpc.reflection import reflection_apps
+from exec_daemon.telemetry.call_log import call_logging
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
 from sandbox.service import SandboxService
@@ -111,13 +112,15 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
     Tracing (only when on: exec_daemon/telemetry/tracing.py) goes first, so a span covers the
-    guards too;
+    guards too; then the call's log records (exec_daemon/telemetry/call_log.py), inside the span
+    so they carry its ids, outside the guards so a refusal is logged;
     then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py);
     innermost, the record of the agent's edits (for ai_attribution: tools/reports.py), which
     must see the args a call really ran with and its raw result.
     """
     return (
         *tracing_middlewares(daemon),
+        call_logging(),
         *guard_middlewares(daemon),
         reports.record_agent_edits(daemon),
     )
