@@ -19,6 +19,7 @@ from exec_daemon import __version__
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
     DEFAULT_BROWSER_SESSION_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
     DEFAULT_HEARTBEAT_SECONDS,
     DEFAULT_IDE_FOLDER,
     DEFAULT_IDE_PORT,
@@ -490,6 +491,15 @@ def main() -> None:
     callback=lambda _ctx, _param, value: _host_port(value),
     show_default=True,
     help="HOST:PORT of the VNC server the desktop page shows.",
+)
+@click.option(
+    "--header-timeout-seconds",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_HEADER_TIMEOUT_SECONDS,
+    show_default=True,
+    help="A connection to --port that has not sent a whole request within this long (it "
+    "connected and said nothing, or stalled mid-head) is closed. Once it has, it stays open "
+    "while idle for 600 s.",
 )
 @click.option(
     "--browser-session-seconds",

@@ -30,7 +30,7 @@ from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.registry import SPECS
-from exec_daemon.rpc import desktop_server, hypercorn_fixes, pty_server
+from exec_daemon.rpc import connection_timeouts, desktop_server, hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
 from exec_daemon.rpc.control_service import ControlService
@@ -160,6 +160,8 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
     hconfig.bind = [f"{host}:{config.port}"]
     hconfig.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
     hconfig.keep_alive_timeout = KEEP_ALIVE_SECONDS
+    # Until a connection's first request: exec_daemon/rpc/connection_timeouts.py.
+    hconfig.header_timeout = config.header_timeout_seconds  # type: ignore[attr-defined]
     hconfig.graceful_timeout = GRACEFUL_SECONDS
     hconfig.accesslog = None
     hconfig.errorlog = logging.getLogger("hypercorn.error")
@@ -176,6 +178,7 @@ async def serve(config: DaemonConfig) -> None:
         | ({"--novnc-port": config.novnc_port} if config.novnc_port else {}),
     )
     hypercorn_fixes.install()
+    connection_timeouts.install()
     daemon = new_daemon(config)
     app = build_app(daemon)
     stop = asyncio.Event()
