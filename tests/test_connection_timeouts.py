@@ -5,6 +5,7 @@ long call is never cut."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 from collections.abc import Iterator
@@ -73,14 +74,15 @@ def ping_bytes(daemon: RunningDaemon) -> bytes:
 
 
 def answered(sock: socket.socket) -> bytes:
+    """The head of one HTTP/1.1 response, its body read whole (chunked or by length)."""
     sock.settimeout(15)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    return data
+    response = http.client.HTTPResponse(sock)
+    try:
+        response.begin()
+        response.read()
+    except (http.client.HTTPException, OSError):
+        return b""
+    return f"HTTP/1.1 {response.status}".encode()
 
 
 def closed_by_the_daemon(sock: socket.socket) -> bool:
