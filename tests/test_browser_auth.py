@@ -308,6 +308,11 @@ def test_a_forged_or_stretched_cookie_is_refused(servers: Servers) -> None:
     for value in (f"{later}.{signature}", f"{expires}.{'0' * len(signature)}", "", signature):
         header = f"{cookie.name}={value}"
         assert fetch(servers.url(servers.desktop, scope), header).status == 401, value
+    # Given to 127.0.0.1:PORT: not good for another host name of the same server.
+    other_host = {"Host": f"localhost:{servers.desktop}"}
+    assert (
+        fetch(servers.url(servers.desktop, scope), cookie_header(cookie), other_host).status == 401
+    )
     assert fetch(servers.url(servers.desktop, scope), cookie_header(cookie)).status == 200
 
 
