@@ -19,6 +19,8 @@ import click
 from exec_daemon import __version__
 from exec_daemon.kernel.addresses import parse_networks
 from exec_daemon.kernel.config import (
+    DEFAULT_BROWSER_SESSION_SECONDS,
+    DEFAULT_HEADER_TIMEOUT_SECONDS,
     DEFAULT_HEARTBEAT_SECONDS,
     DEFAULT_IDE_FOLDER,
     DEFAULT_IDE_PORT,
@@ -200,6 +202,21 @@ def setup_logging(level: str, log_format: str = "text") -> None:
         logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
+def workspace_folder(workspace: Path | None) -> Path:
+    """The workspace the daemon serves, resolved: a folder it can list and enter, else the
+    start ends with one line saying why."""
+    try:
+        folder = (workspace or Path.cwd()).resolve()
+    except OSError as exc:  # the current directory was removed
+        raise click.ClickException(f"--workspace: the current directory: {exc.strerror}") from None
+    if not folder.is_dir():
+        missing = "is not a folder" if folder.exists() else "does not exist"
+        raise click.ClickException(f"--workspace {workspace or folder} {missing}")
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise click.ClickException(f"--workspace {folder} cannot be read by this user")
+    return folder
+
+
 def with_scheme(url: str) -> str:
     """`url`, with http:// in front when it names no scheme (`127.0.0.1:8080`)."""
     return url if "://" in url else f"http://{url}"
@@ -269,7 +286,7 @@ def main() -> None:
 )
 @click.option(
     "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
     help="The workspace root (default: the current directory).",
 )
@@ -512,6 +529,23 @@ def main() -> None:
     help="A second request header that may carry the token (the token alone, or 'Bearer "
     "<token>'), for routers that strip Authorization (agent-sandbox's sandbox-router).",
 )
+@click.option(
+    "--header-timeout-seconds",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_HEADER_TIMEOUT_SECONDS,
+    show_default=True,
+    help="A connection to --port that has not sent a whole request within this long (it "
+    "connected and said nothing, or stalled mid-head) is closed. Once it has, it stays open "
+    "while idle for 600 s.",
+)
+@click.option(
+    "--browser-session-seconds",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_BROWSER_SESSION_SECONDS,
+    show_default=True,
+    help="How long a browser signed in to the desktop page or the IDE stays signed in without "
+    "a request (each request in a session's second half renews it).",
+)
 def serve(
     workspace: Path | None,
     log_level: str,
@@ -553,7 +587,7 @@ def serve(
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,
-        workspace=(workspace or Path.cwd()).resolve(),
+        workspace=workspace_folder(workspace),
         log_level=log_level,
         rg_path=resolve_rg_path(rg_path),
         **options,
@@ -577,7 +611,7 @@ async def _serve(config: DaemonConfig) -> None:
 @main.command(short_help="Run environment.json's install command.")
 @click.option(
     "--workspace",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
     help="The workspace root (default: the current directory).",
 )
@@ -585,7 +619,7 @@ def install(workspace: Path | None) -> None:
     """Run the `install` command of <workspace>/.cursor/environment.json; exit with its code."""
     from exec_daemon.terminals.environment import run_install
 
-    sys.exit(run_install((workspace or Path.cwd()).resolve()))
+    sys.exit(run_install(workspace_folder(workspace)))
 
 
 @main.command("generate-token")

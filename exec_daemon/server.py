@@ -33,7 +33,7 @@ from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.kernel.writable import WritableAreas
 from exec_daemon.registry import SPECS
-from exec_daemon.rpc import desktop_server, hypercorn_fixes, pty_server
+from exec_daemon.rpc import connection_timeouts, desktop_server, hypercorn_fixes, pty_server
 from exec_daemon.rpc.asgi import ASGIApp, FrontDoor
 from exec_daemon.rpc.codecs import exec_stream_codecs
 from exec_daemon.rpc.control_service import ControlService
@@ -45,6 +45,7 @@ from exec_daemon.rpc.health import health_apps
 from exec_daemon.rpc.ide import IdeServer
 from exec_daemon.rpc.pool import Claim, Claims, PoolControlService
 from exec_daemon.rpc.reflection import reflection_apps
+from exec_daemon.telemetry.call_log import call_logging
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
 from sandbox.service import SandboxService
@@ -125,13 +126,15 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
     Tracing (only when on: exec_daemon/telemetry/tracing.py) goes first, so a span covers the
-    guards too;
+    guards too; then the call's log records (exec_daemon/telemetry/call_log.py), inside the span
+    so they carry its ids, outside the guards so a refusal is logged;
     then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py);
     innermost, the record of the agent's edits (for ai_attribution: tools/reports.py), which
     must see the args a call really ran with and its raw result.
     """
     return (
         *tracing_middlewares(daemon),
+        call_logging(),
         *guard_middlewares(daemon),
         reports.record_agent_edits(daemon),
     )
@@ -197,6 +200,8 @@ def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
     hconfig.bind = [f"{host}:{config.port}"]
     hconfig.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
     hconfig.keep_alive_timeout = KEEP_ALIVE_SECONDS
+    # Until a connection's first request: exec_daemon/rpc/connection_timeouts.py.
+    hconfig.header_timeout = config.header_timeout_seconds  # type: ignore[attr-defined]
     hconfig.graceful_timeout = GRACEFUL_SECONDS
     hconfig.accesslog = None
     hconfig.errorlog = logging.getLogger("hypercorn.error")
@@ -220,6 +225,7 @@ async def serve(config: DaemonConfig) -> None:
     hypercorn_fixes.install()
     lifecycle = Lifecycle(wait_for_init=config.wait_for_init)
     drain = asyncio.Event()
+    connection_timeouts.install()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(ignore_cancelled_connections)

@@ -173,6 +173,39 @@ def test_a_port_in_use_ends_the_start_with_one_line_before_anything_is_served(
         )
 
 
+def test_a_workspace_that_is_no_folder_ends_the_start_with_one_line(tmp_path: Path) -> None:
+    def serve_in(workspace: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "exec_daemon", "serve", "--workspace", str(workspace),
+             "--port", str(free_port()), "--pty-websocket-port", str(free_port()),
+             "--terminals-folder", str(tmp_path / "terminals"), "--no-claude-md-enabled"],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "EXEC_DAEMON_AUTH_TOKEN": "t"},
+            timeout=30,
+        )  # fmt: skip
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    for workspace, why in (
+        (Path("/does/not/exist"), "does not exist"),
+        (tmp_path / "missing" / "deeper", "does not exist"),
+        (a_file, "is not a folder"),
+        (dangling, "does not exist"),
+    ):
+        result = serve_in(workspace)
+        assert result.returncode == 1, (workspace, result.stderr[-2000:])
+        assert result.stderr == f"Error: --workspace {workspace} {why}\n", result.stderr[-2000:]
+    install = subprocess.run(
+        [sys.executable, "-m", "exec_daemon", "install", "--workspace", "/does/not/exist"],
+        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=30,
+    )  # fmt: skip
+    assert install.returncode == 1
+    assert install.stderr == "Error: --workspace /does/not/exist does not exist\n", install.stderr
+
+
 def test_mcp_config_takes_json_text_or_a_file_read_once_at_start(tmp_path: Path) -> None:
     def mcp_config(value: str) -> object:
         with serve.make_context("serve", ["--auth-token", "t", "--mcp-config", value]) as context:

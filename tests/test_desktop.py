@@ -231,11 +231,17 @@ def test_the_token_is_exchanged_for_a_cookie_and_leaves_the_url(daemon: RunningD
     with pytest.raises(urllib.error.HTTPError) as redirect:
         urllib.request.build_opener(NoFollow).open(request, timeout=10)
     assert redirect.value.code == 303
-    assert redirect.value.headers["Location"] == "/?mode=control"
+    location = redirect.value.headers["Location"]
+    assert location.startswith("/s/") and location.endswith("/?mode=control"), location
+    scope = location.removesuffix("?mode=control")
     cookie = redirect.value.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and daemon.token not in cookie
+    assert f"Path={scope};" in cookie, cookie
     session = cookie.split(";")[0]
-    assert status_of(page_url(daemon, "/"), {"Cookie": session}) == 200
+    assert status_of(page_url(daemon, scope), {"Cookie": session}) == 200
+    assert status_of(page_url(daemon, scope + "novnc/core/rfb.js"), {"Cookie": session}) == 200
+    # Only under its scope: the cookie alone opens nothing.
+    assert status_of(page_url(daemon, "/"), {"Cookie": session}) == 401
 
 
 class NoFollow(urllib.request.HTTPRedirectHandler):

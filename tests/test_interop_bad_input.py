@@ -251,6 +251,60 @@ def test_grpc_message_that_does_not_decode_is_invalid_argument(daemon: RunningDa
     assert grpc_status(response) == GRPC_INVALID_ARGUMENT
 
 
+def exec_stream_json(call_id: object) -> bytes:
+    element = {"execClientMessage": {"id": call_id, "toolCall": {"readTodosToolCall": {}}}}
+    return frame(json.dumps(element).encode())
+
+
+@pytest.mark.parametrize("call_id", [-1, 2**32, 1.5, True, "abc", "-3"])
+def test_an_exec_stream_call_id_that_is_no_uint32_is_invalid_argument(
+    daemon: RunningDaemon, call_id: object
+) -> None:
+    response = http1_post(
+        daemon, EXEC_STREAM, exec_stream_json(call_id), "application/connect+json"
+    )
+    assert response.status == 200
+    assert connect_end_error(response.body)["code"] == "invalid_argument", response.body
+
+
+@pytest.mark.parametrize("call_id", [7, "7", 2**32 - 1])
+def test_an_exec_stream_call_id_in_range_is_answered(
+    daemon: RunningDaemon, call_id: object
+) -> None:
+    response = http1_post(
+        daemon, EXEC_STREAM, exec_stream_json(call_id), "application/connect+json"
+    )
+    messages = [json.loads(payload) for flags, payload in unframe(response.body) if not flags]
+    assert any(m.get("id") == int(call_id) and "toolCallResult" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/xml", "application/connect+xml", ""]
+)
+@pytest.mark.parametrize("path", [PING, EXEC_STREAM])
+def test_an_unsupported_content_type_is_415_with_a_connect_error(
+    daemon: RunningDaemon, path: str, content_type: str
+) -> None:
+    response = http1_post(daemon, path, b"{}", content_type)
+    assert response.status == 415
+    assert response.headers["content-type"] == "application/json"
+    error = json.loads(response.body)
+    assert error["code"] == "invalid_argument"
+    assert "application/connect+json" in error["message"], error
+    assert repr(content_type) in error["message"] if content_type else "without" in error["message"]
+    # Positive control: the same request in a content type spoken here is answered.
+    assert http1_post(daemon, PING, b"{}", "application/json").status == 200
+
+
+def test_an_unsupported_content_type_over_h2_is_415_with_a_connect_error(
+    daemon: RunningDaemon,
+) -> None:
+    headers = {"content-type": "text/plain", "authorization": f"Bearer {daemon.token}"}
+    response = h2_request(daemon, PING, headers, b"{}")
+    assert response.headers[":status"] == "415"
+    assert json.loads(response.body)["code"] == "invalid_argument"
+
+
 # --- a truncated frame ------------------------------------------------------------------------
 
 

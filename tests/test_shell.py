@@ -531,10 +531,22 @@ async def test_stderr_flood_does_not_push_out_stdout_or_the_end(
 
 
 async def test_file_output_threshold(client: ExecDaemonClient, agent: str) -> None:
-    result = await shell(client, "seq 1 1000", agent, file_output_threshold_bytes=100)
+    """The inline answer stops at the threshold and names the file holding everything."""
+    everything = "".join(f"{i}\n" for i in range(1, 20001))
+    result = await shell(client, "seq 1 20000", agent, file_output_threshold_bytes=1000)
     success = result.success
-    assert success.stdout == "".join(f"{i}\n" for i in range(1, 1001)), "kept whole in memory"
-    assert await read_text(success.output_location.file_path) == success.stdout
+    location = success.output_location
+    assert await read_text(location.file_path) == everything
+    assert location.size_bytes == len(everything)
+    for inline in (success.stdout, success.interleaved_output):
+        head, marker, tail = inline.partition("\n[exec-daemon: ")
+        assert marker and len(head) + len(tail.partition("]\n")[2]) <= 1000, len(inline)
+        assert everything.startswith(head) and inline.endswith("19999\n20000\n"), inline[-100:]
+        assert location.file_path in tail, inline
+    assert location.file_path in success.truncation_note
+    # Output within the threshold stays whole, without a file.
+    fits = await shell(client, "seq 1 100", agent, file_output_threshold_bytes=1000)
+    assert fits.success.stdout == "".join(f"{i}\n" for i in range(1, 101))
     small = await shell(client, "echo small", agent)
     assert not small.success.HasField("output_location")
 

@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import json
 import math
+import re
 import secrets
 import socket
 import sys
@@ -56,6 +57,7 @@ from tests.loopback_http import serving_http
 from tests.otlp_receiver import serving_grpc
 from tests.polling import wait_until
 from tests.test_tracing import (
+    NO_RIPGREP,
     TRACE_TOKEN,
     attributes,
     exec_error_call,
@@ -530,6 +532,63 @@ async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
     )
     assert warning["span_id"] == received.spans()[0].span_id.hex()
     assert warning["trace_id"] == received.spans()[0].trace_id.hex()
+
+
+def call_records(daemon: RunningDaemon) -> list[dict[str, Any]]:
+    """The daemon's JSON log records about tool calls."""
+    lines = [json.loads(line) for line in daemon.log().splitlines() if line.strip()]
+    return [line for line in lines if line["logger"] == "exec_daemon.tool_calls"]
+
+
+async def test_debug_logs_each_calls_start_and_end_with_its_trace_ids(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with (
+        grpc_collector() as (port, received),
+        running_daemon(
+            workspace,
+            tmp_path / "state",
+            "--log-level", "debug",
+            "--log-format", "json",
+            *NO_RIPGREP,
+            *loopback_grpc_flags(port),
+            env=FAST,
+        ) as daemon,
+    ):  # fmt: skip
+        async with daemon.client() as client:
+            assert (await client.run(shell("echo hi"))).result is not None
+            await client.run(exec_error_call())
+        wait_until(lambda: len(received.spans()) >= 2, ARRIVAL_SECONDS, "the two spans")
+        assert daemon.stop() == 0
+        records = call_records(daemon)
+    spans = {span.name: span for span in received.spans()}
+    for tool, end_level, outcome in (
+        ("shell_tool_call", "DEBUG", "ended: success"),
+        ("grep_tool_call", "WARNING", "failed: unavailable"),
+    ):
+        span = spans[tool]
+        own = [r for r in records if f"tool call {tool} " in r["message"]]
+        assert [r["level"] for r in own] == ["DEBUG", end_level], own
+        start, end = own
+        assert "started" in start["message"] and outcome in end["message"], own
+        assert re.search(r"\(call \d+, agent '[^']*', \d+\.\d ms\)$", end["message"]), end
+        for record in own:
+            assert record["trace_id"] == span.trace_id.hex(), record
+            assert record["span_id"] == span.span_id.hex(), record
+
+
+async def test_below_debug_only_failed_calls_are_logged(workspace: Path, tmp_path: Path) -> None:
+    with running_daemon(
+        workspace, tmp_path / "state", "--log-level", "info", "--log-format", "json", *NO_RIPGREP
+    ) as daemon:
+        async with daemon.client() as client:
+            assert (await client.run(shell("echo hi"))).result is not None
+            await client.run(exec_error_call())
+        assert daemon.stop() == 0
+        records = call_records(daemon)
+    assert [(r["level"], r["message"].split(":")[0]) for r in records] == [
+        ("WARNING", "tool call grep_tool_call failed")
+    ], records
 
 
 class KeptMetrics(MetricExporter):

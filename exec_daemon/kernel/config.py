@@ -11,6 +11,8 @@ DEFAULT_PTY_WEBSOCKET_PORT = 8081
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_HEARTBEAT_SECONDS = 15.0
 DEFAULT_IDE_PORT = 8082
+DEFAULT_BROWSER_SESSION_SECONDS = 3600.0
+DEFAULT_HEADER_TIMEOUT_SECONDS = 30.0
 # Where code-server is installed and keeps its state (exec_daemon/rpc/ide.py); the daemon's own.
 DEFAULT_IDE_FOLDER = Path.home() / ".cache" / "exec-daemon" / "ide"
 # How much a tool call may do without approval (docs: Run Modes); a call may ask for another.
@@ -100,6 +102,10 @@ class DaemonConfig:
     drain_grace_seconds: float = 0.0
     # A second header that may carry the token (routers that strip Authorization).
     auth_header: str | None = None
+    # A connection of the RPC port that has not sent a whole request within this long is closed.
+    header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
+    # How long the desktop's and the IDE's sign-in cookies last (refreshed while in use).
+    browser_session_seconds: float = DEFAULT_BROWSER_SESSION_SECONDS
 
 
 def off_without(feature: str, flag: str) -> str:

@@ -8,6 +8,9 @@ The daemon's phase (exec_daemon/kernel/lifecycle.py) decides the rest: before In
 (`--wait-for-init`) only InitSandbox and reflection are answered (with the pool's credential);
 while draining new calls are refused (`unavailable`) and those in flight are counted.
 
+A content type no protocol here speaks is answered 415 by the service, with a Connect error body
+(`invalid_argument`, naming the types taken) added here.
+
 Auth is checked from the headers alone, before any request body is read. On HTTP/1.1 the
 rejected request's body is then drained (discarded, bounded) before the error is written,
 because hypercorn closes a connection whose request is unfinished and the client would see EPIPE
@@ -51,6 +54,10 @@ _HTTP_STATUS = {
 }
 _ACCEPT_ENCODING_HEADERS = {b"accept-encoding", b"grpc-accept-encoding", b"connect-accept-encoding"}
 DRAIN_SECONDS = 10.0
+SPOKEN_CONTENT_TYPES = (
+    "application/proto, application/json, application/connect+proto, application/connect+json, "
+    "application/grpc[+proto], application/grpc-web[+proto]"
+)
 GRPC_NEEDS_HTTP2 = (
     "gRPC needs HTTP/2 (h2c with prior knowledge on this port); over HTTP/1.1 use Connect or "
     "gRPC-Web"
@@ -138,6 +145,41 @@ async def send_error(scope: Scope, send: Send, code: Code, message: str) -> None
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _explaining_415(scope: Scope, send: Send) -> Send:
+    """`send`, with a Connect error body in place of the empty body of a 415 answer."""
+    replaced = False
+
+    async def sending(message: dict[str, Any]) -> None:
+        nonlocal replaced
+        if replaced:
+            return  # the service's own (empty) body
+        if message["type"] != "http.response.start" or message.get("status") != 415:
+            await send(message)
+            return
+        replaced = True
+        given = _header(scope, b"content-type").decode("latin-1")[:100]
+        named = f"content type {given!r}" if given else "request without a content type"
+        error = {
+            "code": Code.INVALID_ARGUMENT.value,
+            "message": f"unsupported {named}: use {SPOKEN_CONTENT_TYPES}",
+        }
+        body = json.dumps(error).encode()
+        kept = [
+            (name, value)
+            for name, value in message.get("headers", [])
+            if name.lower() not in (b"content-type", b"content-length")
+        ]
+        headers = [
+            *kept,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({**message, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return sending
 
 
 async def _send_grpc_over_http1_error(send: Send, code: Code, message: str) -> None:
@@ -260,6 +302,7 @@ class FrontDoor:
                 **scope,
                 "headers": [h for h in scope["headers"] if h[0] not in _ACCEPT_ENCODING_HEADERS],
             }
+        send = _explaining_415(scope, send)
         if path.startswith(_NOT_COUNTED):
             await app(scope, receive, send)
             return

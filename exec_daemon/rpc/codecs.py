@@ -23,6 +23,9 @@ from exec_daemon.kernel.wire import first_field
 log = logging.getLogger(__name__)
 
 
+MAX_CALL_ID = 2**32 - 1
+
+
 @dataclass(frozen=True)
 class MalformedElement:
     call_id: int | None
@@ -47,10 +50,14 @@ def _call_id_from_json(data: bytes | bytearray) -> int | None:
     client_message = document.get("execClientMessage", document.get("exec_client_message"))
     if not isinstance(client_message, dict):
         return None
-    try:
-        return int(client_message.get("id", 0))
-    except (TypeError, ValueError):
+    call_id = client_message.get("id", 0)
+    if isinstance(call_id, str) and call_id.isdigit():
+        call_id = int(call_id)
+    # A call id is a uint32: anything else (-1, 1.5, true, 2**32) names no call, so the stream
+    # itself is answered invalid_argument.
+    if type(call_id) is not int or not 0 <= call_id <= MAX_CALL_ID:
         return None
+    return call_id
 
 
 class _LenientCodec(Codec[Message, Any]):

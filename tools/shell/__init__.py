@@ -14,7 +14,8 @@ Behaviour:
 - Output streams as deltas (batched while it flows: at most every 10 ms, <= 512 KiB each).
   The result keeps the first and last 256 KiB of stdout, stderr and the interleaved output;
   past `file_output_threshold_bytes` (default and maximum 512 KiB) the full output is written
-  to `<terminals_folder>/shell-output/shell-<id>-<n>.txt` (`output_location`; the last 64 kept).
+  to `<terminals_folder>/shell-output/shell-<id>-<n>.txt` (`output_location`; the last 64 kept)
+  and the result holds at most that many bytes of each stream inline (first and last halves).
 - Background shells write to `<terminals_folder>/shell-<id>.log`, described by
   `shell-<id>.json` (command, pid, cwd, start, exit code once ended); interactive ones copy
   their output to `shell-<id>.log` too, so await_tool_call can match patterns in it.

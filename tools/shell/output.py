@@ -2,7 +2,9 @@
 
 Memory stays bounded whatever the output size: each of stdout, stderr and the interleaved
 output keeps its first and last `KEEP_BYTES / 2` bytes. Past the spill threshold the whole
-interleaved output also goes to a file (`output_location`), so nothing is lost. stdout and
+interleaved output also goes to a file (`output_location`), so nothing is lost, and the result
+holds inline at most the threshold's bytes of each (its first and last halves, a marker naming
+the file between); a copy that could not be written whole is removed, not reported. stdout and
 stderr are kept apart, so a flood on stdout never pushes stderr out. Bytes that are not UTF-8
 are decoded with U+FFFD and the result says so.
 """
@@ -123,15 +125,26 @@ class KeptBytes:
         assert self.cut == 0
         return bytes(self.head + self.tail)
 
-    def text(self, name: str, spill_path: str) -> tuple[str, bool]:
-        if self.cut == 0:
-            return decode(self.head + self.tail)
-        head, head_replaced = decode(_trim_head(self.head))
-        tail, tail_replaced = decode(_trim_tail(self.tail))
+    def shown(self, budget: int) -> tuple[bytes, bytes]:
+        """The first and last bytes to show within `budget` (all of them when they fit)."""
+        if self.cut == 0 and self.total <= budget:
+            return self.everything(), b""
+        head_room = min(budget // 2, self._head_limit)
+        tail_room = min(budget - head_room, self._tail_limit)
+        whole = self.head + self.tail if self.cut == 0 else None
+        head = (whole if whole is not None else self.head)[:head_room]
+        tail = (whole if whole is not None else self.tail)[-tail_room:] if tail_room else b""
+        return bytes(head), bytes(tail)
+
+    def text(self, name: str, spill_path: str, budget: int = KEEP_BYTES) -> tuple[str, bool]:
+        head_bytes, tail_bytes = self.shown(budget)
+        cut = self.total - len(head_bytes) - len(tail_bytes)
+        if cut == 0:
+            return decode(head_bytes + tail_bytes)
+        head, head_replaced = decode(_trim_head(head_bytes))
+        tail, tail_replaced = decode(_trim_tail(tail_bytes))
         where = f"; the full output is in {spill_path}" if spill_path else ""
-        marker = (
-            f"\n[exec-daemon: {self.cut} bytes of {name} cut here, {self.total} in all{where}]\n"
-        )
+        marker = f"\n[exec-daemon: {cut} bytes of {name} cut here, {self.total} in all{where}]\n"
         return head + marker + tail, head_replaced or tail_replaced
 
 
@@ -200,10 +213,12 @@ class OutputCapture:
             while view:
                 view = view[os.write(self._spill_fd, view) :]
         except OSError as exc:
-            self.spill_error = (
-                f"writing the full output to {self.spill_path} failed: {exc.strerror}"
-            )
+            self.spill_error = f"the full output could not be written to a file: {exc.strerror}"
             self.close()
+            # An incomplete copy is no copy: removed (it is what filled the disk), not reported.
+            with contextlib.suppress(OSError):
+                os.unlink(self.spill_path)
+            self.spill_path = ""
 
     def close(self) -> None:
         if self._spill_fd is not None:
@@ -211,11 +226,18 @@ class OutputCapture:
                 os.close(self._spill_fd)
             self._spill_fd = None
 
+    @property
+    def _inline_budget(self) -> int:
+        """What the result holds inline of each stream: up to the threshold once the whole
+        output is in the spill file; as much as memory keeps when there is no such file."""
+        return self._threshold if self.spill_path else KEEP_BYTES
+
     def finish(self) -> CapturedOutput:
         self.close()
-        stdout, stdout_replaced = self.streams["stdout"].text("stdout", self.spill_path)
-        stderr, stderr_replaced = self.streams["stderr"].text("stderr", self.spill_path)
-        interleaved, _ = self.interleaved.text("output", self.spill_path)
+        budget = self._inline_budget
+        stdout, stdout_replaced = self.streams["stdout"].text("stdout", self.spill_path, budget)
+        stderr, stderr_replaced = self.streams["stderr"].text("stderr", self.spill_path, budget)
+        interleaved, _ = self.interleaved.text("output", self.spill_path, budget)
         replaced = (
             stdout_replaced
             or stderr_replaced
@@ -233,11 +255,14 @@ class OutputCapture:
 
     def _note(self) -> str:
         parts = []
+        budget = self._inline_budget
         for name, kept in (*self.streams.items(), ("interleaved output", self.interleaved)):
-            if kept.cut:
+            head, tail = kept.shown(budget)
+            cut = kept.total - len(head) - len(tail)
+            if cut:
                 parts.append(
-                    f"{name}: {kept.total} bytes, kept the first {len(kept.head)} and the last "
-                    f"{len(kept.tail)}, cut {kept.cut} in between"
+                    f"{name}: {kept.total} bytes, kept the first {len(head)} and the last "
+                    f"{len(tail)}, cut {cut} in between"
                 )
         if not parts and not self.spill_error:
             return ""
