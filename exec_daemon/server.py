@@ -28,6 +28,7 @@ from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import StateRootError, prepare_state_root, prune_ended_instances
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.registry import SPECS
 from exec_daemon.rpc import desktop_server, hypercorn_fixes, pty_server
@@ -186,8 +187,16 @@ async def serve(config: DaemonConfig) -> None:
         config.host,
         config.port,
     )
-    # The daemon's own folder exists before any sandbox starts, so every sandbox mounts it
-    # read-only (a missing one could be created, and symlinks planted in it, from inside).
+    # The daemon's private root and its own folders exist before any sandbox starts, so every
+    # sandbox masks the sockets folder and mounts the rest read-only (a missing one could be
+    # created, and symlinks planted in it, from inside).
+    try:
+        prepare_state_root(config.state_root)
+    except StateRootError as exc:
+        raise SystemExit(f"exec-daemon: no private state root: {exc}") from None
+    for ended in prune_ended_instances(config.state_root):
+        log.info("removed the state of an ended daemon: %s", ended)
+    log.info("state root: %s", config.state_root)
     try:
         ensure_daemon_folder(config.terminals_folder)
     except OSError as exc:

@@ -53,6 +53,9 @@ WRITABLE_DEVICES = (
     "/dev/pts",
 )
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# Where X servers bind their socket files (the daemon's and the desktop's bind none: they listen
+# on abstract sockets only, which Landlock scopes).
+X11_SOCKETS = "/tmp/.X11-unix"
 
 
 @dataclass
@@ -121,6 +124,7 @@ def build_plan(
     own: Sequence[str] = (),
     caches: CacheGrant | None = None,
     secrets: Sequence[str] = (),
+    masked: Sequence[str] = (),
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
@@ -131,6 +135,11 @@ def build_plan(
     process itself must write (e.g. its shell's state directory): writable whatever the policy
     says. `caches`: the build caches (sandbox/caches.py), for `workspace_readwrite` only.
     `secrets`: files the command must not read (the token file), hidden under /dev/null.
+    `masked`: the daemon's folders of sockets, under an empty read-only mount whatever is bound
+    in them later. /tmp/.X11-unix gets an empty writable one: no X server of the host, started
+    before or after the sandbox, is reachable by its socket file.
+    `private` and `masked` folders inside a writable area have every folder on the way there
+    pinned (a sandboxed command cannot rename one and put a link or a lookalike in its place).
     """
     plan = Plan()
     root = os.path.realpath(workspace)
@@ -166,6 +175,10 @@ def build_plan(
         real = os.path.realpath(path)
         if os.path.exists(real) and writable(real):
             mounts.read_only.setdefault(real, "--ro")
+    for path in [*private, *masked]:
+        real = os.path.realpath(path)
+        if writable(real) and os.path.isdir(real):
+            _pin_renamable(real, writable, mounts)
     areas = set(readwrite)
     below = tuple(area.rstrip("/") + "/" for area in areas)
     for path in outside:
@@ -200,6 +213,10 @@ def build_plan(
     for secret in secrets:
         # Readable by the sandbox's user, but not its content (/dev/null over it), nor linkable.
         plan.options += ["--hide", secret]
+    for folder in masked:
+        plan.options += ["--mask", folder]
+    if os.path.isdir(X11_SOCKETS) and not os.path.islink(X11_SOCKETS):
+        plan.options += ["--mask-tmp", X11_SOCKETS]
 
     plan.env = {"CURSOR_SANDBOX": "native", "CURSOR_ORIG_UID": str(os.getuid())}
     if caches is not None:

@@ -39,6 +39,7 @@ from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
 from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import sockets_folder
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.caches import CacheGrant, SandboxCacheFolder, shared_grant
 from sandbox.placeholders import PlaceholderKeeper
@@ -84,9 +85,13 @@ class SandboxService:
         self.placeholders = PlaceholderKeeper()
         self.build_caches = SandboxCacheFolder(daemon.config.sandbox_build_cache_folder)
         # The daemon's own directories: read-only inside every sandbox (keep_private).
+        config = daemon.config
         self._private: dict[str, None] = dict.fromkeys(
-            str(path) for path in (daemon.config.terminals_folder, daemon.config.artifacts_folder)
+            str(path)
+            for path in (config.state_root, config.terminals_folder, config.artifacts_folder)
         )
+        # Its sockets (tmux, code-server): masked in every sandbox, whenever they are bound.
+        self._masked = [str(sockets_folder(config.state_root))]
 
     async def start(self) -> KernelSupport:
         """Builds/locates the helper and probes the kernel (once); logs one status line."""
@@ -198,6 +203,7 @@ class SandboxService:
                 own=own,
                 caches=self._cache_grant(policy),
                 secrets=self.daemon.service(DeclaredPaths).secrets(),
+                masked=self._masked,
             )
         except BaseException:
             parent.close()
