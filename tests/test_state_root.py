@@ -212,16 +212,15 @@ async def test_an_operator_given_folder_has_its_parents_pinned_in_the_sandbox(
     async with operator_folder.client() as client:
         confined = printed(await shell(client, script, "mover", requested_sandbox_policy=RW))
         assert "mv=0" not in confined, confined
-        assert not Path(f"{ancestor}-moved").exists() and not ancestor.is_symlink()
+        assert not _moved_or_replaced(ancestor)
         # A spilled output lands in the real folder, never through a link.
         spilled = await shell(
             client, "seq 1 20000", "spiller", requested_sandbox_policy=NONE,
             file_output_threshold_bytes=1000,
         )  # fmt: skip
     assert spilled.WhichOneof("result") == "success", spilled
-    files = list((terminals / "shell-output").iterdir())
-    assert files and all(os.path.realpath(path) == str(path) for path in files)
-    assert not bait.exists() or not any(bait.rglob("*.txt"))
+    assert _spill_files_are_real(terminals / "shell-output")
+    assert not _written_under(bait)
 
 
 # --- issue 25, reproduction 6: sockets bound after the sandbox started --------------------------
@@ -229,7 +228,7 @@ async def test_an_operator_given_folder_has_its_parents_pinned_in_the_sandbox(
 
 def _x_probe(number: int) -> str:
     raw_connect = (
-        "python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); "
+        'python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); '
         "s.connect(sys.argv[1]); print('CONNECTED', sys.argv[1].encode())\""
     )
     return (
@@ -244,6 +243,44 @@ def _abstract_probe(number: int) -> str:
         f"s.connect(b'\\0/tmp/.X11-unix/X{number}'); print('ABSTRACT-REACHED')"
     )
     return f'python3 -c "{code}" 2>/dev/null; echo probed'
+
+
+def _moved_or_replaced(folder: Path) -> bool:
+    return Path(f"{folder}-moved").exists() or folder.is_symlink()
+
+
+def _spill_files_are_real(folder: Path) -> bool:
+    files = list(folder.iterdir())
+    return bool(files) and all(os.path.realpath(path) == str(path) for path in files)
+
+
+def _written_under(folder: Path) -> bool:
+    return folder.exists() and any(folder.rglob("*.txt"))
+
+
+def _read(path: str) -> str:
+    return Path(path).read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def _someones_x_server() -> Iterator[int]:
+    """An Xvfb as anyone would start it: a socket file in /tmp/.X11-unix and an abstract one."""
+    if not X11_SOCKETS.is_dir():
+        pytest.skip("no /tmp/.X11-unix")
+    number = next(
+        n for n in range(400, 500)
+        if not Path(f"/tmp/.X{n}-lock").exists() and not (X11_SOCKETS / f"X{n}").exists()
+    )  # fmt: skip
+    server = subprocess.Popen(
+        ["Xvfb", f":{number}", "-nolisten", "tcp", "-screen", "0", "320x240x24"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: (X11_SOCKETS / f"X{number}").is_socket(), 20, "Xvfb's socket")
+        yield number
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 async def _begin_session(client: ExecDaemonClient, agent: str) -> int:
@@ -283,19 +320,8 @@ async def test_anyones_x_server_started_later_is_unreachable_from_a_running_sand
 ) -> None:
     """An X server someone else starts with a socket file in /tmp/.X11-unix (and its abstract
     socket): the folder is masked in every sandbox, the abstract socket scoped by Landlock."""
-    if not X11_SOCKETS.is_dir():
-        pytest.skip("no /tmp/.X11-unix")
     session = await _begin_session(client, "x-other")
-    number = next(
-        n for n in range(400, 500)
-        if not Path(f"/tmp/.X{n}-lock").exists() and not (X11_SOCKETS / f"X{n}").exists()
-    )  # fmt: skip
-    server = subprocess.Popen(
-        ["Xvfb", f":{number}", "-nolisten", "tcp", "-screen", "0", "320x240x24"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        await eventually(lambda: (X11_SOCKETS / f"X{number}").is_socket(), 20, "Xvfb's socket")
+    with _someones_x_server() as number:
         probe = _x_probe(number) + "; " + _abstract_probe(number)
         confined = await shell(client, probe, "x-other", requested_sandbox_policy=RW)
         assert confined.shell_id == session
@@ -304,9 +330,6 @@ async def test_anyones_x_server_started_later_is_unreachable_from_a_running_sand
         unconfined = await shell(client, probe, "x-other-u", requested_sandbox_policy=NONE)
         assert "X-REACHED" in printed(unconfined), printed(unconfined)
         assert "ABSTRACT-REACHED" in printed(unconfined), printed(unconfined)
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 async def test_a_socket_bound_later_in_the_sockets_folder_is_unreachable(
@@ -321,7 +344,7 @@ async def test_a_socket_bound_later_in_the_sockets_folder_is_unreachable(
         listener.bind(str(path))
         listener.listen()
         probe = (
-            "python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); "
+            'python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); '
             f"s.connect('{path}'); print('CONNECTED')\" 2>&1; echo probed"
         )
         confined = await shell(client, probe, "late-socket", requested_sandbox_policy=RW)
@@ -362,11 +385,11 @@ async def test_a_restart_never_reuses_a_shell_log(tmp_path: Path, given_folder: 
         after = await _background(second, "sleep 0.2; echo after-restart")
         await eventually(lambda: _log_says(after.output_file, "after-restart"), 30, "the log")
     assert after.output_file != before.output_file
-    assert "PASSED-before" not in Path(after.output_file).read_text()
+    assert "PASSED-before" not in _read(after.output_file)
     if given_folder:
         # The folder outlived the first daemon: its ids are not given again.
         assert after.shell_id > before.shell_id
-        assert Path(before.output_file).read_text().strip() == "PASSED-before"
+        assert _read(before.output_file).strip() == "PASSED-before"
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
