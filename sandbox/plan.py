@@ -171,12 +171,11 @@ def build_plan(
             mounts.read_only[root] = "--ro"
         else:
             _protect_workspace(root, policy, writable, mounts, targets or protected_targets())
-    for path in [*policy.readonly_paths, *private]:
-        real = os.path.realpath(path)
+    daemon_folders = [os.path.realpath(path) for path in private]
+    for real in [*map(os.path.realpath, policy.readonly_paths), *daemon_folders]:
         if os.path.exists(real) and writable(real):
             mounts.read_only.setdefault(real, "--ro")
-    for path in [*private, *masked]:
-        real = os.path.realpath(path)
+    for real in [*daemon_folders, *map(os.path.realpath, masked)]:
         if writable(real) and os.path.isdir(real):
             _pin_renamable(real, writable, mounts)
     areas = set(readwrite)
