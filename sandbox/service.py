@@ -43,7 +43,7 @@ from exec_daemon.kernel.state_root import sockets_folder
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.caches import CacheGrant, SandboxCacheFolder, shared_grant
 from sandbox.placeholders import PlaceholderKeeper
-from sandbox.plan import Plan, build_plan
+from sandbox.plan import X11_SOCKETS, Plan, build_plan
 from sandbox.policy import (
     ConfigFiles,
     EffectivePolicy,
@@ -67,6 +67,21 @@ def _real_homes(home: str) -> tuple[str, ...]:
     """The homes whose protected files the sandbox keeps read-only: HOME of the daemon's
     environment and the daemon's own, as real paths."""
     return tuple(dict.fromkeys(os.path.realpath(p) for p in filter(None, [home, str(Path.home())])))
+
+
+def prepare_x11_sockets_folder() -> None:
+    """Makes /tmp/.X11-unix (root's, 1777, as X servers and systemd-tmpfiles make it) when the
+    daemon is root and it is missing: it then exists before any sandbox, which masks it, so an X
+    server started later is out of reach by its socket file too."""
+    if os.geteuid() != 0 or os.path.lexists(X11_SOCKETS):
+        return
+    with contextlib.suppress(OSError):
+        os.mkdir(X11_SOCKETS, 0o1777)
+        fd = os.open(X11_SOCKETS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, 0o1777)  # past the umask
+        finally:
+            os.close(fd)
 
 
 class SandboxService:
@@ -101,6 +116,7 @@ class SandboxService:
                 log.info("%s", self.support.status_line(self.enabled))
                 if self.enabled:
                     await asyncio.to_thread(self.build_caches.prepare)
+                    await asyncio.to_thread(prepare_x11_sockets_folder)
             return self.support
 
     async def _probe(self) -> KernelSupport:
