@@ -31,16 +31,21 @@ from exec_daemon.kernel.state_root import (
     prepare_state_root,
     prune_ended_instances,
 )
+from exec_daemon.server import new_daemon
+from sandbox.plan import X11_SOCKETS as PLAN_X11_SOCKETS
+from sandbox.plan import build_plan
+from sandbox.policy import resolve_policy
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import eventually, wait_until
 from tests.test_shared_terminals import shared_terminal, write_environment
 from tools.display import DisplayService
+from tools.shell.service import KEEP_SPILL_FILES, ShellService
 
 pytestmark = pytest.mark.timeout(120)
 
 RW = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 NONE = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
-X11_SOCKETS = Path("/tmp/.X11-unix")
+X11_SOCKETS = Path(PLAN_X11_SOCKETS)
 
 
 async def shell(
@@ -422,3 +427,70 @@ async def test_two_daemons_share_no_tmux_server_logs_or_ids(tmp_path: Path) -> N
         # Each daemon's own tmux server went with it, not the other's.
         async with two.client() as client:
             assert "alive" in printed(await shell(client, "echo alive"))
+
+
+# --- the plan and the daemon's own file handling, without a daemon ------------------------------
+
+
+def test_every_folder_above_a_daemon_folder_in_a_writable_area_is_pinned(tmp_path: Path) -> None:
+    """A daemon folder under /tmp: it, and every folder from /tmp down to it, pinned (what the
+    helper then refuses to rename: test_an_operator_given_folder_has_its_parents_pinned...)."""
+    terminals = tmp_path / "a" / "b" / "terminals"
+    terminals.mkdir(parents=True)
+    sockets = tmp_path / "a" / "sockets"
+    sockets.mkdir()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    policy = resolve_policy(None, sandbox_enabled=True, workspace=workspace)
+    plan = build_plan(
+        policy, workspace, workspace, env={}, private=[str(terminals)], masked=[str(sockets)]
+    )
+    pinned = {plan.options[i + 1] for i, o in enumerate(plan.options) if o == "--pin"}
+    below_tmp = [p for p in [terminals, *terminals.parents] if str(p).startswith("/tmp/")]
+    assert {str(p) for p in below_tmp} <= pinned
+    assert str(sockets) in pinned
+    assert plan.options[plan.options.index("--mask") + 1] == str(sockets)
+    if X11_SOCKETS.is_dir():
+        assert plan.options[plan.options.index("--mask-tmp") + 1] == str(X11_SOCKETS)
+
+
+def test_spill_files_are_never_pruned_through_a_link(tmp_path: Path) -> None:
+    """Pruning the spill folder removes its own oldest files, never what a link leads to."""
+    terminals = tmp_path / "terminals"
+    daemon = new_daemon(
+        DaemonConfig(auth_token="t", workspace=tmp_path, terminals_folder=terminals)
+    )
+    service = daemon.service(ShellService)
+    bait = tmp_path / "bait"
+    bait.mkdir()
+    for number in range(KEEP_SPILL_FILES + 5):
+        (bait / f"precious-{number:03d}.txt").write_text("keep me")
+    spill = terminals / "shell-output"
+    shutil.rmtree(spill)
+    spill.symlink_to(bait)
+    service.prune_spill_files()
+    assert len(list(bait.iterdir())) == KEEP_SPILL_FILES + 5
+    # Positive control: in the real folder, the oldest ones beyond the limit go.
+    spill.unlink()
+    spill.mkdir()
+    for number in range(KEEP_SPILL_FILES + 5):
+        path = spill / f"shell-1-{number}-x.txt"
+        path.write_text("old")
+        os.utime(path, (number, number))
+    service.prune_spill_files()
+    kept = sorted(path.name for path in spill.iterdir())
+    assert len(kept) == KEEP_SPILL_FILES and "shell-1-0-x.txt" not in kept
+    shutil.rmtree(service.runtime_dir, ignore_errors=True)
+
+
+def test_shell_ids_start_above_those_a_kept_folder_holds(tmp_path: Path) -> None:
+    terminals = tmp_path / "terminals"
+    (terminals / "shell-output").mkdir(parents=True)
+    (terminals / "shell-7.log").write_text("an earlier daemon's")
+    (terminals / "shell-output" / "shell-12-3-abcd.txt").write_text("an earlier spill")
+    daemon = new_daemon(
+        DaemonConfig(auth_token="t", workspace=tmp_path, terminals_folder=terminals)
+    )
+    service = daemon.service(ShellService)
+    assert service.next_id() == 13
+    shutil.rmtree(service.runtime_dir, ignore_errors=True)
