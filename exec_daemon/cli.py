@@ -395,9 +395,11 @@ def main() -> None:
 @click.option(
     "--terminals-folder",
     type=click.Path(path_type=Path),
-    default=Path("/tmp/exec-daemon/terminals"),
-    show_default=True,
-    help="The daemon's own folder: terminal output files, state (mounted read-only in sandboxes).",
+    default=None,
+    show_default="<state root>/terminals",
+    help="The daemon's own folder: terminal output files, state (read-only in sandboxes; where it "
+    "lies in a folder sandboxes may write, its folders up to that one are pinned there). By "
+    "default in the daemon's private state root (SECURITY.md).",
 )
 @click.option(
     "--artifacts-folder",
@@ -584,6 +586,8 @@ def serve(
     for name in FOR_THE_IMAGE:
         if options.get(name) not in (None, False):
             log.info("--%s: the VM image's init starts the browser", name.replace("_", "-"))
+    if options.get("terminals_folder") is None:
+        options.pop("terminals_folder", None)
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,

@@ -30,6 +30,7 @@ from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import StateRootError, prepare_state_root, prune_ended_instances
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.kernel.writable import WritableAreas
 from exec_daemon.registry import SPECS
@@ -298,8 +299,16 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     """What the daemon prepares before it serves its agent; its RPC routes."""
     config = daemon.config
     routes = build_routes(daemon)
-    # The daemon's own folder exists before any sandbox starts, so every sandbox mounts it
-    # read-only (a missing one could be created, and symlinks planted in it, from inside).
+    # The daemon's private root and its own folders exist before any sandbox starts, so every
+    # sandbox masks the sockets folder and mounts the rest read-only (a missing one could be
+    # created, and symlinks planted in it, from inside).
+    try:
+        prepare_state_root(config.state_root)
+    except StateRootError as exc:
+        raise SystemExit(f"exec-daemon: no private state root: {exc}") from None
+    for ended in prune_ended_instances(config.state_root):
+        log.info("removed the state of an ended daemon: %s", ended)
+    log.info("state root: %s", config.state_root)
     try:
         ensure_daemon_folder(config.terminals_folder)
     except OSError as exc:

@@ -14,6 +14,12 @@
  *   --rw-bind PATH        bind PATH read-write onto itself (an exception inside a read-only mount)
  *   --hide PATH           bind /dev/null over the regular file PATH (a secret: the daemon's token
  *                         file), so it reads empty and cannot be hard-linked; skipped when missing
+ *   --mask PATH           mount an empty read-only tmpfs over the folder PATH: whatever is or
+ *                         will be in it (the daemon's sockets) is out of reach, also a socket
+ *                         bound there after the sandbox started; skipped when PATH is missing or
+ *                         not a folder
+ *   --mask-tmp PATH       like --mask, but an empty writable one with mode 1777 (/tmp/.X11-unix:
+ *                         the sandbox may run its own X server, and sees nobody else's)
  *   --rw PATH             Landlock: PATH and everything beneath it is read-write
  *   --dev-rw PATH         Landlock: a device file (or /dev/pts, /dev/shm) that may be written
  *   --net none|proxy|full none: no IP (or netlink, packet...) sockets at all; proxy: a private
@@ -129,7 +135,7 @@ struct ll_net_port_attr {
 #define LL_FS_FILE_RIGHTS (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
 
 /* ---- Options ------------------------------------------------------------------------------ */
-enum op_kind { OP_PIN, OP_RO, OP_RO_FILE, OP_RO_DIR, OP_RW_BIND, OP_HIDE };
+enum op_kind { OP_PIN, OP_RO, OP_RO_FILE, OP_RO_DIR, OP_RW_BIND, OP_HIDE, OP_MASK, OP_MASK_TMP };
 enum net_mode { NET_NONE, NET_PROXY, NET_FULL };
 
 struct mount_op {
@@ -521,6 +527,18 @@ static void apply_mounts(void) {
             struct stat st;
             if (lstat(op->path, &st) < 0 || !S_ISREG(st.st_mode)) break;
             if (mount("/dev/null", op->path, NULL, MS_BIND, NULL) < 0) fail(errno, "hide %s", op->path);
+            break;
+        }
+        case OP_MASK:
+        case OP_MASK_TMP: {
+            struct stat st;
+            /* Missing or unreachable for this user: nothing to reach there either. */
+            if (lstat(op->path, &st) < 0 || !S_ISDIR(st.st_mode)) break;
+            int writable = op->kind == OP_MASK_TMP;
+            unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (writable ? 0 : MS_RDONLY);
+            if (mount("tmpfs", op->path, "tmpfs", flags,
+                      writable ? "mode=1777,size=1m,nr_inodes=1024" : "mode=0555,size=4k,nr_inodes=2") < 0)
+                fail(errno, "mask %s", op->path);
             break;
         }
         }
@@ -1136,6 +1154,8 @@ int main(int argc, char **argv) {
         else if (strcmp(arg, "--ro-dir") == 0) add_op(OP_RO_DIR, value);
         else if (strcmp(arg, "--rw-bind") == 0) add_op(OP_RW_BIND, value);
         else if (strcmp(arg, "--hide") == 0) add_op(OP_HIDE, value);
+        else if (strcmp(arg, "--mask") == 0) add_op(OP_MASK, value);
+        else if (strcmp(arg, "--mask-tmp") == 0) add_op(OP_MASK_TMP, value);
         else if (strcmp(arg, "--rw") == 0 && opt.n_rw < MAX_OPS) opt.rw[opt.n_rw++] = value;
         else if (strcmp(arg, "--dev-rw") == 0 && opt.n_dev_rw < MAX_OPS) opt.dev_rw[opt.n_dev_rw++] = value;
         else if (strcmp(arg, "--proxy-port") == 0) opt.proxy_port = parse_int(value, "port");

@@ -56,6 +56,9 @@ WRITABLE_DEVICES = (
     "/dev/ptmx",
     "/dev/pts",
 )
+# Where X servers bind their socket files (the daemon's and the desktop's bind none: they listen
+# on abstract sockets only, which Landlock scopes).
+X11_SOCKETS = "/tmp/.X11-unix"
 
 
 @dataclass
@@ -116,6 +119,7 @@ def build_plan(
     caches: CacheGrant | None = None,
     secrets: Sequence[str] = (),
     homes: Sequence[str] = (),
+    masked: Sequence[str] = (),
 ) -> Plan:
     """The helper options for `policy`. Raises SandboxRejected when it cannot be enforced.
 
@@ -128,6 +132,11 @@ def build_plan(
     `secrets`: files the command must not read (the token file), hidden under /dev/null.
     `homes`: the real home folders, carved out of the writable areas that hold them (the
     writable set: exec_daemon/kernel/writable.py).
+    `masked`: the daemon's folders of sockets, under an empty read-only mount whatever is bound
+    in them later. /tmp/.X11-unix gets an empty writable one: no X server of the host, started
+    before or after the sandbox, is reachable by its socket file.
+    `private` and `masked` folders inside a writable area have every folder on the way there
+    pinned (a sandboxed command cannot rename one and put a link or a lookalike in its place).
     """
     plan = Plan()
     root = os.path.realpath(workspace)
@@ -165,10 +174,13 @@ def build_plan(
             mounts.read_only[root] = "--ro"
         else:
             _protect_workspace(root, policy, writable, mounts, targets or protected_targets())
-    for path in [*policy.readonly_paths, *private]:
-        real = os.path.realpath(path)
+    daemon_folders = [os.path.realpath(path) for path in private]
+    for real in [*map(os.path.realpath, policy.readonly_paths), *daemon_folders]:
         if os.path.exists(real) and writable(real):
             mounts.read_only.setdefault(real, "--ro")
+    for real in [*daemon_folders, *map(os.path.realpath, masked)]:
+        if writable(real) and os.path.isdir(real):
+            _pin_renamable(real, writable, mounts)
     areas = set(readwrite)
     below = tuple(area.rstrip("/") + "/" for area in areas)
     for path in outside:
@@ -208,6 +220,10 @@ def build_plan(
     for secret in secrets:
         # Readable by the sandbox's user, but not its content (/dev/null over it), nor linkable.
         plan.options += ["--hide", secret]
+    for folder in masked:
+        plan.options += ["--mask", folder]
+    if os.path.isdir(X11_SOCKETS) and not os.path.islink(X11_SOCKETS):
+        plan.options += ["--mask-tmp", X11_SOCKETS]
 
     plan.env = {"CURSOR_SANDBOX": "native", "CURSOR_ORIG_UID": str(os.getuid())}
     if caches is not None:

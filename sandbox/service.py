@@ -39,11 +39,12 @@ from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
 from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDecision, SandboxDemand
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import sockets_folder
 from exec_daemon.kernel.writable import WritableAreas, WritableGrant
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.caches import CacheGrant, SandboxCacheFolder, shared_grant
 from sandbox.placeholders import PlaceholderKeeper
-from sandbox.plan import Plan, build_plan
+from sandbox.plan import X11_SOCKETS, Plan, build_plan
 from sandbox.policy import (
     ConfigFiles,
     EffectivePolicy,
@@ -71,6 +72,21 @@ def _real_homes(home: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.realpath(p) for p in filter(None, [home, str(Path.home())])))
 
 
+def prepare_x11_sockets_folder() -> None:
+    """Makes /tmp/.X11-unix (root's, 1777, as X servers and systemd-tmpfiles make it) when the
+    daemon is root and it is missing: it then exists before any sandbox, which masks it, so an X
+    server started later is out of reach by its socket file too."""
+    if os.geteuid() != 0 or os.path.lexists(X11_SOCKETS):
+        return
+    with contextlib.suppress(OSError):
+        os.mkdir(X11_SOCKETS, 0o1777)
+        fd = os.open(X11_SOCKETS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, 0o1777)  # past the umask
+        finally:
+            os.close(fd)
+
+
 class SandboxService:
     """One per daemon: `daemon.service(SandboxService)`."""
 
@@ -88,9 +104,13 @@ class SandboxService:
         self.build_caches = SandboxCacheFolder(daemon.config.sandbox_build_cache_folder)
         # The daemon's own directories: read-only inside every sandbox (keep_private).
         self._writable_grant: tuple[tuple[object, ...], WritableGrant] | None = None
+        config = daemon.config
         self._private: dict[str, None] = dict.fromkeys(
-            str(path) for path in (daemon.config.terminals_folder, daemon.config.artifacts_folder)
+            str(path)
+            for path in (config.state_root, config.terminals_folder, config.artifacts_folder)
         )
+        # Its sockets (tmux, code-server): masked in every sandbox, whenever they are bound.
+        self._masked = [str(sockets_folder(config.state_root))]
 
     async def start(self) -> KernelSupport:
         """Builds/locates the helper and probes the kernel (once); logs one status line."""
@@ -100,6 +120,7 @@ class SandboxService:
                 log.info("%s", self.support.status_line(self.enabled))
                 if self.enabled:
                     await asyncio.to_thread(self.build_caches.prepare)
+                    await asyncio.to_thread(prepare_x11_sockets_folder)
             return self.support
 
     async def _probe(self) -> KernelSupport:
@@ -203,6 +224,7 @@ class SandboxService:
                 caches=self._cache_grant(policy),
                 secrets=self.daemon.service(DeclaredPaths).secrets(),
                 homes=self.daemon.service(WritableAreas).homes(),
+                masked=self._masked,
             )
         except BaseException:
             parent.close()

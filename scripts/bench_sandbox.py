@@ -40,6 +40,7 @@ from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import prepare_state_root
 from sandbox.build import ensure_helper
 from sandbox.service import SandboxService
 from scripts.benchmarking import add_quick_flag, expect, shell_output
@@ -139,6 +140,7 @@ async def main() -> None:
     config = DaemonConfig(
         auth_token="bench", workspace=workspace, sandbox_enabled=True, sandbox_helper_path=helper
     )
+    prepare_state_root(config.state_root)  # as the daemon at start: its sockets folder is masked
     service = Daemon(config).service(SandboxService)
     support = await service.start()
     env = dict(os.environ)

@@ -49,6 +49,13 @@ class RunningDaemon:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def state_root(self) -> Path:
+        """The daemon's private state root, as it logged it at start."""
+        for line in self.log().splitlines():
+            if "state root: " in line:
+                return Path(line.split("state root: ", 1)[1].strip())
+        raise AssertionError("the daemon logged no state root")
+
     def own_processes(self) -> list[int]:
         """The daemon's pid and its semantic index process's, whose CPU and memory are the
         daemon's (tools/sem_search.py: INDEX_PROCESS_CODE)."""
@@ -141,16 +148,18 @@ def running_daemon(
     argv: Sequence[str] | None = None,
     token_by: str = "env",
     ports: tuple[int, int] | None = None,
+    terminals_folder: bool = True,
 ) -> Iterator[RunningDaemon]:
     """With `--wait-for-init` among `extra_args`, ready means answering /healthz (`token` is
-    then the pool's credential). `token_by`: how the daemon gets its token, "env" (EXEC_DAEMON_AUTH_TOKEN), "file"
+    then the pool's credential). `terminals_folder`: False leaves the daemon its default one (in
+    its state root). `token_by`: how the daemon gets its token, "env" (EXEC_DAEMON_AUTH_TOKEN), "file"
     (--auth-token-file, mode 0600, in `state_dir`) or "argv" (--auth-token). `ports`: the RPC
     and PTY ports (a restart on the ports of a daemon that stopped), else free ones."""
     token = token or secrets.token_hex(32)
     for attempt in range(3):
         started = _started_daemon(
             workspace, state_dir, extra_args, env, token, argv, token_by,
-            ports or (free_port(), free_port()),
+            ports or (free_port(), free_port()), terminals_folder,
         )  # fmt: skip
         try:
             daemon = started.__enter__()
@@ -180,8 +189,11 @@ def _started_daemon(
     argv: Sequence[str] | None,
     token_by: str,
     ports: tuple[int, int],
+    terminals_folder: bool,
 ) -> Iterator[RunningDaemon]:
-    daemon = launch_daemon(workspace, state_dir, extra_args, env, token, argv, token_by, ports)
+    daemon = launch_daemon(
+        workspace, state_dir, extra_args, env, token, argv, token_by, ports, terminals_folder
+    )
     process, port, log_path = daemon.process, daemon.port, daemon.log_path
     try:
         try:
@@ -222,6 +234,7 @@ def launch_daemon(
     argv: Sequence[str] | None = None,
     token_by: str = "env",
     ports: tuple[int, int] | None = None,
+    terminals_folder: bool = True,
 ) -> RunningDaemon:
     """Starts the daemon's process without waiting for it to listen."""
     port, pty_port = ports or (free_port(), free_port())
@@ -236,7 +249,7 @@ def launch_daemon(
         "--port", str(port),
         "--pty-websocket-port", str(pty_port),
         "--workspace", str(workspace),
-        "--terminals-folder", str(state_dir / "terminals"),
+        *(["--terminals-folder", str(state_dir / "terminals")] if terminals_folder else []),
         "--artifacts-folder", str(state_dir / "artifacts"),
         "--log-level", "debug",
         *extra_args,

@@ -113,7 +113,7 @@ async def test_a_person_opens_the_workspace_in_the_ide(
         lines = completed.stdout.strip().splitlines()
         assert completed.returncode == 0 and lines, (completed.stdout, completed.stderr[-3000:])
         seen = json.loads(lines[-1])
-        run = ide_folder / "run"
+        run = daemon.state_root() / "sockets" / "ide"
         socket_mode = stat.S_IMODE((run / "code-server.sock").stat().st_mode)
         run_mode = stat.S_IMODE(run.stat().st_mode)
     assert warmed.ready and again.ready, (warmed, again)
@@ -124,7 +124,8 @@ async def test_a_person_opens_the_workspace_in_the_ide(
     assert seen["activeTab"].startswith("hello.txt"), seen
     assert seen["refusedRequests"] == [], seen
     assert screenshot.stat().st_size > 10_000
-    # code-server listens on a unix socket only the daemon's user can reach, in a 0700 folder.
+    # code-server listens on a unix socket only the daemon's user can reach, in a 0700 folder of
+    # the state root (masked in every sandbox).
     assert (socket_mode, run_mode) == (0o600, 0o700)
     assert cold_seconds < 60
 

@@ -4,7 +4,8 @@
 starts its own Xvfb at 1920x1200x24, 96 DPI (as the reference VM's display) on the first free
 display number (no /tmp/.X<n>-lock; Xvfb takes the lock itself, atomically, and a daemon that
 loses a race takes the next number), and puts DISPLAY into the environment that shells and
-terminals get. The Xvfb it started ends with the daemon.
+terminals get. The Xvfb it started ends with the daemon. It listens on its abstract socket only
+(X_SERVER_LISTEN_OPTIONS): unreachable from every sandbox.
 
 Not `Xvfb -displayfd`: it would pick the number race-free, but then takes no lock file, so the
 next `xvfb-run` or `Xvfb :N` looking for a free number would pick the same one.
@@ -37,6 +38,11 @@ MAX_LAUNCHES = 10
 # Xvfb answers in ~0.4 s on an idle machine; a loaded 2-core VM can take several seconds.
 XVFB_START_SECONDS = 20.0
 PROBE_SECONDS = 3.0
+# No TCP, and no socket file in /tmp/.X11-unix: the abstract socket (@/tmp/.X11-unix/X<n>) only,
+# which Landlock keeps every sandbox from connecting to (created outside it), old or new; a socket
+# file would be reachable from a sandbox that started before it was bound. Xlib and xcb clients
+# try the abstract socket first. scripts/image/desktop-init starts the desktop's X server so too.
+X_SERVER_LISTEN_OPTIONS = ("-nolisten", "tcp", "-nolisten", "unix")
 STOP_SECONDS = 2.0
 
 
@@ -140,7 +146,7 @@ class DisplayService:
             binary, name,
             "-screen", "0", f"{XVFB_WIDTH}x{XVFB_HEIGHT}x{XVFB_DEPTH}",
             "-dpi", str(XVFB_DPI),
-            "-nolisten", "tcp",
+            *X_SERVER_LISTEN_OPTIONS,
             # Else the server resets (pointer, keymap, ...) whenever its last client leaves.
             "-noreset",
         ]  # fmt: skip

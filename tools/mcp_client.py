@@ -67,6 +67,7 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import state_folder
 from tools.mcp_config import McpSettings, ServerSpec, from_workspace, load_settings
 from tools.mcp_oauth import McpOAuth
 from tools.public_network import (
@@ -78,6 +79,9 @@ from tools.public_network import (
 from tools.workspace import atomic_write, resolve_path, write_rules
 
 log = logging.getLogger(__name__)
+
+# MCP servers' stderr logs, in the daemon's private state root.
+MCP_LOG_FOLDER = "mcp"
 
 T = TypeVar("T")
 
@@ -182,7 +186,7 @@ class McpConnection:
             async with self._http_transport() as streams:
                 yield streams
             return
-        self._stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        state_folder(self._servers.daemon.config.state_root, MCP_LOG_FOLDER)
         with self._stderr_path.open("a", encoding="utf-8", errors="replace") as errlog:
             self._stderr_offset = errlog.tell()
             params = StdioServerParameters(
@@ -428,7 +432,7 @@ class McpServers:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.settings: McpSettings = load_settings(daemon.config, daemon.env.snapshot())
-        self.log_folder = daemon.config.terminals_folder.parent / "mcp"
+        self.log_folder = daemon.config.state_root / MCP_LOG_FOLDER
         self.oauth = McpOAuth()
         self._connections = {
             name: McpConnection(spec, self) for name, spec in self.settings.servers.items()

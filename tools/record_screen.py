@@ -39,11 +39,13 @@ from exec_daemon.kernel.runner import Helper, HelperFailed, start_helper
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import state_folder
 from tools.display import DisplayService, DisplayUnavailable
 
 log = logging.getLogger(__name__)
 
-RECORDINGS_TMP = Path("/tmp/exec-daemon/recordings")
+# In the daemon's private state root (exec_daemon/kernel/state_root.py).
+RECORDINGS_FOLDER = "recordings"
 FRAMES_PER_SECOND = 15
 # A forgotten recording must not fill the disk.
 MAX_RECORDING_SECONDS = 3600
@@ -118,9 +120,9 @@ class ScreenRecorder:
         self.displays = daemon.service(DisplayService)
         self._daemon = daemon
         self._artifacts = daemon.config.artifacts_folder
-        # ffmpeg writes here as the daemon: sandboxed commands must not plant links in it.
-        ensure_daemon_folder(RECORDINGS_TMP, 0o700)
-        daemon.service(Sandboxing).keep_private(RECORDINGS_TMP)
+        # ffmpeg writes here as the daemon: out of sandboxed commands' reach.
+        self._folder = state_folder(daemon.config.state_root, RECORDINGS_FOLDER)
+        daemon.service(Sandboxing).keep_private(self._folder)
         self._lock = asyncio.Lock()
         self._recording: Recording | None = None
 
@@ -169,7 +171,7 @@ class ScreenRecorder:
             raise CodedError(ErrorCode.DISPLAY_UNAVAILABLE, str(exc)) from None
         if shutil.which("ffmpeg") is None:
             raise CodedError(ErrorCode.UNAVAILABLE, "ffmpeg is not installed")
-        path = await asyncio.to_thread(_new_recording_path)
+        path = await asyncio.to_thread(_new_recording_path, self._folder)
         ffmpeg_log = tempfile.TemporaryFile(prefix="ffmpeg-")
         # In a session of its own: a terminal's Ctrl-C must not cut the file short.
         try:
@@ -230,9 +232,9 @@ def _move_no_follow(source: Path, destination: Path) -> None:
     source.unlink()
 
 
-def _new_recording_path() -> Path:
-    ensure_daemon_folder(RECORDINGS_TMP, 0o700)
-    return RECORDINGS_TMP / f"{time.time_ns()}-{secrets.token_hex(6)}.mp4"
+def _new_recording_path(folder: Path) -> Path:
+    ensure_daemon_folder(folder, 0o700)
+    return folder / f"{time.time_ns()}-{secrets.token_hex(6)}.mp4"
 
 
 async def _wait_capturing(recording: Recording) -> None:

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exec_daemon.kernel.state_root import new_state_root
+
 DEFAULT_PORT = 8080
 DEFAULT_PTY_WEBSOCKET_PORT = 8081
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -21,6 +23,8 @@ DEFAULT_IMAGE_MODEL = "gpt-image-1"
 DEFAULT_SUBAGENT_MAX_STEPS = 40
 DEFAULT_SUBAGENT_MAX_TOKENS = 400_000
 DEFAULT_QUESTION_TIMEOUT_SECONDS = 1800.0
+# A Path field left to its default (resolved in __post_init__).
+UNSET_PATH = Path()
 
 
 def default_build_cache_folder() -> Path:
@@ -69,8 +73,11 @@ class DaemonConfig:
     trace_insecure: bool = False
     # Networks (CIDR texts) fetch/web_fetch may reach although not public; none by default.
     fetch_allow_private: tuple[str, ...] = ()
-    # Where background shells and terminals write their output (the agent can read it back).
-    terminals_folder: Path = field(default_factory=lambda: Path("/tmp/exec-daemon/terminals"))
+    # This daemon instance's private folder (exec_daemon/kernel/state_root.py).
+    state_root: Path = field(default_factory=new_state_root)
+    # Where background shells and terminals write their output (the agent can read it back);
+    # `<state_root>/terminals` unless given.
+    terminals_folder: Path = UNSET_PATH
     artifacts_folder: Path = field(default_factory=lambda: Path("/opt/cursor/artifacts"))
     # Origins (scheme://host[:port]) whose web pages may call the RPC port from a browser.
     cors_allowed_origins: tuple[str, ...] = ()
@@ -106,6 +113,10 @@ class DaemonConfig:
     header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
     # How long the desktop's and the IDE's sign-in cookies last (refreshed while in use).
     browser_session_seconds: float = DEFAULT_BROWSER_SESSION_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.terminals_folder == UNSET_PATH:
+            object.__setattr__(self, "terminals_folder", self.state_root / "terminals")
 
 
 def off_without(feature: str, flag: str) -> str:

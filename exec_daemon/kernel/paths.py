@@ -663,6 +663,7 @@ class DeclaredPaths:
         install = Path(__file__).resolve().parents[2]
         own = {
             str(install): "the daemon's own code and environment",
+            str(getattr(config, "state_root", "")): "the daemon's private state",
             str(
                 getattr(config, "terminals_folder", "")
             ): "the daemon's terminal logs and output files",

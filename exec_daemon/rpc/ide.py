@@ -3,9 +3,9 @@
 `WarmRemoteAccessServer` starts code-server (installed by `DownloadCursorServer` with a version,
 or by `python -m exec_daemon.rpc.ide install VERSION`) and a small proxy on `--ide-port` that
 checks the daemon's token before a single byte reaches it. code-server itself never listens on
-TCP: it serves a unix socket in a 0700 folder of the daemon (`<--ide-folder>/run`), and it is
-started with a random `HASHED_PASSWORD` that only the proxy knows, so even a process that finds
-the socket (a sandbox started before it was bound) gets nothing without that secret. Nobody can
+TCP: it serves a unix socket in the daemon's private state root (`<state root>/sockets/ide`,
+masked in every sandbox), and it is started with a random `HASHED_PASSWORD` that only the proxy
+knows, so even a process that found the socket would get nothing without that secret. Nobody can
 log in with a password either: no password hashes to a random value.
 
 A person opens `http://<host>:<ide-port>/?token=<token>`: the proxy answers a redirect to the
@@ -39,6 +39,7 @@ from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.runner import Helper, run_helper, start_helper
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import SOCKETS, state_folder
 from exec_daemon.rpc.browser_auth import (
     BrowserSessionKey,
     Session,
@@ -218,7 +219,7 @@ def _finish_install(staging: Path, target: Path, version: str) -> None:
 
 
 def _open_log(run: Path, socket: Path) -> BinaryIO:
-    """Makes code-server's private folder, removes a stale socket, opens its log."""
+    """Makes code-server's private folders, removes a stale socket, opens its log."""
     ensure_daemon_folder(run, 0o700)
     with contextlib.suppress(FileNotFoundError):
         socket.unlink()
@@ -325,7 +326,10 @@ class IdeServer:
             )
         await self._stop_helper()
         run = self.folder / "run"
-        self._socket = run / "code-server.sock"
+        # In the state root's sockets folder: masked in every sandbox, old or new.
+        root = self._daemon.config.state_root
+        sockets = await asyncio.to_thread(state_folder, root, f"{SOCKETS}/ide")
+        self._socket = sockets / "code-server.sock"
         log_file = await asyncio.to_thread(_open_log, run, self._socket)
         self._session = secrets.token_hex(32)
         env = {

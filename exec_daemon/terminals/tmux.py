@@ -13,32 +13,32 @@ log file's header and in `GET /terminals`):
     tmux -S <socket> capture-pane -p -t =<session>          # the screen as text
     tmux -S <socket> send-keys -t =<session> 'make test' Enter
 
-The socket lives in a 0700 folder of the daemon's own (`<terminals folder>/tmux/`) and is bound
-when the daemon starts, before any sandbox: every sandbox hides unix sockets bound outside it
-(sandbox/README.md), so a sandboxed shell cannot reach the server that would run anything it
-asks unconfined. The server lives as long as the daemon (so the socket is never bound again
-after a sandbox started); the daemon ends it, and every session's processes, when it stops.
+The socket lives in the daemon's private state root (`<state root>/sockets/tmux/`, see
+exec_daemon/kernel/state_root.py), one server per daemon instance: every sandbox masks that
+folder with an empty mount (sandbox/README.md), so a sandboxed shell cannot reach the server
+that would run anything it asks unconfined, whenever the socket was bound. The daemon ends the
+server, and every session's processes, when it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import re
 import shlex
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.paths import ensure_daemon_folder
 from exec_daemon.kernel.runner import Helper, HelperFailed, run_helper, start_helper
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import SOCKETS, sockets_folder, state_folder
 from exec_daemon.terminals.pty import (
     PtyManager,
     Terminal,
@@ -143,12 +143,12 @@ class SharedTerminals:
         log.info("shared terminals: tmux server on %s", socket)
 
     def _make_folder(self) -> Path:
-        folder = self._daemon.config.terminals_folder / "tmux"
+        """This daemon's own tmux folder, in the state root's sockets folder (masked in every
+        sandbox); never shared with another daemon. Raises OSError."""
+        folder = sockets_folder(self._daemon.config.state_root) / "tmux"
         if len(str(folder / "server.sock")) > MAX_SOCKET_PATH:
-            return Path(tempfile.mkdtemp(prefix="exec-daemon-tmux-"))
-        ensure_daemon_folder(folder, 0o700)
-        with contextlib.suppress(FileNotFoundError):
-            (folder / "server.sock").unlink()  # a stale one from an earlier daemon
+            raise OSError(errno.ENAMETOOLONG, f"{folder} is too long a path for a unix socket")
+        state_folder(self._daemon.config.state_root, f"{SOCKETS}/tmux")
         return folder
 
     async def _wait_listening(self) -> bool:
@@ -264,8 +264,6 @@ class SharedTerminals:
             if self.socket is not None:
                 with contextlib.suppress(OSError):
                     await asyncio.to_thread(self.socket.unlink)
-        if self._folder is not None and self._folder.name.startswith("exec-daemon-tmux-"):
-            await asyncio.to_thread(shutil.rmtree, self._folder, True)
 
 
 def _session_setup(

@@ -201,7 +201,8 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         out_fd = os.open(
             spec.log_path,
-            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+            # A fresh file: never an earlier daemon's log appended to, nor a planted link.
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
             0o644,
         )
         stdout_w = stderr_w = out_fd
@@ -251,7 +252,9 @@ async def start_one_shot(spec: OneShotSpec, sink: Sink) -> ShellJob:
         if spec.log_path is not None:
             with contextlib.suppress(OSError):
                 job.log_fd = os.open(
-                    spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644
+                    spec.log_path,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o644,
                 )
         job.done = asyncio.get_running_loop().create_future()
         job.readers = [

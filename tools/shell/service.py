@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import logging
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -29,6 +30,7 @@ from exec_daemon.kernel.processes import (
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.kernel.state_root import state_folder
 from tools.shell.bash_scripts import SESSION_LOOP, SESSION_LOOP_NAME
 from tools.shell.jobs import OneShotSpec, ShellJob, start_one_shot
 from tools.shell.session import SessionStartError, ShellSession, Sink, env_diff_script
@@ -49,20 +51,17 @@ MAX_LIVE_SESSIONS = 32
 # (session.STARTUP_SECONDS, counted from the spawn) and go on without the rc file.
 MAX_STARTING_SHELLS = max(2, os.cpu_count() or 1)
 MAX_KNOWN_SESSIONS = 512
-
-
-def _runtime_parent() -> str:
-    """tmpfs when there is one: the session writes its state there after every command."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
+SHELL_FILE = re.compile(r"shell-(\d+)\.(?:log|json)")
+SPILL_FILE = re.compile(r"shell-(\d+)-")
 
 
 class ShellService:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
-        self._ids = itertools.count(1)
+        # In the daemon's private root (sandboxes read it, only a session's own folder is
+        # writable to that session): a fresh folder per service.
         self.runtime_dir = Path(
-            tempfile.mkdtemp(prefix="exec-daemon-shell-", dir=_runtime_parent())
+            tempfile.mkdtemp(prefix="shell-", dir=state_folder(daemon.config.state_root, "shell"))
         )
         (self.runtime_dir / SESSION_LOOP_NAME).write_text(SESSION_LOOP)
         # Unconfined shells source files here (the loop, saved states): sandboxes only read it.
@@ -86,6 +85,9 @@ class ShellService:
         ensure_daemon_folder(self._terminals_folder / "shell-output")
         ensure_daemon_folder(self._terminals_folder)
         self.terminals_path = str(self._terminals_folder)
+        # Above every id whose files a folder kept from an earlier daemon holds: a log is never
+        # reused (nor appended to), and an id names one shell only.
+        self._ids = itertools.count(_highest_shell_id(self._terminals_folder) + 1)
         daemon.env.subscribe(self._env_changed)
 
     # -- ids, paths, tasks --------------------------------------------------------------------
@@ -102,11 +104,21 @@ class ShellService:
         return folder / f"shell-{shell_id}-{next(self._spill_count)}-{secrets.token_hex(4)}.txt"
 
     def prune_spill_files(self) -> None:
+        """Removes all but the newest spill files: in the folder itself, never through a link
+        (the folder opened without following one, its entries removed relative to it)."""
         folder = self.terminals_folder / "shell-output"
         with contextlib.suppress(OSError):
-            files = sorted(folder.iterdir(), key=lambda path: path.stat().st_mtime)
-            for old in files[:-KEEP_SPILL_FILES]:
-                old.unlink()
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                files = [
+                    (entry.stat(follow_symlinks=False).st_mtime, entry.name)
+                    for entry in os.scandir(fd)
+                    if entry.is_file(follow_symlinks=False)
+                ]
+                for _mtime, name in sorted(files)[:-KEEP_SPILL_FILES]:
+                    os.unlink(name, dir_fd=fd)
+            finally:
+                os.close(fd)
 
     def spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """A task the service owns: shutdown waits for it (or cancels it)."""
@@ -360,6 +372,21 @@ def _pinned_script(env: dict[str, str]) -> str:
         for name, value in agent_git_environment(without_secrets(env)).items()
     )
     return f"builtin unset GIT_CONFIG_PARAMETERS;{exports}"
+
+
+def _highest_shell_id(folder: Path) -> int:
+    highest = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            match = SHELL_FILE.fullmatch(entry.name)
+            if match is not None:
+                highest = max(highest, int(match.group(1)))
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder / "shell-output"):
+            match = SPILL_FILE.match(entry.name)
+            if match is not None:
+                highest = max(highest, int(match.group(1)))
+    return highest
 
 
 def _rc_file(env: dict[str, str]) -> str:
