@@ -255,7 +255,11 @@ def launch_daemon(
         *extra_args,
         *_token_args(token, token_by, state_dir),
     ]  # fmt: skip
-    process_env = {**os.environ, **(env or {})}
+    # A home of its own unless the test names one: the machine's rc files (a slow ~/.bashrc,
+    # pyenv's rehash lock left by a killed shell) must not decide whether a shell starts in time.
+    own_home = state_dir / "home"
+    own_home.mkdir(exist_ok=True)
+    process_env = {**os.environ, "HOME": str(own_home), **(env or {})}
     process_env.pop("EXEC_DAEMON_AUTH_TOKEN", None)
     if token_by == "env":
         process_env["EXEC_DAEMON_AUTH_TOKEN"] = token

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import zipfile
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +28,10 @@ pytestmark = pytest.mark.timeout(120)
 
 RW = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 NPM = shutil.which("npm")
+
+# The interpreter itself, not a version manager's shim (pyenv's rehashes its shims folder after
+# a pip install, which a sandbox rightly cannot write).
+PYTHON = sys.executable
 
 
 def home_outside_the_temp_folders() -> Path:
@@ -147,9 +152,9 @@ async def test_pip_install_of_a_local_package_works_sandboxed(
     target = daemon.workspace / "site"
     installed = await shell(
         client,
-        f"python3 -m pip install --no-index --target {target} {wheel} && "
-        f"PYTHONPATH={target} python3 -c 'import greeter; print(greeter.greet())' && "
-        "python3 -m pip cache dir",
+        f"{PYTHON} -m pip install --no-index --target {target} {wheel} && "
+        f"PYTHONPATH={target} {PYTHON} -c 'import greeter; print(greeter.greet())' && "
+        f"{PYTHON} -m pip cache dir",
     )
     text = succeeded(installed)
     assert "hello from greeter" in text
