@@ -141,6 +141,15 @@ class Qemu:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
+    async def quit(self) -> None:
+        """QMP quit: QEMU closes its disks (their qcow2 metadata written) before it exits."""
+        with contextlib.suppress(Exception):
+            await self.qmp("quit")
+        deadline = time.monotonic() + 30
+        while self.process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.stop()
+
 
 class Run:
     def __init__(self, options: argparse.Namespace) -> None:
@@ -390,7 +399,7 @@ class Run:
         took = await self.snapshot(vm, memory)
         self.figures["snapshot_s"] = round(took, 2)
         self.figures["snapshot_mb"] = round(memory.stat().st_size / 1e6, 1)
-        vm.stop()
+        await vm.quit()
         disk = self.work / "snapshot-disk.qcow2"
         shutil.copyfile(self.work / "vm.qcow2", disk)
         return memory, disk
