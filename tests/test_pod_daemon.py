@@ -197,3 +197,17 @@ def test_sigterm_stops_every_service(pod: Pod) -> None:
     assert pod.process.wait(30) == 0
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_no_token_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "services.json").write_text(json.dumps({"services": services(tmp_path)}))
+    result = subprocess.run(
+        [sys.executable, str(POD_DAEMON), "--services", str(tmp_path / "services.json"),
+         "--image-config", "", "--token-file", str(tmp_path / "missing"),
+         "--port", str(free_port()), "--logs", str(tmp_path / "logs"), "--no-freeze"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "cannot read the token from" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "order").exists()  # no service started
