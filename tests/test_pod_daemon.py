@@ -1,0 +1,213 @@
+"""The VM's PID 1 (scripts/image/pod-daemon), run here as a child subreaper on loopback with
+real services (shell scripts): phases, the token, restarts, reaping, pod management behind the
+token, the snapshot calls (without freezing this machine's filesystems)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon_process import free_port
+from tests.polling import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+POD_DAEMON = ROOT / "scripts" / "image" / "pod-daemon"
+TOKEN = "pod-test-token-0123456789abcdef"
+
+
+@dataclass
+class Pod:
+    process: subprocess.Popen[bytes]
+    port: int
+    folder: Path
+
+    def call(self, method: str, body: dict[str, Any] | None = None, token: str = TOKEN) -> Any:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/agent.v1.PodService/{method}",
+            data=json.dumps(body or {}).encode(),
+            headers={"content-type": "application/json", "authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def service(self, name: str) -> dict[str, Any]:
+        services = self.call("ListServices")["services"]
+        return next(s for s in services if s["name"] == name)
+
+    def log(self) -> str:
+        return (self.folder / "pod.log").read_text(errors="replace")
+
+
+def services(folder: Path) -> list[dict[str, Any]]:
+    ready = folder / "first.ready"
+    return [
+        {
+            "name": "first",
+            "phase": 1,
+            # Ready only after a while: the next phase must wait for it.
+            "argv": ["sh", "-c", f"sleep 0.3; touch {ready}; exec sleep 600"],
+            "ready": {"path": str(ready)},
+        },
+        {
+            "name": "second",
+            "phase": 2,
+            "token": True,
+            "argv": [
+                "sh",
+                "-c",
+                f"test -e {ready} && echo after > {folder}/order;"
+                f' echo "$EXEC_DAEMON_AUTH_TOKEN" > {folder}/second.token; exec sleep 600',
+            ],
+        },
+        {
+            "name": "orphans",
+            "phase": 2,
+            # Leaves a child behind that writes who its parent became, then exits: an orphan,
+            # reparented to the pod daemon and reaped there.
+            "argv": ["sh", "-c", f'echo "$EXEC_DAEMON_AUTH_TOKEN" > {folder}/orphans.token;'
+                     f" ((sleep 0.3; exec awk '{{print $4}}' /proc/self/stat > {folder}/orphan.parent) &);"
+                     " exec sleep 600"],
+        },
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def pod(tmp_path: Path) -> Iterator[Pod]:
+    (tmp_path / "services.json").write_text(json.dumps({"services": services(tmp_path)}))
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    port = free_port()
+    with open(tmp_path / "pod.log", "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, str(POD_DAEMON), "--services", str(tmp_path / "services.json"),
+             "--image-config", "", "--token-file", str(token_file), "--host", "127.0.0.1",
+             "--port", str(port), "--logs", str(tmp_path / "logs"), "--no-freeze"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    running = Pod(process, port, tmp_path)
+    try:
+        wait_until(lambda: "phase 2" in running.log(), 30, "phase 2")
+        yield running
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def zombies(pid: int) -> list[int]:
+    return [c for c in children(pid) if Path(f"/proc/{c}/stat").read_text().split()[2] == "Z"]
+
+
+def test_phases_token_and_health(pod: Pod) -> None:
+    assert (pod.folder / "order").read_text().strip() == "after"
+    # The token reached the service that asks for it, and only that one; its file is gone.
+    wait_until(lambda: (pod.folder / "second.token").exists(), 10, "the second service")
+    assert (pod.folder / "second.token").read_text().strip() == TOKEN
+    assert (pod.folder / "orphans.token").read_text().strip() == ""
+    assert not (pod.folder / "token").exists()
+    health = pod.call("Health")
+    assert health["healthy"] is True
+    assert {s["name"]: s["state"] for s in health["services"]} == {
+        "first": "SERVICE_STATE_RUNNING",
+        "second": "SERVICE_STATE_RUNNING",
+        "orphans": "SERVICE_STATE_RUNNING",
+    }
+
+
+def test_a_wrong_token_is_refused(pod: Pod) -> None:
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        pod.call("Health", token="not-the-token")
+    assert refused.value.code == 401
+    assert pod.call("Health")["healthy"] is True  # the same call with the token
+
+
+def test_a_service_that_dies_is_started_again(pod: Pod) -> None:
+    before = pod.service("first")
+    os.kill(before["pid"], signal.SIGKILL)
+    after = wait_until(
+        lambda: (s := pod.service("first")).get("pid", 0) not in (0, before["pid"]) and s, 30
+    )
+    assert after["restarts"] == 1
+    assert after["lastExit"] == "signal 9"
+
+
+def test_restart_one_service(pod: Pod) -> None:
+    before = pod.service("second")
+    restarted = pod.call("RestartService", {"name": "second"})["service"]
+    assert restarted["pid"] not in (0, before["pid"])
+    assert restarted["state"] == "SERVICE_STATE_RUNNING"
+    assert pod.service("first")["pid"] == pod.service("first")["pid"]
+    with pytest.raises(urllib.error.HTTPError) as unknown:
+        pod.call("RestartService", {"name": "nope"})
+    assert json.loads(unknown.value.read())["code"] == "not_found"
+
+
+def test_orphans_are_reaped(pod: Pod) -> None:
+    # The orphan became the pod daemon's child and ended: no zombie stays.
+    written = pod.folder / "orphan.parent"
+    parent = wait_until(lambda: written.exists() and written.read_text().strip(), 30, "the orphan")
+    assert int(parent) == pod.process.pid
+    wait_until(lambda: len(children(pod.process.pid)) == 3, 30, "only the three services")
+    assert zombies(pod.process.pid) == []
+
+
+def test_snapshot_calls(pod: Pod) -> None:
+    prepared = pod.call("PrepareSnapshot", {"thawAfterMs": 60_000})
+    assert prepared.get("frozen", []) == []  # --no-freeze: synced only
+    with pytest.raises(urllib.error.HTTPError) as twice:
+        pod.call("PrepareSnapshot")
+    assert json.loads(twice.value.read())["code"] == "failed_precondition"
+    with pytest.raises(urllib.error.HTTPError) as short:
+        pod.call("Resumed", {"entropy": base64.b64encode(b"x" * 8).decode()})
+    assert json.loads(short.value.read())["code"] == "invalid_argument"
+    resumed = pod.call("Resumed", {"entropy": base64.b64encode(os.urandom(64)).decode()})
+    assert resumed["reseeded"] is (os.geteuid() == 0)
+    health = pod.call("Health")
+    assert health["resumes"] == 1
+    assert health.get("frozen", False) is False
+    pod.call("PrepareSnapshot")  # allowed again once resumed
+
+
+def test_sigterm_stops_every_service(pod: Pod) -> None:
+    pids = [s["pid"] for s in pod.call("ListServices")["services"]]
+    pod.process.send_signal(signal.SIGTERM)
+    assert pod.process.wait(30) == 0
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_no_token_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "services.json").write_text(json.dumps({"services": services(tmp_path)}))
+    result = subprocess.run(
+        [sys.executable, str(POD_DAEMON), "--services", str(tmp_path / "services.json"),
+         "--image-config", "", "--token-file", str(tmp_path / "missing"),
+         "--port", str(free_port()), "--logs", str(tmp_path / "logs"), "--no-freeze"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "cannot read the token from" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "order").exists()  # no service started
