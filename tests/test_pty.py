@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import termios
 import time
 from collections.abc import AsyncIterator
@@ -154,7 +155,13 @@ async def test_a_large_paste_is_delivered_whole_without_blocking_the_loop(
 
 async def test_sigint_reaches_the_foreground_job(manager: PtyManager) -> None:
     marker = f"30.{time.monotonic_ns() % 10**6:06d}"  # seconds, and unique
-    terminal = manager.create(command=f"sleep {marker}")
+    # As when the daemon was started in the background by a script: SIGINT ignored, which a
+    # child keeps through exec unless the terminal restores it.
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        terminal = manager.create(command=f"sleep {marker}")
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     await eventually(lambda: processes_with_argument(marker), what="the sleep to run")
     terminal.send_signal("SIGINT")
     assert await asyncio.wait_for(terminal.wait_exit(), 5) == 130
