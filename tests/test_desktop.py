@@ -329,6 +329,40 @@ async def test_only_an_interactive_connection_clicks(daemon: RunningDaemon, icon
     assert len(icon.events("opened")) == 1, icon.events()
 
 
+async def test_an_interactive_connection_refuses_computer_use_until_it_closes(
+    daemon: RunningDaemon, client: ExecDaemonClient
+) -> None:
+    """The person-in-control refusal without a browser: the page's connection is an RFB
+    session over the bridge, opened here directly."""
+    move = ComputerUseAction(mouse_move=MouseMoveAction(coordinate=Coordinate(x=7, y=7)))
+    # The positive control: a person watching does not stop the agent.
+    view = await rfb_session(daemon, "view")
+    try:
+        assert (await computer_use(client, move)).WhichOneof("result") == "success"
+    finally:
+        await view.close()
+    control = await rfb_session(daemon, "control")
+    try:
+        refused = await computer_use(client, move)
+        assert refused.WhichOneof("result") == "error", refused
+        assert refused.error.code == "person_in_control", refused
+        state = await client.control.get_desktop_control(
+            GetDesktopControlRequest(), headers=client.headers
+        )
+        assert state.person_in_control and state.controllers == 1, state
+    finally:
+        await control.close()
+
+    async def agent_may_act() -> bool:
+        return (await computer_use(client, move)).WhichOneof("result") == "success"
+
+    # Closing the last interactive connection hands the desktop back.
+    deadline = time.monotonic() + generous(20)
+    while not await agent_may_act():
+        assert time.monotonic() < deadline, "computer use still refused after the connection closed"
+        await asyncio.sleep(POLL_SECONDS)
+
+
 def test_the_view_only_filter_frames_what_it_drops() -> None:
     view = ViewOnlyFilter.new()
     handshake = b"RFB 003.008\n" + b"\x01" + b"\x00"
