@@ -3,7 +3,8 @@ token, opened in a real headless Chromium (npm `playwright-core`, tests/web/ide.
 
 code-server's install (npm registry + a native build: many minutes) is made once, by
 `python -m exec_daemon.rpc.ide install VERSION` or DownloadCursorServer, in the default
---ide-folder; these tests link it into a folder of their own and skip without it.
+--ide-folder; these tests link it into a folder of their own and skip without it (but the one
+that needs no install). scripts/test-image runs them with the image's build (scripts/image/ide-tests).
 """
 
 from __future__ import annotations
