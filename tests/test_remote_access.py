@@ -194,10 +194,13 @@ async def test_the_warm_call_is_idempotent_and_cheap(
             download = await client.control.download_cursor_server(
                 DownloadCursorServerRequest(commit=VERSIONS[0]), headers=client.headers
             )
+            started = time.monotonic()
             first = await client.control.warm_remote_access_server(
                 WarmRemoteAccessServerRequest(commit=VERSIONS[0]), headers=client.headers
             )
+            cold_seconds = time.monotonic() - started
             pid_listing = sorted(p.name for p in (ide_folder / "run").iterdir())
+            started_servers = _code_server_pids(ide_folder)
             warm_seconds = []
             for _ in range(5):
                 started = time.monotonic()
@@ -210,13 +213,14 @@ async def test_the_warm_call_is_idempotent_and_cheap(
                 await client.control.download_cursor_server(
                     DownloadCursorServerRequest(commit="../../etc"), headers=client.headers
                 )
-        assert _code_server_pids(ide_folder) != []
+        assert _code_server_pids(ide_folder) == started_servers != [], "not started again"
     code_servers = _code_server_pids(ide_folder)
     assert download.path == str(ide_folder / f"code-server-{VERSIONS[0]}")
     assert (Path(download.path) / INSTALLED_MARK).is_file()
     assert first.ready
     assert "code-server.sock" in pid_listing
-    assert min(warm_seconds) < 0.1, warm_seconds
+    # Relative to the cold start, which a loaded machine slows as much.
+    assert min(warm_seconds) < cold_seconds / 5, (cold_seconds, warm_seconds)
     assert bad_version.value.code == Code.INVALID_ARGUMENT
     assert code_servers == [], "code-server outlived the daemon"
 
