@@ -23,6 +23,9 @@ from typing import TypeVar
 T = TypeVar("T")
 POLL_SECONDS = 0.02
 LOAD_FACTOR = float(os.environ.get("TEST_LOAD_FACTOR") or 1.0)
+# The default wait for a state that comes in well under a second on an idle machine; a shell or
+# browser starting on a machine whose cores other work keeps busy took over 10 s.
+WAIT_SECONDS = 30.0
 
 
 def generous(seconds: float) -> float:
@@ -34,7 +37,9 @@ def _timed_out(predicate: Callable[[], object], what: str, seconds: float) -> As
     return AssertionError(f"timed out after {seconds} s waiting for {what or predicate}")
 
 
-async def eventually(predicate: Callable[[], T], seconds: float = 10.0, what: str = "") -> T:
+async def eventually(
+    predicate: Callable[[], T], seconds: float = WAIT_SECONDS, what: str = ""
+) -> T:
     """The first truthy value of `predicate()`, polled from async code without blocking."""
     seconds = generous(seconds)
     deadline = time.monotonic() + seconds
@@ -45,7 +50,7 @@ async def eventually(predicate: Callable[[], T], seconds: float = 10.0, what: st
     return value
 
 
-def wait_until(predicate: Callable[[], T], seconds: float = 10.0, what: str = "") -> T:
+def wait_until(predicate: Callable[[], T], seconds: float = WAIT_SECONDS, what: str = "") -> T:
     """The first truthy value of `predicate()`, polled from synchronous code (threads, fixtures)."""
     seconds = generous(seconds)
     deadline = time.monotonic() + seconds
@@ -64,7 +69,7 @@ def text_of(path: Path) -> str:
         return ""
 
 
-async def file_holds(path: Path, expected: str, seconds: float = 10.0) -> None:
+async def file_holds(path: Path, expected: str, seconds: float = WAIT_SECONDS) -> None:
     """Waits until `path` holds `expected`: a shell's `>` creates the file before the command
     writes to it, so a file that exists may not hold its text yet."""
     try:

@@ -23,7 +23,7 @@ from exec_daemon.terminals.pty import (
     Terminal,
     session_pids,
 )
-from tests.polling import eventually
+from tests.polling import WAIT_SECONDS, eventually
 from tests.sandbox_harness import processes_with_argument
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,7 +41,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[PtyManager]:
     await daemon.aclose()
 
 
-async def read_until(attachment: Attachment, needle: bytes, timeout: float = 10.0) -> bytes:
+async def read_until(attachment: Attachment, needle: bytes, timeout: float = WAIT_SECONDS) -> bytes:
     received = b""
 
     async def collect() -> None:

@@ -32,7 +32,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.polling import eventually
+from tests.polling import WAIT_SECONDS, eventually, generous
 from tests.sandbox_harness import processes_with_argument
 
 # An rc file that would break a prompt-scraping shell (FM 11): PS1 and PROMPT_COMMAND changed,
@@ -148,11 +148,11 @@ async def read_text(path: Path | str) -> str:
     return await asyncio.to_thread(Path(path).read_text)
 
 
-async def wait_for_file(path: Path, seconds: float = 5.0, lines: int = 1) -> list[str]:
+async def wait_for_file(path: Path, seconds: float = WAIT_SECONDS, lines: int = 1) -> list[str]:
     def words() -> list[str]:
         return path.read_text().split() if path.exists() else []
 
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + generous(seconds)
     while time.monotonic() < deadline:
         if len(content := await asyncio.to_thread(words)) >= lines:
             return content
