@@ -24,8 +24,9 @@ figure is a median over rounds, with its baseline measured in the same run, alte
   small file, ls, glob and grep of `small/`): p50/p99 of the read, the daemon's CPU (cores
   used over the phase) and memory (RSS after, peak during).
 
-Every answer is checked (a wrong one ends the run with exit status 1 and no JSON); a search
-that reaches the tool's own time limit is recorded as such (`timed_out_after_s`). `--quick`
+Every answer is checked (a wrong one ends the run with exit status 1 and no JSON): grep's
+matched lines and glob's files against ripgrep's own; a search that reaches the tool's own time
+limit fails the run too (a timeout is not a point on the curve). `--quick`
 (the test suite): one synthetic tree of 2,000 files, a 10 MB file, 100 changed files, 1 and 5
 agents. Trees are built once under --data-dir and reused; the full run is heavy (run it nice'd).
 
@@ -231,20 +232,32 @@ async def bench_grep_glob(
     client: ExecDaemonClient, tree: Path, rg: str, rounds: int
 ) -> dict[str, Any]:
     grep = grep_call(GREP_WORD)
-    grep_result = await search_timed_out(client, grep)
-    if grep_result is None:
-        found = await expect_success(client, grep)
-        expect(found.total_matches > 0, f"grep found no {GREP_WORD!r}")
-        grep_result = await alternate(
-            rounds,
-            lambda: checked(client, grep, lambda s: s.total_matches == found.total_matches),
-            lambda: run_subprocess([rg, "--no-config", "--json", "-e", GREP_WORD], tree),
-        )
-        grep_result["total_matches"] = found.total_matches
+    timed_out = await search_timed_out(client, grep)
+    expect(timed_out is None, f"grep {GREP_WORD!r} timed out: {timed_out} (no answer to time)")
+    found = await expect_success(client, grep)
+    # The same search by ripgrep alone (hidden files too, not .git): the same matched lines.
+    want = rg_matched_lines([rg, "--no-config", "--hidden", "-g", "!.git", "-e", GREP_WORD], tree)
+    expect(
+        found.total_matches == want > 0,
+        f"grep {GREP_WORD!r}: {found.total_matches} matched lines, ripgrep alone {want}",
+    )
+    grep_result = await alternate(
+        rounds,
+        lambda: checked(client, grep, lambda s: s.total_matches == found.total_matches),
+        lambda: run_subprocess([rg, "--no-config", "--json", "-e", GREP_WORD], tree),
+    )
+    grep_result["total_matches"] = found.total_matches
     glob = glob_call(GLOB)
     listed = await expect_success(client, glob)
-    expect(listed.total_files > 0, f"glob found no {GLOB}")
     rg_glob = [rg, "--no-config", "--files", "--hidden", "-g", GLOB, "-g", "!.git"]
+    want = (
+        len(subprocess.run(rg_glob, cwd=tree, capture_output=True, check=True).stdout.split(b"\n"))
+        - 1
+    )
+    expect(
+        listed.total_files == want > 0,
+        f"glob {GLOB}: {listed.total_files} files, ripgrep alone {want}",
+    )
     same_work = await alternate(
         rounds,
         lambda: checked(client, glob, lambda s: s.total_files == listed.total_files),
@@ -266,9 +279,17 @@ async def bench_grep_glob(
     }
 
 
+def rg_matched_lines(command: list[str], tree: Path) -> int:
+    """The matched lines ripgrep itself counts for `command` (its --json summary)."""
+    done = subprocess.run([*command, "--json"], cwd=tree, capture_output=True, check=False)
+    summary = json.loads(done.stdout.splitlines()[-1])
+    expect(summary.get("type") == "summary", f"no ripgrep summary: {done.stderr[-300:]!r}")
+    return int(summary["data"]["stats"]["matched_lines"])
+
+
 async def search_timed_out(client: ExecDaemonClient, call: ToolCall) -> dict[str, Any] | None:
-    """A search past the tool's own time limit is a point on the curve, not a wrong answer:
-    its result says so (and the rounds are skipped); None when it answered in time."""
+    """How long a search ran before the tool's own time limit ended it; None when it answered
+    in time. A timeout is no answer: the run fails rather than time it as one."""
     started = time.perf_counter()
     outcome = await client.run(call)
     variant = outcome.result.WhichOneof("tool") if outcome.result is not None else None

@@ -9,7 +9,8 @@
   MB/s, peak RSS growth of the daemon (goals: >= 80 MB/s, <= 64 MB);
 - 50 concurrent `sleep 0.2; echo x` on one stream: wall time (goal <= 0.6 s);
 - the same `true` and output cases against swe-rex's `swerex-remote` (run_in_session and
-  execute), when `pip install swe-rex` works (into a throwaway venv under /tmp).
+  execute), installed into a throwaway venv under /tmp; when it cannot be installed or
+  measured the report says why and the run fails (`--no-swerex` leaves it out on purpose).
 
 Every timed call's answer is checked (exit code, output, every byte of the 100 MB streamed);
 a wrong one ends the run with an error instead of a number. `--quick` (the test suite): 30
@@ -290,11 +291,16 @@ def swerex_python() -> tuple[Path | None, str]:
     return python, ""
 
 
+class PeerFailed(Exception):
+    """The peer baseline (swe-rex) could not be measured: the run fails rather than leave the
+    shell's figures without their peer (--no-swerex leaves it out on purpose)."""
+
+
 def bench_swerex(rounds: int, random_bytes: int) -> dict[str, Any]:
     command = output_command(random_bytes)
     python, problem = swerex_python()
     if python is None:
-        return {"skipped": problem}
+        raise PeerFailed(problem)
     port, token = free_port(), secrets.token_hex(16)
     server = subprocess.Popen(
         [str(python.parent / "swerex-remote"), "--host", "127.0.0.1", "--port", str(port),
@@ -320,7 +326,7 @@ def bench_swerex(rounds: int, random_bytes: int) -> dict[str, Any]:
                 timeout=900,
             )
         if client.returncode != 0:
-            return {"skipped": f"swe-rex client failed: {client.stderr[-500:]}"}
+            raise PeerFailed(f"swe-rex client failed: {client.stderr[-500:]}")
         measured: dict[str, Any] = json.loads(client.stdout)
         measured["server_rss_growth_mb"] = rss.growth_mb
         return measured
@@ -365,10 +371,15 @@ def main() -> None:
             "concurrent_50_le_0_6s": daemon["concurrent_50"]["wall_s"] <= 0.6,
         },
     }
+    peer_failed = ""
     if not options.no_swerex:
-        swerex = bench_swerex(min(options.rounds, 300), output_random_bytes)
+        try:
+            swerex = bench_swerex(min(options.rounds, 300), output_random_bytes)
+        except PeerFailed as failure:
+            peer_failed = str(failure)
+            swerex = {"failed": peer_failed}
         report["swerex"] = swerex
-        if "run_in_session_true" in swerex:
+        if not peer_failed:
             report["ratios"]["true_p50_vs_swerex_run_in_session"] = ratio(
                 daemon["true"]["p50_ms"], swerex["run_in_session_true"]["p50_ms"]
             )
@@ -379,6 +390,8 @@ def main() -> None:
                 daemon["output"]["mb_per_s"], swerex["execute_output"]["mb_per_s"]
             )
     print(json.dumps(report, indent=2))
+    if peer_failed:
+        sys.exit(f"bench_shell: the swe-rex baseline could not run: {peer_failed}")
 
 
 if __name__ == "__main__":

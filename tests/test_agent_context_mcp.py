@@ -27,6 +27,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.registry import SPECS
 from tests.guards_support import call, result_of
 from tests.inprocess import InProcessDaemon, serve_in_process
+from tests.polling import POLL_SECONDS, generous
 from tests.test_agent_context import home
 from tests.test_mcp import http_server_port, stdio_server
 from tools import mcp_catalog
@@ -75,7 +76,7 @@ async def settled_tools(
 ) -> ListMcpToolsResponse:
     """ListMcpTools asked again until no server but `still_starting` is starting: an answer
     waits a few seconds at most, and on a loaded machine a Python server may need more."""
-    deadline = asyncio.get_running_loop().time() + 60
+    deadline = asyncio.get_running_loop().time() + generous(60)
     while True:
         response = await list_tools(client)
         starting = {
@@ -86,6 +87,7 @@ async def settled_tools(
         if starting <= still_starting:
             return response
         assert asyncio.get_running_loop().time() < deadline, response
+        await asyncio.sleep(POLL_SECONDS)  # an answer from the cache comes at once
 
 
 async def test_list_mcp_tools_reports_each_server(
@@ -139,9 +141,7 @@ async def test_list_mcp_tools_reports_each_server(
             ) as served,
             served.client() as client,
         ):
-            started = asyncio.get_running_loop().time()
             first = await list_tools(client)
-            took = asyncio.get_running_loop().time() - started
             # Servers still starting after the wait are listed on a later call (from the cache
             # once their listing ends).
             response = await settled_tools(client, still_starting=frozenset({"silent"}))
@@ -175,11 +175,11 @@ async def test_list_mcp_tools_reports_each_server(
     assert servers["locked"].state == McpServerState.MCP_SERVER_STATE_NEEDS_AUTH
     assert "401" in servers["locked"].error
 
-    # The server that never completes its handshake held no answer longer than the wait.
+    # The server that never completes its handshake held no answer longer than the wait: had
+    # the first answer waited for it, its startup timeout (20 s) would have made it failed.
     assert servers["silent"].state == McpServerState.MCP_SERVER_STATE_STARTING
     assert "not listed within 2 s" in servers["silent"].error
     assert servers_of(first)["silent"].state == McpServerState.MCP_SERVER_STATE_STARTING
-    assert took < 2 + 3
 
     docs = servers["docs"]
     assert docs.state == McpServerState.MCP_SERVER_STATE_BACKEND

@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -33,7 +34,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.rpc.desktop_server import RfbRefused, ViewOnlyFilter, novnc_dir
 from tests import desktop_icon_app as icon_app
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
-from tests.polling import wait_until
+from tests.polling import POLL_SECONDS, generous, text_of, wait_until
 from tests.test_tracing import (
     FAST_EXPORT,
     HTTP_CHOSEN,
@@ -334,6 +335,40 @@ async def test_only_an_interactive_connection_clicks(daemon: RunningDaemon, icon
     assert len(icon.events("opened")) == 1, icon.events()
 
 
+async def test_an_interactive_connection_refuses_computer_use_until_it_closes(
+    daemon: RunningDaemon, client: ExecDaemonClient
+) -> None:
+    """The person-in-control refusal without a browser: the page's connection is an RFB
+    session over the bridge, opened here directly."""
+    move = ComputerUseAction(mouse_move=MouseMoveAction(coordinate=Coordinate(x=7, y=7)))
+    # The positive control: a person watching does not stop the agent.
+    view = await rfb_session(daemon, "view")
+    try:
+        assert (await computer_use(client, move)).WhichOneof("result") == "success"
+    finally:
+        await view.close()
+    control = await rfb_session(daemon, "control")
+    try:
+        refused = await computer_use(client, move)
+        assert refused.WhichOneof("result") == "error", refused
+        assert refused.error.code == "person_in_control", refused
+        state = await client.control.get_desktop_control(
+            GetDesktopControlRequest(), headers=client.headers
+        )
+        assert state.person_in_control and state.controllers == 1, state
+    finally:
+        await control.close()
+
+    async def agent_may_act() -> bool:
+        return (await computer_use(client, move)).WhichOneof("result") == "success"
+
+    # Closing the last interactive connection hands the desktop back.
+    deadline = time.monotonic() + generous(20)
+    while not await agent_may_act():
+        assert time.monotonic() < deadline, "computer use still refused after the connection closed"
+        await asyncio.sleep(POLL_SECONDS)
+
+
 def test_the_view_only_filter_frames_what_it_drops() -> None:
     view = ViewOnlyFilter.new()
     handshake = b"RFB 003.008\n" + b"\x01" + b"\x00"
@@ -475,7 +510,7 @@ async def test_a_person_watches_the_agent_then_takes_over(
     # Hooks hear of the refused call, tracing of the take-over and the refusal.
     failures = daemon.workspace.parent / "failures.jsonl"
     await asyncio.to_thread(
-        wait_until, lambda: "person_in_control" in failures.read_text(), 20, "the hook's payload"
+        wait_until, lambda: "person_in_control" in text_of(failures), 20, "the hook's payload"
     )
     hooked = [json.loads(line) for line in failures.read_text().splitlines() if line.strip()]
     assert hooked[-1]["tool_name"] == "ComputerUse", hooked[-1]
@@ -489,12 +524,10 @@ async def test_a_person_watches_the_agent_then_takes_over(
         result = await computer_use(client, move)
         return result.WhichOneof("result") == "success"
 
-    for _ in range(100):
-        if await agent_may_act():
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("computer use still refused after the hand-back")
+    deadline = time.monotonic() + generous(20)
+    while not await agent_may_act():
+        assert time.monotonic() < deadline, "computer use still refused after the hand-back"
+        await asyncio.sleep(POLL_SECONDS)
     assert seen["consoleErrors"] == [] and handed["consoleErrors"] == []
     after = await client.control.get_desktop_control(
         GetDesktopControlRequest(), headers=client.headers

@@ -32,6 +32,7 @@ BUILD_OR_TEST_ONLY = {
     "libseccomp-dev": "builds the sandbox helper (deps stage)",
     "python3-tk": "the tests' X11 app",
     "xvfb": "the tests' display; the VM has Xtigervnc on :1",
+    "stress-ng": "the stress pass's load (scripts/stress-test)",
 }
 # Essential in every Debian base.
 ESSENTIAL = {"bash"}

@@ -221,7 +221,7 @@ async def test_a_hanging_hook_is_killed_at_its_timeout_and_the_call_goes_on(
     outcome = await client.run(read(space / "a.txt"))
     elapsed = time.monotonic() - started
     assert result_of(outcome).success.ranges[0].contents == "still read"
-    assert 0.9 < elapsed < 5
+    assert 0.9 < elapsed < 30  # the hook's 1 s timeout, not its 60 s sleep
     children = [int(pid) for pid in pid_file.read_text().split()]
     # The hook's whole session went: its children, also one that made its own process group.
     await eventually(lambda: all(process_gone(pid) for pid in children), what="the hook's children")

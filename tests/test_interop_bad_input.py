@@ -142,9 +142,8 @@ def test_connect_json_without_token_is_401_unauthenticated(daemon: RunningDaemon
 @pytest.mark.parametrize("path", [PING, EXEC_STREAM])
 def test_grpc_refusal_comes_before_the_body_is_read(daemon: RunningDaemon, path: str) -> None:
     """The request stays open with no body at all: the refusal must not wait for one."""
-    started = time.monotonic()
-    response = h2_request(daemon, path, grpc_headers("wrong"), None, timeout=5)
-    assert time.monotonic() - started < 2
+    # No body ever comes: a refusal that waited for one would never be answered.
+    response = h2_request(daemon, path, grpc_headers("wrong"), None, timeout=15)
     assert grpc_status(response) == GRPC_UNAUTHENTICATED
 
 

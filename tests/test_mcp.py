@@ -238,19 +238,16 @@ async def test_server_that_exits_at_start_reports_its_stderr(client: ExecDaemonC
 async def test_server_that_never_answers_the_handshake_times_out(
     client: ExecDaemonClient,
 ) -> None:
-    started = time.monotonic()
     result = await run_mcp(client, provider_identifier="silent", tool_name="echo")
     assert result.error.code == "server_start_failed"
+    # Ended by the 1 s startup timeout, not by the silent server's end 60 s later.
     assert "handshake within 1 s" in result.error.message
-    assert time.monotonic() - started < 8
 
 
 async def test_slow_tool_times_out_and_the_server_stays_usable(client: ExecDaemonClient) -> None:
-    started = time.monotonic()
     result = await run_mcp(client, "demo-slow", {"seconds": 30}, timeout_ms=500)
-    assert result.error.code == "timeout"
+    assert result.error.code == "timeout"  # not the tool's answer 30 s later
     assert "0.5 s" in result.error.message
-    assert time.monotonic() - started < 5
     assert texts(await run_mcp(client, "demo-echo", {"text": "still here"})) == ["still here"]
 
 
@@ -258,10 +255,10 @@ async def test_calls_to_one_server_run_concurrently(client: ExecDaemonClient) ->
     await run_mcp(client, "demo-echo", {"text": "warm"})
     started = time.monotonic()
     results = await asyncio.gather(
-        *(run_mcp(client, "demo-slow", {"seconds": 1}) for _ in range(3))
+        *(run_mcp(client, "demo-slow", {"seconds": 3}) for _ in range(3))
     )
-    assert all(texts(result) == ["slept 1.0"] for result in results)
-    assert time.monotonic() - started < 2.5
+    assert all(texts(result) == ["slept 3.0"] for result in results)
+    assert time.monotonic() - started < 6  # one after another: 9 s
 
 
 async def test_abort_ends_a_running_tool_call_at_once(client: ExecDaemonClient) -> None:
@@ -269,10 +266,9 @@ async def test_abort_ends_a_running_tool_call_at_once(client: ExecDaemonClient) 
     async with client.exec_stream() as stream:
         call = await stream.start(mcp_call("demo-slow", {"seconds": 30}))
         await asyncio.sleep(0.3)
-        started = time.monotonic()
         await stream.abort(call.id)
-        outcome = await asyncio.wait_for(call.wait(), 5)
-    assert time.monotonic() - started < 2
+        # Half the tool's 30 s: the abort ended it.
+        outcome = await asyncio.wait_for(call.wait(), 15)
     assert outcome.result is not None
     assert outcome.result.mcp_tool_call.result.WhichOneof("result") == "aborted"
     assert texts(await run_mcp(client, "demo-echo", {"text": "after abort"})) == ["after abort"]

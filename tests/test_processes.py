@@ -117,7 +117,7 @@ async def test_terminate_reaches_grandchildren_in_other_groups_and_kills_stubbor
     await terminate_sessions({child.pid}, grace=0.3)
     assert await wait_dead([child.pid, *grandchildren], 3.0) == []
     assert await child.wait() != 0
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 30  # not the 100 s sleeps
 
 
 def test_init_reaps_orphans_and_passes_on_the_exit_code(tmp_path: Path) -> None:

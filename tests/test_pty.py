@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import termios
 import time
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ from exec_daemon.terminals.pty import (
     Terminal,
     session_pids,
 )
-from tests.polling import eventually
+from tests.polling import WAIT_SECONDS, eventually
 from tests.sandbox_harness import processes_with_argument
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,7 +41,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[PtyManager]:
     await daemon.aclose()
 
 
-async def read_until(attachment: Attachment, needle: bytes, timeout: float = 10.0) -> bytes:
+async def read_until(attachment: Attachment, needle: bytes, timeout: float = WAIT_SECONDS) -> bytes:
     received = b""
 
     async def collect() -> None:
@@ -154,7 +155,13 @@ async def test_a_large_paste_is_delivered_whole_without_blocking_the_loop(
 
 async def test_sigint_reaches_the_foreground_job(manager: PtyManager) -> None:
     marker = f"30.{time.monotonic_ns() % 10**6:06d}"  # seconds, and unique
-    terminal = manager.create(command=f"sleep {marker}")
+    # As when the daemon was started in the background by a script: SIGINT ignored, which a
+    # child keeps through exec unless the terminal restores it.
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        terminal = manager.create(command=f"sleep {marker}")
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     await eventually(lambda: processes_with_argument(marker), what="the sleep to run")
     terminal.send_signal("SIGINT")
     assert await asyncio.wait_for(terminal.wait_exit(), 5) == 130

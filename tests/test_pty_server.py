@@ -20,7 +20,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.polling import eventually
+from tests.polling import WAIT_SECONDS, eventually
 from tests.sandbox_harness import processes_with_argument
 
 pytestmark = pytest.mark.timeout(90)
@@ -85,13 +85,13 @@ class Session:
         else:
             self.controls.append(json.loads(message))
 
-    async def control(self, timeout: float = 10.0) -> dict[str, Any]:
+    async def control(self, timeout: float = WAIT_SECONDS) -> dict[str, Any]:
         seen = len(self.controls)
         while len(self.controls) == seen:
             await self._next(timeout)
         return self.controls[seen]
 
-    async def until(self, needle: bytes, timeout: float = 10.0) -> bytes:
+    async def until(self, needle: bytes, timeout: float = WAIT_SECONDS) -> bytes:
         deadline = time.monotonic() + timeout
         searched = 0
         while self.output.find(needle, searched) < 0:
@@ -100,7 +100,7 @@ class Session:
             await self._next(max(0.01, deadline - time.monotonic()))
         return bytes(self.output)
 
-    async def until_closed(self, timeout: float = 10.0) -> tuple[int | None, str]:
+    async def until_closed(self, timeout: float = WAIT_SECONDS) -> tuple[int | None, str]:
         try:
             while True:
                 await self._next(timeout)

@@ -3,7 +3,8 @@ token, opened in a real headless Chromium (npm `playwright-core`, tests/web/ide.
 
 code-server's install (npm registry + a native build: many minutes) is made once, by
 `python -m exec_daemon.rpc.ide install VERSION` or DownloadCursorServer, in the default
---ide-folder; these tests link it into a folder of their own and skip without it.
+--ide-folder; these tests link it into a folder of their own and skip without it (but the one
+that needs no install). scripts/test-image runs them with the image's build (scripts/image/ide-tests).
 """
 
 from __future__ import annotations
@@ -32,19 +33,18 @@ SCRIPT = ROOT / "tests" / "web" / "ide.mjs"
 CHROMIUM = Path("/usr/bin/chromium")
 VERSIONS = installed_versions(DEFAULT_IDE_FOLDER)
 
-pytestmark = [
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(
-        not VERSIONS,
-        reason=f"code-server is not installed in {DEFAULT_IDE_FOLDER}: "
-        "python -m exec_daemon.rpc.ide install 4.139.1",
-    ),
-]
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
 def ide_folder(tmp_path: Path) -> Path:
-    """A folder of the test's own holding (a link to) the cached install."""
+    """A folder of the test's own holding (a link to) the cached install. Without one the test
+    skips; scripts/test-image checks the same on the image, which has it (scripts/image/smoke.py)."""
+    if not VERSIONS:
+        pytest.skip(
+            f"code-server is not installed in {DEFAULT_IDE_FOLDER}: "
+            "python -m exec_daemon.rpc.ide install 4.139.1"
+        )
     folder = tmp_path / "ide"
     folder.mkdir(mode=0o700)
     (folder / f"code-server-{VERSIONS[0]}").symlink_to(
@@ -195,10 +195,13 @@ async def test_the_warm_call_is_idempotent_and_cheap(
             download = await client.control.download_cursor_server(
                 DownloadCursorServerRequest(commit=VERSIONS[0]), headers=client.headers
             )
+            started = time.monotonic()
             first = await client.control.warm_remote_access_server(
                 WarmRemoteAccessServerRequest(commit=VERSIONS[0]), headers=client.headers
             )
+            cold_seconds = time.monotonic() - started
             pid_listing = sorted(p.name for p in (ide_folder / "run").iterdir())
+            started_servers = _code_server_pids(ide_folder)
             warm_seconds = []
             for _ in range(5):
                 started = time.monotonic()
@@ -211,13 +214,14 @@ async def test_the_warm_call_is_idempotent_and_cheap(
                 await client.control.download_cursor_server(
                     DownloadCursorServerRequest(commit="../../etc"), headers=client.headers
                 )
-        assert _code_server_pids(ide_folder) != []
+        assert _code_server_pids(ide_folder) == started_servers != [], "not started again"
     code_servers = _code_server_pids(ide_folder)
     assert download.path == str(ide_folder / f"code-server-{VERSIONS[0]}")
     assert (Path(download.path) / INSTALLED_MARK).is_file()
     assert first.ready
     assert "code-server.sock" in pid_listing
-    assert min(warm_seconds) < 0.1, warm_seconds
+    # Relative to the cold start, which a loaded machine slows as much.
+    assert min(warm_seconds) < cold_seconds / 5, (cold_seconds, warm_seconds)
     assert bad_version.value.code == Code.INVALID_ARGUMENT
     assert code_servers == [], "code-server outlived the daemon"
 

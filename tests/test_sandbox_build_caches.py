@@ -181,12 +181,22 @@ async def test_a_sandboxed_command_cannot_swap_the_cache_folder_for_a_way_home(
     """The cache folder is pinned while a sandbox runs: it cannot be renamed away and replaced
     by a symlink into home (which would make home writable to the next sandbox)."""
     home = module_home
-    swap = (
-        f"mv {root / 'caches'} {root / 'caches.moved'} 2>&1; "
-        f"ln -s {home} {root / 'caches-link'} && mv -T {root / 'caches-link'} {root / 'caches'} 2>&1; "
-        f"echo owned >> {home / '.bashrc'} 2>&1; true"
-    )
-    await shell(client, swap)
+
+    def swap(folder: Path) -> str:
+        moved, link = (
+            folder.with_name(f"{folder.name}.moved"),
+            folder.with_name(f"{folder.name}-link"),
+        )
+        return f"mv {folder} {moved} 2>&1; ln -s {home} {link} && mv -T {link} {folder} 2>&1; "
+
+    # The positive control: the same swap of a folder beside it, which nothing pins, works.
+    decoy = root / "decoy"
+    decoy.mkdir()
+    await shell(client, swap(root / "caches") + swap(decoy) + f"echo owned >> {home / '.bashrc'}")
+    try:
+        assert decoy.readlink() == home
+    finally:
+        decoy.unlink(missing_ok=True)
     assert (root / "caches").is_dir() and not (root / "caches").is_symlink()
     assert (home / ".bashrc").read_text() == "# the user's\n"
 

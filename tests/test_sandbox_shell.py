@@ -23,6 +23,7 @@ from sandbox.probe import SIMULATE_MISSING_ENV
 from sandbox.proxy import ALLOW_PRIVATE_ENV
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.loopback_http import serving_http
+from tests.polling import file_holds
 from tests.sandbox_harness import processes_with_argument
 
 pytestmark = pytest.mark.timeout(90)
@@ -138,10 +139,7 @@ async def test_one_shot_and_background_shells_are_confined(
         background.is_background
         and background.sandbox_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
     )
-    deadline = time.monotonic() + 10
-    while not (sandbox_daemon.workspace / "bg.txt").exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert (sandbox_daemon.workspace / "bg.txt").read_text() == "native\n"
+    await file_holds(sandbox_daemon.workspace / "bg.txt", "native\n")
 
 
 async def test_a_sandboxed_command_cannot_kill_the_daemon(

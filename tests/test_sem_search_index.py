@@ -27,7 +27,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import running_daemon
-from tests.polling import eventually
+from tests.polling import eventually, generous
 from tests.workspace_support import case, result_of, write_call
 from tools import sem_search
 from tools.sem_search import INDEX_FOLDER_NAME, LEXICAL_MODEL_NAME, SemanticIndex
@@ -116,9 +116,9 @@ async def test_indexing_never_holds_up_the_event_loop(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
             worst = max(worst, loop.time() - before - 0.01)
             ticks += 1
-        assert ticks >= 5, "indexing finished too fast to observe"
-        # Generous: 2 cores shared with other work; one embed batch held the loop for seconds.
-        assert worst < 0.5, f"the event loop stalled {worst:.3f} s while indexing"
+        assert ticks >= 5, "indexing finished too fast to observe"  # the embedder's delay
+        # One embed batch held the loop for seconds; a loaded machine's pauses are far shorter.
+        assert worst < generous(1.0), f"the event loop stalled {worst:.3f} s while indexing"
         assert index.state.indexed_files == index.state.total_files == 300
     finally:
         await daemon.aclose()

@@ -32,7 +32,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import CallOutcome, ExecDaemonClient
 from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.polling import eventually
+from tests.polling import WAIT_SECONDS, eventually, generous
 from tests.sandbox_harness import processes_with_argument
 
 # An rc file that would break a prompt-scraping shell (FM 11): PS1 and PROMPT_COMMAND changed,
@@ -148,11 +148,11 @@ async def read_text(path: Path | str) -> str:
     return await asyncio.to_thread(Path(path).read_text)
 
 
-async def wait_for_file(path: Path, seconds: float = 5.0, lines: int = 1) -> list[str]:
+async def wait_for_file(path: Path, seconds: float = WAIT_SECONDS, lines: int = 1) -> list[str]:
     def words() -> list[str]:
         return path.read_text().split() if path.exists() else []
 
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + generous(seconds)
     while time.monotonic() < deadline:
         if len(content := await asyncio.to_thread(words)) >= lines:
             return content
@@ -275,7 +275,6 @@ async def test_stdin_is_at_eof_and_pagers_do_not_wait(
 ) -> None:
     """FM 7: prompts, pagers and tty readers return at once instead of wedging the shell."""
     (tmp_path / "f.txt").write_text("paged text\n")
-    started = time.monotonic()
     read = await shell(client, "read answer; echo read=$?; cat; echo cat=$?", agent, timeout=5000)
     assert stdout_of(read) == "read=1\ncat=0\n"
     git = await shell(
@@ -291,7 +290,8 @@ async def test_stdin_is_at_eof_and_pagers_do_not_wait(
     assert "EOFError" in stdout_of(python)
     tty = await shell(client, "exec 3</dev/tty && echo has-tty || echo no-tty", agent)
     assert "no-tty" in stdout_of(tty)
-    assert time.monotonic() - started < 8
+    # A prompt or pager that waited would have been ended by its call's timeout: the outputs
+    # above would then be partial.
 
 
 async def test_timeout_ends_the_command_not_the_session(
@@ -319,7 +319,7 @@ async def test_timeout_ends_the_command_not_the_session(
     assert timeout.stdout == "partial\n"
     assert timeout.stderr.startswith("warn\n")
     assert timeout.working_directory == str(tmp_path)
-    assert 0.7 <= elapsed < 3.0
+    assert 0.7 <= elapsed < 50  # ended at the timeout, not after the 100 s sleeps
     assert await all_dead([int(pid) for pid in pids.read_text().split()])
     after = await shell(client, "pwd; echo $KEEP $plain", agent)
     assert stdout_of(after) == f"{tmp_path}\nme too\n"
@@ -356,13 +356,12 @@ async def test_a_shell_that_dies_or_is_replaced_ends_its_call(
 ) -> None:
     """FM 5 on the shell side: the other end of the protocol dying never leaves a call hanging."""
     await shell(client, f"cd {tmp_path}", agent)
-    started = time.monotonic()
+    # A call left hanging would end at its 20 s timeout, answered `timeout`.
     killed = await shell(client, "echo before; kill -KILL $$", agent, timeout=20000)
     assert (killed.failure.signal, killed.failure.shell_exited) == ("SIGKILL", True)
     assert killed.failure.stdout == "before\n"
     replaced = await shell(client, "exec sleep 0.3", agent, timeout=20000)
     assert replaced.success.shell_exited
-    assert time.monotonic() - started < 5
     # A command that replaced the shell runs until the call's timeout, then ends.
     server = await shell(client, "echo up; exec sleep 100", agent, timeout=1000)
     assert server.WhichOneof("result") == "timeout"
@@ -461,7 +460,7 @@ async def test_fast_failure_ends_at_once(client: ExecDaemonClient, agent: str) -
     started = time.monotonic()
     result = await shell(client, "no_such_command_at_all", agent, timeout=30000)
     assert result.failure.exit_code == 127
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # half the call's timeout
     busy = await busy_session(client, agent)
     sibling = await shell(client, "no_such_command_at_all", agent, timeout=30000)
     assert sibling.failure.exit_code == 127
@@ -484,7 +483,7 @@ async def test_background_ampersand_does_not_keep_the_call_waiting(
     started = time.monotonic()
     result = await shell(client, f"sleep 30 & echo $! > {tmp_path}/a; echo started", agent)
     assert stdout_of(result) == "started\n"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 15  # half the background sleep
     busy = await busy_session(client, agent)
     sibling = await shell(client, f"sleep 30 & echo $! > {tmp_path}/b; echo sib", agent)
     assert stdout_of(sibling) == "sib\n"

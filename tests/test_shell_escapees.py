@@ -18,6 +18,7 @@ from agent.v1.shell_pb2 import ShellArgs, ShellResult, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.polling import generous
 from tests.sandbox_harness import processes_with_argument
 
 _serial = itertools.count(1)
@@ -37,14 +38,14 @@ def unique_length() -> str:
 
 
 async def until_gone(marker: str, seconds: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + generous(seconds)
     while (left := processes_with_argument(marker)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     return left
 
 
 async def until_started(marker: str, seconds: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + generous(seconds)
     while not (found := processes_with_argument(marker)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     return found
@@ -79,7 +80,12 @@ async def test_a_timeout_ends_what_left_the_session(
     marker = unique_length()
     command = ESCAPES[escape].format(m=marker) + "\nsleep 1000"
     kwargs: dict[str, Any] = {"is_interactive": True} if one_shot else {}
-    result = await shell(client, command, f"timeout-{escape}-{one_shot}", timeout=1500, **kwargs)
+    agent = f"timeout-{escape}-{one_shot}"
+    call = asyncio.create_task(shell(client, command, agent, timeout=1500, **kwargs))
+    # Seen running: its absence afterwards is the timeout's doing, not a start that never came.
+    started = await until_started(marker)
+    result = await call
+    assert started, f"{escape}: the escapee never started"
     assert result.WhichOneof("result") == "timeout", result
     assert await until_gone(marker) == [], escape
 

@@ -296,9 +296,18 @@ async def test_a_sandboxed_shell_cannot_hard_link_the_token_file(
         token_file = daemon.state_dir / "auth-token"
         async with daemon.client() as client:
             for target in (workspace / "linked", tmp_path / "linked"):
-                command = f"ln {token_file} {target}; cat {token_file}"
+                # The positive control: a file beside the target is linked and read by the same
+                # command (the workspace is a mount of its own: links from outside it fail).
+                decoy = target.with_name("decoy")
+                decoy.write_text("decoy-text\n")
+                command = (
+                    f"ln {decoy} {target}-decoy; cat {target}-decoy;"
+                    f" ln {token_file} {target}; cat {token_file}"
+                )
                 ran = result_of(
                     await client.run(shell(command, requested_sandbox_policy=SANDBOXED))
                 )
+                assert "decoy-text" in shell_text(ran), ran
+                assert target.with_name("linked-decoy").samefile(decoy), ran
                 assert daemon.token not in shell_text(ran), ran
                 assert not target.exists(), ran

@@ -206,19 +206,15 @@ async def test_error_status_is_still_a_response(client: ExecDaemonClient, site: 
 
 
 async def test_slow_server_times_out(client: ExecDaemonClient, site: str) -> None:
-    started = time.monotonic()
     result = await fetch(client, f"{site}/slow", timeout_ms=300)
-    assert result.error.code == "timeout"
-    assert time.monotonic() - started < 2.5
+    assert result.error.code == "timeout"  # not the page, which comes after 3 s
 
 
 async def test_trickling_body_is_bounded_by_the_whole_timeout(
     client: ExecDaemonClient, site: str
 ) -> None:
-    started = time.monotonic()
     result = await fetch(client, f"{site}/drip", timeout_ms=800)
-    assert result.error.code == "timeout"
-    assert time.monotonic() - started < 2.5
+    assert result.error.code == "timeout"  # not the whole body, which takes longer
 
 
 async def test_refused_port(client: ExecDaemonClient) -> None:

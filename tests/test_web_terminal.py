@@ -21,7 +21,7 @@ SCRIPT = ROOT / "tests" / "web" / "web_terminal.mjs"
 CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = [
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(240),
     pytest.mark.skipif(
         not (CHROMIUM.exists() and shutil.which("node"))
         or not (ROOT / "node_modules" / "playwright-core").is_dir()

@@ -25,7 +25,7 @@ from agent.v1.computer_pb2 import (
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
-from tests.polling import wait_until
+from tests.polling import WAIT_SECONDS, wait_until
 
 APP = Path(__file__).with_name("x11_app.py")
 Event = dict[str, Any]
@@ -102,7 +102,7 @@ class X11App:
     def clear(self) -> None:
         self.events_path.write_text("")
 
-    def wait_for(self, kind: str, count: int = 1, timeout: float = 10.0) -> list[Event]:
+    def wait_for(self, kind: str, count: int = 1, timeout: float = WAIT_SECONDS) -> list[Event]:
         found: list[Event] = wait_until(
             lambda: len(self.events(kind)) >= count and self.events(kind),
             timeout,

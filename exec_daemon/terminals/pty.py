@@ -127,8 +127,10 @@ def exit_code_of(status: int) -> int:
 
 
 def _restore_signals() -> None:
-    # Python ignores SIGPIPE and SIGXFSZ; a forked child would inherit that through exec.
-    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+    # Python ignores SIGPIPE and SIGXFSZ, and a daemon started in the background by a script
+    # inherits SIGINT and SIGQUIT ignored; a forked child would keep that through exec (and
+    # Ctrl-C would not reach the terminal's job).
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT):
         signal.signal(signum, signal.SIG_DFL)
 
 

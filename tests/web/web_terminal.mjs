@@ -13,7 +13,8 @@ import readline from 'node:readline';
 import { launchChromium } from './chromium.mjs';
 
 const [daemonUrl, token, screenshotDir, envTerminalName] = process.argv.slice(2);
-const TIMEOUT_MS = 15000;
+// A cap on a step that never happens: a page on a busy 2-core machine took over 15 s.
+const TIMEOUT_MS = 45000;
 const input = readline.createInterface({ input: process.stdin });
 const lines = input[Symbol.asyncIterator]();
 
