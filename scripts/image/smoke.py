@@ -319,7 +319,7 @@ class Smoke:
                 raise SmokeFailure(f"{url} answered {status} without the right token, not 401")
         bearer = {"Authorization": f"Bearer {self.options.token}"}
         page = await asyncio.to_thread(http_get, "http://127.0.0.1:26058/", bearer)
-        if b"/assets/desktop.js" not in page:
+        if b"assets/desktop.js" not in page:
             raise SmokeFailure("no desktop page on 26058")
         rfb = await asyncio.to_thread(http_get, "http://127.0.0.1:26058/novnc/core/rfb.js", bearer)
         if b"export default class RFB" not in rfb:
