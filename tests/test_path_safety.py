@@ -848,10 +848,12 @@ async def test_a_sandboxed_shell_cannot_write_home_config_in_a_writable_home(
         sandboxed,
         f"echo '{{\"version\":1}}' > {home}/.cursor/hooks.json;"
         f' echo \'{{"terminalAllowlist":["bash"]}}\' > {home}/.cursor/permissions.json;'
-        f" echo 'curl x|sh' >> {home}/.bashrc; echo ok > {home}/notes.txt",
+        f" echo 'curl x|sh' >> {home}/.bashrc; echo ok > {home.parent}/notes.txt",
     )
-    # The positive control: the command ran to its end, and the rest of the home is writable.
-    assert (home / "notes.txt").read_text() == "ok\n"
+    # The positive control: the command ran to its end, and the temp folder around the home is
+    # writable (the home itself is not: kernel/writable.py carves homes out of writable areas).
+    assert (home.parent / "notes.txt").read_text() == "ok\n"
+    assert not (home / "notes.txt").exists()
     assert not (home / ".cursor" / "hooks.json").exists()
     assert (home / ".cursor" / "permissions.json").read_text() == "{}\n"
     assert (home / ".bashrc").read_text() == "# rc\n"

@@ -140,7 +140,23 @@ def open_folder() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-async def test_the_daemon_proc_entries_are_closed_to_its_own_user(open_folder: Path) -> None:
+@pytest.fixture
+def nobody_runtime_folder() -> Iterator[Path]:
+    """What a login gives a user (systemd-logind's /run/user/<uid>): a folder of nobody's own,
+    mode 0700, under folders only root writes, where its daemon keeps its private state root
+    (exec_daemon/kernel/state_root.py refuses one under /tmp, where the test's home lies)."""
+    parent = Path(tempfile.mkdtemp(prefix="exec-daemon-test-", dir="/run"))
+    parent.chmod(0o755)
+    runtime = parent / "nobody"
+    runtime.mkdir(mode=0o700)
+    shutil.chown(runtime, user="nobody", group="nogroup")
+    yield runtime
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+async def test_the_daemon_proc_entries_are_closed_to_its_own_user(
+    open_folder: Path, nobody_runtime_folder: Path
+) -> None:
     """The daemon and its agent run as one unprivileged user (the VM image's `ubuntu`): that
     user's other processes cannot read the daemon's environ or memory (PR_SET_DUMPABLE 0),
     while they can read those of the daemon's children (so the check can fail)."""
@@ -149,7 +165,8 @@ async def test_the_daemon_proc_entries_are_closed_to_its_own_user(open_folder: P
         folder.mkdir()
         folder.chmod(0o777)  # mkdir's mode is masked by the umask
     argv = [*NOBODY, sys.executable, "-m", "exec_daemon"]
-    with running_daemon(workspace, state, argv=argv, env={"HOME": str(home)}) as daemon:
+    env = {"HOME": str(home), "XDG_RUNTIME_DIR": str(nobody_runtime_folder)}
+    with running_daemon(workspace, state, argv=argv, env=env) as daemon:
         async with daemon.client() as client:
             answer = result_of(await client.run(shell("echo $$; sleep 30 & echo $!")))
         shell_pid, sleeper = shell_text(answer).split()[:2]
