@@ -25,6 +25,7 @@ from tests.workspace_support import (
     read_call,
     replace_call,
     result_of,
+    tiny_disk_in,
     write_call,
 )
 from tools import files
@@ -317,19 +318,8 @@ async def test_write_is_never_seen_half_written(client: ExecDaemonClient, space:
 
 @pytest.fixture
 def tiny_disk(space: Path) -> Iterator[Path]:
-    mount_point = space / "tiny"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tiny_disk_in(space) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 async def test_write_on_a_full_disk_keeps_the_old_content(

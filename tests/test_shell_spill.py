@@ -5,12 +5,12 @@ holds. The disk is a real 64 KiB tmpfs (mounting needs root: skipped without).""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.workspace_support import tiny_disk_in
 from tools.shell.output import KEEP_BYTES, OutputCapture
 
 LINE = b"x" * 999 + b"\n"
@@ -18,19 +18,8 @@ LINE = b"x" * 999 + b"\n"
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tiny_disk_in(tmp_path) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def fill(folder: Path) -> None:

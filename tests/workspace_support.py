@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +87,21 @@ def case(result: Any) -> str:
     kind = result.WhichOneof("result")
     assert kind is not None
     return str(kind)
+
+
+@contextlib.contextmanager
+def tiny_disk_in(folder: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs at `folder/tiny`, to fill: writes there fail with ENOSPC."""
+    mount_point = folder / "tiny"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
