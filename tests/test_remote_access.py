@@ -200,7 +200,7 @@ async def test_the_warm_call_is_idempotent_and_cheap(
                 WarmRemoteAccessServerRequest(commit=VERSIONS[0]), headers=client.headers
             )
             cold_seconds = time.monotonic() - started
-            pid_listing = sorted(p.name for p in (ide_folder / "run").iterdir())
+            sockets = sorted(p.name for p in (daemon.state_root() / "sockets" / "ide").iterdir())
             started_servers = _code_server_pids(ide_folder)
             warm_seconds = []
             for _ in range(5):
@@ -219,7 +219,7 @@ async def test_the_warm_call_is_idempotent_and_cheap(
     assert download.path == str(ide_folder / f"code-server-{VERSIONS[0]}")
     assert (Path(download.path) / INSTALLED_MARK).is_file()
     assert first.ready
-    assert "code-server.sock" in pid_listing
+    assert "code-server.sock" in sockets
     # Relative to the cold start, which a loaded machine slows as much.
     assert min(warm_seconds) < cold_seconds / 5, (cold_seconds, warm_seconds)
     assert bad_version.value.code == Code.INVALID_ARGUMENT
@@ -283,38 +283,43 @@ touch {folder}/planted 2>/dev/null && echo WROTE-FOLDER || echo FOLDER-READ-ONLY
 async def test_a_sandboxed_shell_cannot_use_code_server_directly(
     workspace: Path, tmp_path: Path, ide_folder: Path
 ) -> None:
-    from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
+    from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellToolCall
     from agent.v1.tool_call_pb2 import ToolCall
 
     port = free_port()
-    sock = ide_folder / "run" / "code-server.sock"
-    probe = SOCKET_PROBE.format(sock=sock, folder=ide_folder)
     flags = ("--sandbox-enabled", "--ide-port", str(port), "--ide-folder", str(ide_folder))
     with running_daemon(workspace, tmp_path / "state", *flags) as daemon:
+        sock = daemon.state_root() / "sockets" / "ide" / "code-server.sock"
+        probe = SOCKET_PROBE.format(sock=sock, folder=ide_folder)
         async with daemon.client() as client:
 
-            async def sandboxed(agent: str) -> str:
-                call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=probe)))
+            async def run(agent: str, policy: int, command: str = probe) -> str:
+                args = ShellArgs(
+                    command=command, requested_sandbox_policy=SandboxPolicy(type=policy)
+                )
+                call = ToolCall(shell_tool_call=ShellToolCall(args=args))
                 outcome = await client.run(call, agent_id=agent)
                 assert outcome.result is not None, outcome.error
                 result = outcome.result.shell_tool_call.result
-                assert result.sandbox_policy.type != result.sandbox_policy.TYPE_INSECURE_NONE
+                assert result.sandbox_policy.type == policy
                 return str(result.success.stdout) + str(result.failure.stdout)
 
             # A session whose sandbox exists before code-server's socket is bound...
-            early_before = await sandboxed("early")
+            early_before = await run("early", SandboxPolicy.TYPE_WORKSPACE_READWRITE)
             await client.control.warm_remote_access_server(
                 WarmRemoteAccessServerRequest(), headers=client.headers
             )
-            early = await sandboxed("early")
-            # ... and one started after.
-            late = await sandboxed("late")
+            early = await run("early", SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+            # ... one started after, and the positive control: an unconfined shell reaches it.
+            late = await run("late", SandboxPolicy.TYPE_WORKSPACE_READWRITE)
+            connect_only = probe.split("\ntouch ", 1)[0]
+            unconfined = await run("unconfined", SandboxPolicy.TYPE_INSECURE_NONE, connect_only)
     assert "FOLDER-READ-ONLY" in early_before, early_before
-    # Started after: the socket is hidden from it.
+    # The sockets folder is masked in every sandbox, whenever the socket is bound in it.
+    assert "REFUSED" in early and "FOLDER-READ-ONLY" in early, early
     assert "REFUSED" in late and "FOLDER-READ-ONLY" in late, late
-    # Started before: it reaches code-server, which without the random session only sends it
-    # to its login page (and no password hashes to that session).
-    assert "ANSWER HTTP/1.1 302" in early and "FOLDER-READ-ONLY" in early, early
+    # code-server, without the random session, only sends a caller to its login page.
+    assert "ANSWER HTTP/1.1 302" in unconfined, unconfined
     assert not (ide_folder / "planted").exists()
 
 
@@ -336,7 +341,7 @@ async def test_the_ide_comes_back_after_code_server_dies(
             os.killpg(os.getpgid(_code_server_pids(ide_folder)[0]), signal.SIGKILL)
             # Gone once its socket refuses (its command line empties before its fds close).
             deadline = time.monotonic() + 10
-            while _socket_answers(ide_folder / "run" / "code-server.sock"):
+            while _socket_answers(daemon.state_root() / "sockets" / "ide" / "code-server.sock"):
                 assert time.monotonic() < deadline, "code-server did not die"
                 time.sleep(0.05)
             while_dead = status_of(base + "/healthz", bearer)
