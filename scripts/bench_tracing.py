@@ -175,6 +175,8 @@ async def measure(calls: int, rounds: int) -> dict[str, Any]:
 
 
 SLOW_EXPORT_SECONDS = 2.0
+# The batch processor's schedule delay (5 s) plus the exporter's first retry, with room for load.
+DEAD_EXPORT_WAIT_SECONDS = 60.0
 COLLECTOR = REPO / "scripts" / "otlp_collector.py"
 END_TO_END_CALLS = {
     "read_todos": CALL,
@@ -361,16 +363,25 @@ async def run_groups(calls: int, rounds: int, per_group: int) -> GroupRun:
                     spent[name][0] += cpu
                     spent[name][1] += len(times)
         rss = {name: [rss_before[name], rss_kib(daemon)] for name, daemon in daemons.items()}
+        dead = [daemon for name, daemon in daemons.items() if groups[name] == "dead"]
+        await _until_each_tried(dead, f"traces to 127.0.0.1:{ports['dead']}")
         for name, group in groups.items():
             if group in ports:
                 expect(daemons[name].stop() == 0, f"{name} did not stop cleanly")
-        # The dead group measured exporting, not a daemon that never tried: the SDK logs each
-        # failed attempt.
-        tried = f"traces to 127.0.0.1:{ports['dead']}"
-        for name, group in groups.items():
-            if group == "dead":
-                expect(tried in daemons[name].log(), f"{name} never tried to export ({tried})")
         return GroupRun(samples, groups, spent, rss, live_received(), slow_received())
+
+
+async def _until_each_tried(daemons: list[RunningDaemon], tried: str) -> None:
+    """The dead group measured exporting, not daemons that never tried: the SDK logs each failed
+    attempt, the first one a schedule delay (5 s) after the first span, which a quick run on a
+    fast machine may not have reached yet. Waits for it (untimed), so the check means it."""
+    deadline = time.monotonic() + DEAD_EXPORT_WAIT_SECONDS
+    for daemon in daemons:
+        while tried not in daemon.log():
+            expect(
+                time.monotonic() < deadline, f"a dead-port daemon never tried to export ({tried})"
+            )
+            await asyncio.sleep(0.2)
 
 
 def report(run: GroupRun, per_group: int) -> dict[str, Any]:
