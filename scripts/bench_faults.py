@@ -52,7 +52,15 @@ from tests.faults_support import (
     temp_files,
 )
 from tests.sandbox_harness import processes_with_argument
-from tests.stalled_h2 import CONTROL_EXEC, EXEC_STREAM, StalledH2Call, exec_body, rss_bytes
+from tests.stalled_h2 import (
+    CONTROL_EXEC,
+    EXEC_STREAM,
+    OutputHeld,
+    StalledH2Call,
+    exec_body,
+    rss_bytes,
+    shell_call,
+)
 
 MB = 1 << 20
 # The daemon's memory under a stalled client may grow by at most this much (README).
@@ -130,10 +138,6 @@ def kill_mid_apply_trials(root: Path, kills: int, files: int, file_kb: int) -> d
 # -- 3. stalled HTTP/2 client -----------------------------------------------------------------
 
 
-def _shell(command: str) -> ToolCall:
-    return ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, timeout=600_000)))
-
-
 async def _pings(client: ExecDaemonClient, count: int) -> list[float]:
     times = []
     for _ in range(count):
@@ -143,17 +147,6 @@ async def _pings(client: ExecDaemonClient, count: int) -> list[float]:
     return times
 
 
-def _written(marker: str) -> int | None:
-    for pid in processes_with_argument(marker):
-        try:
-            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-        except OSError:
-            continue
-    return None
-
-
 async def stalled_call(
     daemon: RunningDaemon, client: ExecDaemonClient, path: str, output_mb: int
 ) -> dict[str, Any]:
@@ -161,16 +154,15 @@ async def stalled_call(
     marker = f"stalled-{secrets.token_hex(6)}"
     finished = daemon.workspace / f"{marker}.done"
     command = f"yes {marker} | head -c {output_mb * MB}; touch {finished}"
-    call = StalledH2Call(daemon.port, daemon.token, path, exec_body(path, _shell(command)))
+    call = StalledH2Call(daemon.port, daemon.token, path, exec_body(path, shell_call(command)))
     peak = idle
-    still: list[int | None] = []
+    output = OutputHeld(marker, 50)
     deadline = time.monotonic() + 60
     try:
         # Until the command wrote nothing for a second (held) or ran to its end.
         while time.monotonic() < deadline and not finished.exists():
             peak = max(peak, rss_bytes(daemon.process.pid))
-            still = [*still[-49:], _written(marker)]
-            if len(still) == 50 and still[0] is not None and len(set(still)) == 1:
+            if output.poll():
                 break
             await asyncio.sleep(0.02)
         during = await _pings(client, 20)
@@ -240,7 +232,7 @@ async def _start_jobs(daemon: RunningDaemon, marker: str) -> None:
             )
             started = answer.result is not None and answer.result.shell_tool_call.result.pid
             expect(bool(started), f"the background call did not start: {answer}")
-        left = await client.run(_shell(f"setsid sleep 300.{marker}9 >/dev/null 2>&1 & echo ok"))
+        left = await client.run(shell_call(f"setsid sleep 300.{marker}9 >/dev/null 2>&1 & echo ok"))
         tool_success(left)
 
 
@@ -254,7 +246,7 @@ def kill_with_jobs_trial(root: Path) -> dict[str, Any]:
     try:
         with running_daemon(workspace, state, "--log-level", "warn") as daemon:
             asyncio.run(_start_jobs(daemon, marker))
-            body = exec_body(CONTROL_EXEC, _shell(f"sleep 300.{marker}5"))
+            body = exec_body(CONTROL_EXEC, shell_call(f"sleep 300.{marker}5"))
             foreground = StalledH2Call(daemon.port, daemon.token, CONTROL_EXEC, body)
             deadline = time.monotonic() + 30
             while len(_marked(marker)) < 4 and time.monotonic() < deadline:

@@ -8,6 +8,7 @@ pay for it. `resume()` starts granting window again; `close()` drops the connect
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from agent.v1.exec_pb2 import ExecClientMessage, ExecServerMessage, ExecStreamEl
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.interop import CONNECT_END_STREAM_FLAG, frame, unframe
+from tests.sandbox_harness import processes_with_argument
 
 EXEC_STREAM = "/agent.v1.ExecService/ExecStream"
 CONTROL_EXEC = "/agent.v1.ControlService/Exec"
@@ -41,6 +43,31 @@ def exec_body(path: str, tool_call: ToolCall) -> bytes:
         )
         return frame(element.SerializeToString())
     return frame(ExecRequest(tool_call=tool_call).SerializeToString())
+
+
+def bytes_written(marker: str) -> int | None:
+    """What the command's first process (`yes <marker>`) has written so far, None once gone."""
+    for pid in processes_with_argument(marker):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    return None
+
+
+class OutputHeld:
+    """Whether the command printing `marker` is held: it wrote nothing more over `polls` polls in
+    a row (each call of `poll` is one)."""
+
+    def __init__(self, marker: str, polls: int) -> None:
+        self.marker, self.polls = marker, polls
+        self._seen: list[int | None] = []
+
+    def poll(self) -> bool:
+        self._seen.append(bytes_written(self.marker))
+        del self._seen[: -self.polls - 1]
+        seen = self._seen
+        return len(seen) > self.polls and seen[0] is not None and len(set(seen)) == 1
 
 
 def rss_bytes(pid: int) -> int:

@@ -10,7 +10,6 @@ A daemon killed (kill -9) mid-write leaves its temp file; the next daemon remove
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from tests.sandbox_harness import processes_with_argument
 from tests.stalled_h2 import (
     CONTROL_EXEC,
     EXEC_STREAM,
+    OutputHeld,
     StalledH2Call,
     exec_body,
     rss_bytes,
@@ -52,16 +52,6 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
         yield running
 
 
-def _bytes_written(marker: str) -> int | None:
-    """What the command's first process (`yes <marker>`) has written so far, None once gone."""
-    for pid in processes_with_argument(marker):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-    return None
-
-
 async def _stall(daemon: RunningDaemon, path: str) -> tuple[StalledH2Call, str, Path, int]:
     """Starts a command printing OUTPUT_BYTES for a client that stops reading; returns once
     the command is blocked, with the daemon's peak RSS above idle until then."""
@@ -72,16 +62,13 @@ async def _stall(daemon: RunningDaemon, path: str) -> tuple[StalledH2Call, str, 
     command = f"yes {marker} | head -c {OUTPUT_BYTES}; touch {finished}"
     call = StalledH2Call(daemon.port, daemon.token, path, exec_body(path, shell_call(command)))
     peak = idle
-    still: list[int | None] = []
+    output = OutputHeld(marker, STILL_POLLS)
 
     def held() -> bool:
         """The command wrote nothing more for STILL_POLLS polls in a row, or it finished."""
         nonlocal peak
         peak = max(peak, rss_bytes(daemon.process.pid))
-        still.append(_bytes_written(marker))
-        del still[: -STILL_POLLS - 1]
-        stuck = len(still) > STILL_POLLS and still[0] is not None and len(set(still)) == 1
-        return stuck or finished.exists()
+        return output.poll() or finished.exists()
 
     await eventually(held, 60, "the command blocked on its output, or finished")
     return call, marker, finished, peak - idle
