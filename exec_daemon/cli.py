@@ -603,7 +603,7 @@ def serve(
 
 
 async def _serve(config: DaemonConfig) -> None:
-    from exec_daemon.server import PortUnavailable
+    from exec_daemon.rpc.ports import PortUnavailable
     from exec_daemon.server import serve as serve_daemon
 
     try:

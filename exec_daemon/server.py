@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
 import gc
 import logging
-import os
 import signal
 import socket
 from collections.abc import Awaitable, Iterable, Sequence
@@ -45,6 +42,7 @@ from exec_daemon.rpc.exec_service import ExecService
 from exec_daemon.rpc.health import health_apps
 from exec_daemon.rpc.ide import IdeServer
 from exec_daemon.rpc.pool import Claim, Claims, PoolControlService
+from exec_daemon.rpc.ports import PortReservations, hypercorn_binds, reserve_ports
 from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.call_log import call_logging
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
@@ -69,44 +67,6 @@ STOP_SECONDS = 3.0
 WRITES_JOURNAL = "writes"
 # What reflection describes (grpcurl, buf curl): the daemon's services and the health service.
 DESCRIBED = (exec_pb2.DESCRIPTOR, control_pb2.DESCRIPTOR, health_pb2.DESCRIPTOR)
-
-
-class PortUnavailable(Exception):
-    """A port the daemon must listen on cannot be bound (in use, or not allowed)."""
-
-
-def check_ports_free(host: str, ports: dict[str, int]) -> None:
-    """Binds every port, then lets go; the same port given twice counts as in use.
-
-    Done before anything is announced or started: a port in use ends the start with one line
-    instead of a traceback after "serving ..." was logged. Never listens: a client probing
-    the port must not find it accepting before the daemon serves it.
-    """
-    claimed: set[int] = set()
-    with contextlib.ExitStack() as held:
-        for flag, port in ports.items():
-            if port in claimed:
-                in_use = os.strerror(errno.EADDRINUSE)
-                raise PortUnavailable(f"cannot listen on {host}:{port} ({flag}): {in_use}")
-            claimed.add(port)
-            try:
-                infos = socket.getaddrinfo(
-                    host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-                )
-            except socket.gaierror as exc:
-                raise PortUnavailable(f"--host {host}: {exc.strerror}") from None
-            for family, kind, proto, _name, address in infos:
-                sock = held.enter_context(socket.socket(family, kind, proto))
-                # As the servers themselves do: a port left in TIME_WAIT is free.
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                try:
-                    sock.bind(address)
-                except OSError as exc:
-                    raise PortUnavailable(
-                        f"cannot listen on {host}:{port} ({flag}): {exc.strerror}"
-                    ) from None
 
 
 def new_daemon(config: DaemonConfig, lifecycle: Lifecycle | None = None) -> Daemon:
@@ -195,10 +155,14 @@ def build_app(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> FrontDoor:
     return front_door(daemon.config, build_routes(daemon, specs), lifecycle)
 
 
-def hypercorn_config(config: DaemonConfig) -> HypercornConfig:
+def hypercorn_config(
+    config: DaemonConfig, sockets: list[socket.socket] | None = None
+) -> HypercornConfig:
+    """hypercorn's settings; it listens on `sockets` (bound by exec_daemon/rpc/ports.py) when
+    given, else binds the port itself."""
     hconfig = HypercornConfig()
     host = f"[{config.host}]" if ":" in config.host else config.host
-    hconfig.bind = [f"{host}:{config.port}"]
+    hconfig.bind = hypercorn_binds(sockets) if sockets else [f"{host}:{config.port}"]
     hconfig.keep_alive_max_requests = KEEP_ALIVE_MAX_REQUESTS
     hconfig.keep_alive_timeout = KEEP_ALIVE_SECONDS
     # Until a connection's first request: exec_daemon/rpc/connection_timeouts.py.
@@ -218,11 +182,19 @@ async def serve(config: DaemonConfig) -> None:
     With --wait-for-init the port is served at once, to health and InitSandbox only; the
     daemon is set up for its agent (as it is at start otherwise) when InitSandbox binds it.
     """
-    check_ports_free(
+    ports = reserve_ports(
         config.host,
-        {"--port": config.port, "--pty-websocket-port": config.pty_websocket_port}
+        {"--port": config.port}
+        | ({"--pty-websocket-port": config.pty_websocket_port} if config.pty_websocket_port else {})
         | ({"--novnc-port": config.novnc_port} if config.novnc_port else {}),
     )
+    try:
+        await _serve_reserved(config, ports)
+    finally:
+        ports.close()
+
+
+async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None:
     hypercorn_fixes.install()
     lifecycle = Lifecycle(wait_for_init=config.wait_for_init)
     drain = asyncio.Event()
@@ -237,7 +209,7 @@ async def serve(config: DaemonConfig) -> None:
     claims = Claims()
     if config.wait_for_init:
         door.bind(pool_routes(config, lifecycle, claims), config.auth_token)
-        http = _serve_http(door, config, stop)
+        http = _serve_http(door, config, stop, ports)
         log.info(
             "exec-daemon waiting for InitSandbox on %s:%d (--wait-for-init)",
             config.host,
@@ -270,8 +242,8 @@ async def serve(config: DaemonConfig) -> None:
         async with (
             # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
             tmux.running(daemon),
-            pty_server.serving(daemon),
-            desktop_server.serving(daemon),
+            pty_server.serving(daemon, ports.take("--pty-websocket-port")),
+            desktop_server.serving(daemon, ports.take("--novnc-port")),
             environment.started(daemon),
         ):
             door.bind(routes, config.auth_token)
@@ -282,7 +254,7 @@ async def serve(config: DaemonConfig) -> None:
                 claims.failed("the daemon was told to stop while it started")
             freeze_start_up_objects()
             if http is None:
-                http = _serve_http(door, config, stop)
+                http = _serve_http(door, config, stop, ports)
             await _first(drain.wait(), http)
             log.info("shutting down")
             await _shut_down(lifecycle, stop, http, config.drain_grace_seconds, daemon.stopping)
@@ -352,9 +324,12 @@ def _drain_at_once(lifecycle: Lifecycle, drain: asyncio.Event) -> None:
     drain.set()
 
 
-def _serve_http(door: FrontDoor, config: DaemonConfig, stop: asyncio.Event) -> asyncio.Task[None]:
+def _serve_http(
+    door: FrontDoor, config: DaemonConfig, stop: asyncio.Event, ports: PortReservations
+) -> asyncio.Task[None]:
+    hconfig = hypercorn_config(config, ports.take("--port"))
     return asyncio.create_task(
-        hypercorn_serve(door, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        hypercorn_serve(door, hconfig, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
     )
 
 

@@ -71,9 +71,11 @@ def serve_bare(port: int) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port no other test process hands out (imported late: this script keeps its own
+    imports light)."""
+    from tests.daemon_process import free_port as reserved_port
+
+    return reserved_port()
 
 
 async def first_ping(url: str, token: str, deadline: float) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import http.client
 import os
+import random
 import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -23,10 +26,59 @@ STARTUP_SECONDS = 20.0
 SHUTDOWN_SECONDS = 5.0
 
 
+# Lock files by which test processes (a suite, a benchmark, another worktree's suite) share out
+# the ports they hand to daemons.
+PORT_LOCKS = Path(tempfile.gettempdir()) / "exec-daemon-test-ports"
+PORTS_PER_PROCESS = 12_000
+_held_port_locks: list[int] = []
+
+
 def free_port() -> int:
+    """A loopback port for a daemon to listen on, this process's until it exits.
+
+    Between this answer and the daemon's bind (seconds under load), a port the kernel chose
+    (`bind(port 0)`, an outgoing connection) could go to anyone: a daemon started on it failed
+    with "address in use", and the test talked to whichever daemon had taken it. So the port
+    lies below the kernel's ephemeral range, which the kernel never hands out on its own, and a
+    lock file keeps every other test process from handing out the same one.
+    """
+    first_ephemeral = _first_ephemeral_port()
+    low = max(1024, first_ephemeral - PORTS_PER_PROCESS)
+    PORT_LOCKS.mkdir(mode=0o1777, exist_ok=True)
+    for _attempt in range(1000):
+        port = random.randrange(low, first_ephemeral)
+        try:
+            lock = os.open(PORT_LOCKS / f"{port}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock)
+            continue
+        if _bindable(port):
+            _held_port_locks.append(lock)
+            return port
+        os.close(lock)
+    raise RuntimeError(f"no free port in {low}-{first_ephemeral - 1} after 1000 tries")
+
+
+def _first_ephemeral_port() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass

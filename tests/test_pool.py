@@ -5,10 +5,12 @@ second auth header, GetSandboxInfo, and a pool of daemons claimed concurrently
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import pwd
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -370,7 +372,12 @@ async def test_a_pool_claimed_concurrently_gives_each_agent_only_its_own(tmp_pat
             return stdout_of(result).splitlines()[0], stdout_of(result)
 
         claimed_at = time.monotonic()
-        answers = await asyncio.gather(*(claim_and_run(i) for i in range(len(daemons))))
+        try:
+            answers = await asyncio.gather(*(claim_and_run(i) for i in range(len(daemons))))
+        except BaseException:
+            for index, daemon in enumerate(daemons):
+                print(f"--- daemon {index} ---\n{daemon.log()[-3000:]}")
+            raise
         claimed = time.monotonic() - claimed_at
         for index, (first_line, environment) in enumerate(answers):
             assert first_line == f"{index} secret-of-agent-{index:04d}"
@@ -396,3 +403,21 @@ async def test_a_pool_claimed_concurrently_gives_each_agent_only_its_own(tmp_pat
             assert wait_until(lambda d=daemon: d.process.poll() is not None, 30) is not None
             assert daemon.process.returncode == 0, daemon.log()[-2000:]
     print(f"\n{len(daemons)} daemons up in {up:.1f}s, claimed and run in {claimed:.1f}s")
+
+
+async def test_a_waiting_daemon_holds_its_terminal_port_until_it_serves_it(
+    pool_daemon: RunningDaemon,
+) -> None:
+    # Served only once claimed, but the daemon's from the start: nobody else can take it.
+    with socket.socket() as intruder:
+        with pytest.raises(OSError) as taken:
+            intruder.bind(("127.0.0.1", pool_daemon.pty_port))
+        assert taken.value.errno == errno.EADDRINUSE
+    # Bound, not listening: nothing answers there before the claim.
+    assert http_status(pool_daemon, "/terminals", port=pool_daemon.pty_port) is None
+    sandbox = PooledSandbox(pool_daemon.url, pool_daemon.token)
+    agent_token = secrets.token_hex(24)
+    async with await sandbox.claim(agent_token):
+        agent = {"Authorization": f"Bearer {agent_token}"}
+        status = http_status(pool_daemon, "/terminals", port=pool_daemon.pty_port, **agent)
+        assert status == 200

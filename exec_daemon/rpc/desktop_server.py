@@ -27,6 +27,7 @@ import contextlib
 import http
 import logging
 import mimetypes
+import socket
 import struct
 import weakref
 from collections.abc import AsyncIterator
@@ -49,6 +50,7 @@ from exec_daemon.rpc.browser_auth import (
     secret_matches,
     sign_in_redirect,
 )
+from exec_daemon.rpc.ports import serve_kwargs
 from exec_daemon.rpc.pty_server import (
     WEB_DIR,
     PtyWebSocketServer,
@@ -332,7 +334,9 @@ def _refused(connection: ServerConnection) -> Response:
 
 
 @contextlib.asynccontextmanager
-async def serving(daemon: Daemon) -> AsyncIterator[Server | None]:
+async def serving(
+    daemon: Daemon, sockets: list[socket.socket] | None = None
+) -> AsyncIterator[Server | None]:
     """Runs the desktop page and its bridge for the duration of the block (port 0: not at all)."""
     config = daemon.config
     if config.novnc_port == 0:
@@ -343,8 +347,7 @@ async def serving(daemon: Daemon) -> AsyncIterator[Server | None]:
         log.warning("the desktop page has no noVNC: install novnc, or run scripts/setup")
     server = await serve(
         desktop.handle,
-        config.host,
-        config.novnc_port,
+        **serve_kwargs(config.host, config.novnc_port, sockets or []),  # type: ignore[arg-type]
         process_request=desktop.process_request,
         compression=None,
         max_size=MAX_CLIENT_MESSAGE_BYTES,

@@ -31,6 +31,7 @@ import json
 import logging
 import mimetypes
 import re
+import socket
 import weakref
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from websockets.http11 import Request, Response
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.browser_auth import bearer_token, secret_matches
+from exec_daemon.rpc.ports import serve_kwargs
 from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Terminal
 from exec_daemon.terminals.tmux import SharedTerminals
 
@@ -423,7 +425,9 @@ def _reason(text: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def serving(daemon: Daemon) -> AsyncIterator[Server | None]:
+async def serving(
+    daemon: Daemon, sockets: list[socket.socket] | None = None
+) -> AsyncIterator[Server | None]:
     """Runs the PTY WebSocket server for the duration of the block (port 0: not at all)."""
     config = daemon.config
     if config.pty_websocket_port == 0:
@@ -432,8 +436,7 @@ async def serving(daemon: Daemon) -> AsyncIterator[Server | None]:
     pty_server = PtyWebSocketServer(daemon)
     server = await serve(
         pty_server.handle,
-        config.host,
-        config.pty_websocket_port,
+        **serve_kwargs(config.host, config.pty_websocket_port, sockets or []),  # type: ignore[arg-type]
         process_request=pty_server.process_request,
         compression=None,
         max_size=MAX_INPUT_MESSAGE_BYTES,
