@@ -25,7 +25,7 @@ from agent.v1.control_pb2 import (
     WarmRemoteAccessServerRequest,
 )
 from exec_daemon.client import ExecDaemonClient
-from tests.daemon_process import RunningDaemon, running_daemon
+from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.loopback_http import serving_http
 from tests.test_sem_search_index import poll_search
 
@@ -192,9 +192,7 @@ async def test_an_unreachable_upload_server_fails_each_file(
     client: ExecDaemonClient, daemon: RunningDaemon
 ) -> None:
     put_artifacts(daemon, {"a.txt": b"a"})
-    with contextlib.closing(__import__("socket").socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed_port = sock.getsockname()[1]
+    closed_port = free_port()  # nothing listens there
     response = await upload(client, f"http://127.0.0.1:{closed_port}")
     assert [failure.path for failure in response.failures] == ["a.txt"]
     assert response.failures[0].reason.startswith(
@@ -277,9 +275,7 @@ async def test_the_cursor_server_is_downloaded_from_the_url_given(
 
 
 async def test_a_failed_download_says_which_host_and_why(workspace: Path, tmp_path: Path) -> None:
-    with contextlib.closing(__import__("socket").socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed_port = sock.getsockname()[1]
+    closed_port = free_port()  # nothing listens there
     home = tmp_path / "home"
     home.mkdir()
     with running_daemon(workspace, tmp_path / "state", env={"HOME": str(home)}) as running:
