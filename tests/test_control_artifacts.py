@@ -4,7 +4,6 @@ HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import time
