@@ -53,7 +53,7 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
   seen.runStreamed = streamed.join('');
   seen.runCwd = await run(() => daemon.shell.run(`mkdir -p '${workspace}/sub' && cd '${workspace}' && pwd -P`));
   seen.runInCwd = await run(() => daemon.shell.run('pwd -P', { cwd: 'sub' }));
-  seen.timeout = await run(() => daemon.shell.run('echo early; sleep 20', { timeoutMs: 1000 }));
+  seen.timeout = await run(() => daemon.shell.run('echo early; sleep 20', { timeoutMs: 3000 }));
   // The allowlist run mode (no permissions.json): a shell command waits for a person's approval.
   seen.needsApproval = await run(() =>
     daemon.shell.run(`touch '${workspace}/approved.txt'`, { runMode: client.RunMode.ALLOWLIST }),
@@ -102,13 +102,11 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
   const handle = daemon.shell.start(`echo begun; ${sleeper}`);
   await handle.started.catch(() => undefined);
   await eventually(() => handle.output().stdout.includes('begun'), 30);
-  seen.runningBeforeAbort = await run(() => daemon.shell.run(`pgrep -fc '^${sleeper}$'`));
+  const sleeping = async () => (await daemon.shell.run(`pgrep -f '^${sleeper}$'`)).exitCode === 0;
+  seen.runningBeforeAbort = await eventually(sleeping, 30);
   handle.abort();
   seen.abort = await run(() => handle.wait());
-  seen.goneAfterAbort = await eventually(
-    async () => (await daemon.shell.run(`pgrep -f '^${sleeper}$'`)).exitCode === 1,
-    30,
-  );
+  seen.goneAfterAbort = await eventually(async () => !(await sleeping()), 30);
 
   // Every verb carries the token: with a wrong one each is refused as Unauthenticated.
   const wrong = client.connect(url, { token: 'wrong-token' });

@@ -99,7 +99,10 @@ export function fromConnect(error: unknown): ExecDaemonError {
     return typed;
   }
   if (isNetworkFailure(failure)) {
-    return new Unavailable(`the daemon could not be reached: ${failure.rawMessage}`, "unavailable", {
+    // A browser reports a CORS refusal exactly like an unreachable server.
+    const inPage = typeof (globalThis as { document?: unknown }).document !== "undefined";
+    const hint = inPage ? " (or this page's origin is not in the daemon's --cors-allowed-origins)" : "";
+    return new Unavailable(`the daemon could not be reached${hint}: ${failure.rawMessage}`, "unavailable", {
       cause: failure,
     });
   }
