@@ -35,7 +35,10 @@ REGISTRY = {
 def test_generated_code_is_fresh(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    subprocess.run([str(ROOT / "scripts" / "gen-protos"), str(out)], check=True, cwd=ROOT)
+    ts_out = tmp_path / "ts"
+    subprocess.run(
+        [str(ROOT / "scripts" / "gen-protos"), str(out), str(ts_out)], check=True, cwd=ROOT
+    )
     committed = ROOT / "proto" / "agent" / "v1"
     generated = out / "agent" / "v1"
     names = sorted(p.name for p in generated.iterdir() if p.suffix in (".py", ".pyi", ".binpb"))
@@ -50,6 +53,17 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
         if p.name.endswith(("_pb2.py", "_pb2.pyi", "_connect.py"))
     } - set(names)
     assert not extra, f"generated files without a .proto: {sorted(extra)}"
+    ts_committed = ROOT / "clients" / "typescript" / "src" / "gen" / "agent" / "v1"
+    ts_names = sorted(p.name for p in (ts_out / "agent" / "v1").iterdir())
+    assert len(ts_names) == len(list(ROOT.glob("proto/agent/v1/*.proto")))
+    _match, mismatch, missing = filecmp.cmpfiles(
+        ts_out / "agent" / "v1", ts_committed, ts_names, shallow=False
+    )
+    assert not mismatch and not missing, (
+        f"the TypeScript client's generated code is stale, run ./scripts/gen-protos: "
+        f"{mismatch + missing}"
+    )
+    assert sorted(p.name for p in ts_committed.iterdir()) == ts_names
 
 
 def test_gen_protos_needs_no_sys_path_tricks() -> None:

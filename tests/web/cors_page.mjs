@@ -8,27 +8,12 @@
 // services from the descriptor set. Prints one JSON line with what each page saw.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import path from 'node:path';
 import { launchChromium } from './chromium.mjs';
+import { importMap, packageFile } from './modules.mjs';
 
 const [rpcUrl, token, pagePort, descriptorSetPath] = process.argv.slice(2);
 const TIMEOUT_MS = 20000;
-const NODE_MODULES = path.resolve('node_modules');
 const PACKAGES = ['@bufbuild/protobuf', '@connectrpc/connect', '@connectrpc/connect-web'];
-
-// Bare specifiers -> served files, from each package's "exports" (the ESM build).
-function importMap() {
-  const imports = {};
-  for (const name of PACKAGES) {
-    const manifest = JSON.parse(readFileSync(path.join(NODE_MODULES, name, 'package.json')));
-    for (const [subpath, target] of Object.entries(manifest.exports)) {
-      const file = typeof target === 'string' ? target : target.import;
-      if (typeof file !== 'string' || !subpath.startsWith('.')) continue;
-      imports[`${name}${subpath.slice(1)}`] = `/node_modules/${name}/${file.slice(2)}`;
-    }
-  }
-  return { imports };
-}
 
 // Runs in the page: every call the test makes, each result or error as plain data.
 const PAGE_SCRIPT = `
@@ -95,7 +80,7 @@ window.seen = seen;
 
 function pageHtml(config) {
   return `<!doctype html><html><head><meta charset="utf-8">
-<script type="importmap">${JSON.stringify(importMap())}</script></head>
+<script type="importmap">${JSON.stringify(importMap(PACKAGES))}</script></head>
 <body data-config='${JSON.stringify(config)}'><script type="module">${PAGE_SCRIPT}</script></body></html>`;
 }
 
@@ -111,9 +96,8 @@ const server = createServer((request, response) => {
   } else if (url.pathname === '/descriptors.binpb') {
     send(200, 'application/octet-stream', readFileSync(descriptorSetPath));
   } else if (url.pathname.startsWith('/node_modules/')) {
-    const file = path.resolve(NODE_MODULES, url.pathname.slice('/node_modules/'.length));
-    const allowed = PACKAGES.some((name) => file.startsWith(path.join(NODE_MODULES, name) + '/'));
-    if (!allowed) return send(404, 'text/plain', 'not served\n');
+    const file = packageFile(url.pathname, PACKAGES);
+    if (file === null) return send(404, 'text/plain', 'not served\n');
     try {
       send(200, 'text/javascript', readFileSync(file));
     } catch {

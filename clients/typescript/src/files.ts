@@ -1,0 +1,184 @@
+// Workspace files: read/write/list over ControlService's file RPCs, edit/glob/grep/delete as the
+// agent's tools (so permission rules and hooks apply to them as to the agent's own calls).
+import type { ExecDaemon } from "./client.js";
+import type { DirectoryEntry } from "./gen/agent/v1/control_pb.js";
+import type { EditSuccess, GrepSuccess } from "./gen/agent/v1/files_pb.js";
+import { successOf } from "./outcome.js";
+
+/** Bytes asked for per ReadTextFile/ReadBinaryFile window (below the message-size limit). */
+const WINDOW_BYTES = 4 * 1024 * 1024;
+
+export interface Entry {
+  name: string;
+  isDirectory: boolean;
+  isSymlink: boolean;
+  size: number;
+  modifiedMs: number;
+  mode: number;
+}
+
+export interface EditResult {
+  /** The unified diff of the change. */
+  diff: string;
+  linesAdded: number;
+  linesRemoved: number;
+  replacements: number;
+  created: boolean;
+}
+
+export interface GrepOptions {
+  /** A file or directory to search (default: the workspace). */
+  path?: string;
+  /** Only files matching this glob. */
+  glob?: string;
+  caseInsensitive?: boolean;
+  /** At most this many lines (or files). */
+  limit?: number;
+}
+
+export interface GrepMatch {
+  file: string;
+  lineNumber: number;
+  line: string;
+}
+
+export interface GrepResult {
+  matches: GrepMatch[];
+  totalMatches: number;
+  truncated: boolean;
+}
+
+const entry = (e: DirectoryEntry): Entry => ({
+  name: e.name,
+  isDirectory: e.isDirectory,
+  isSymlink: e.isSymlink,
+  size: Number(e.size),
+  modifiedMs: Number(e.modifiedMs),
+  mode: e.mode,
+});
+
+export class Files {
+  constructor(private readonly daemon: ExecDaemon) {}
+
+  /** A text file's content (read in windows, so large files work too). */
+  async read(path: string): Promise<string> {
+    let content = "";
+    let offset = 0n;
+    for (;;) {
+      const window = await this.daemon.unary((c, rpc) =>
+        c.readTextFile({ path, offset, length: BigInt(WINDOW_BYTES) }, rpc),
+      );
+      content += window.content;
+      if (window.eof || window.nextOffset <= offset) return content;
+      offset = window.nextOffset;
+    }
+  }
+
+  /** Writes a text file (created with its directories, or replaced); returns the bytes written. */
+  async write(path: string, text: string): Promise<number> {
+    const written = await this.daemon.unary((c, rpc) => c.writeTextFile({ path, content: text }, rpc));
+    return Number(written.bytesWritten);
+  }
+
+  /** A file's bytes (read in windows). */
+  async readBytes(path: string): Promise<Uint8Array> {
+    const pieces: Uint8Array[] = [];
+    let offset = 0n;
+    for (;;) {
+      const window = await this.daemon.unary((c, rpc) =>
+        c.readBinaryFile({ path, offset, length: BigInt(WINDOW_BYTES) }, rpc),
+      );
+      pieces.push(window.data);
+      offset += BigInt(window.data.length);
+      if (window.eof || window.data.length === 0) break;
+    }
+    const all = new Uint8Array(pieces.reduce((sum, piece) => sum + piece.length, 0));
+    let at = 0;
+    for (const piece of pieces) {
+      all.set(piece, at);
+      at += piece.length;
+    }
+    return all;
+  }
+
+  /** Writes bytes to a file (in windows, appended after the first). */
+  async writeBytes(path: string, data: Uint8Array): Promise<number> {
+    let at = 0;
+    do {
+      const piece = data.subarray(at, at + WINDOW_BYTES);
+      await this.daemon.unary((c, rpc) => c.writeBinaryFile({ path, data: piece, append: at > 0 }, rpc));
+      at += piece.length;
+    } while (at < data.length);
+    return data.length;
+  }
+
+  /** Replaces `oldString` by `newString` (exactly once, unless `replaceAll`); throws
+   * `InvalidArgument` (code "no_match" or "multiple_matches") when that is not possible. */
+  async edit(
+    path: string,
+    oldString: string,
+    newString: string,
+    { replaceAll = false } = {},
+  ): Promise<EditResult> {
+    const answer = await this.daemon.call({
+      tool: { case: "editToolCall", value: { args: { path, oldString, newString, replaceAll } } },
+    });
+    const done = successOf<EditSuccess>(answer, "edit");
+    return {
+      diff: done.diff,
+      linesAdded: Number(done.linesAdded),
+      linesRemoved: Number(done.linesRemoved),
+      replacements: done.replacements,
+      created: done.created,
+    };
+  }
+
+  /** A directory's entries. */
+  async list(path = "."): Promise<Entry[]> {
+    const listed = await this.daemon.unary((c, rpc) => c.listDirectory({ path }, rpc));
+    return listed.entries.map(entry);
+  }
+
+  /** Files matching a glob pattern, newest first. */
+  async glob(pattern: string, { dir = "" } = {}): Promise<string[]> {
+    const answer = await this.daemon.call({
+      tool: { case: "globToolCall", value: { args: { globPattern: pattern, targetDirectory: dir } } },
+    });
+    return successOf<{ files: string[] }>(answer, "glob").files;
+  }
+
+  /** Lines matching a regular expression (ripgrep syntax). */
+  async grep(pattern: string, options: GrepOptions = {}): Promise<GrepResult> {
+    const answer = await this.daemon.call({
+      tool: {
+        case: "grepToolCall",
+        value: {
+          args: {
+            pattern,
+            path: options.path ?? "",
+            glob: options.glob ?? "",
+            caseInsensitive: options.caseInsensitive ?? false,
+            headLimit: options.limit ?? 0,
+            outputMode: "content",
+          },
+        },
+      },
+    });
+    const found = successOf<GrepSuccess>(answer, "grep");
+    return {
+      matches: found.matches.flatMap((file) =>
+        file.lines
+          .filter((line) => !line.isContext)
+          .map((line) => ({ file: file.file, lineNumber: Number(line.lineNumber), line: line.content })),
+      ),
+      totalMatches: Number(found.totalMatches),
+      truncated: found.truncated,
+    };
+  }
+
+  /** Deletes a file; returns its size. */
+  async delete(path: string): Promise<number> {
+    const answer = await this.daemon.call({ tool: { case: "deleteToolCall", value: { args: { path } } } });
+    return Number(successOf<{ deletedFileSize: bigint }>(answer, "delete").deletedFileSize);
+  }
+}
