@@ -162,7 +162,7 @@ ENV LANG=C.UTF-8 \
     GDK_SCALE=1 \
     QT_SCALE_FACTOR=1 \
     GIT_LFS_SKIP_SMUDGE=1 \
-    GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
+    GIT_DISCOVERY_ACROSS_FILESYSTEM=0 \
     CURSOR_AGENT=1
 
 # RPC, PTY, the desktop page (noVNC, served by the daemon behind its token), IDE.

@@ -229,7 +229,7 @@ def test_the_agents_user_owns_the_workspace_and_has_sudo() -> None:
 def test_the_vm_has_the_seeds_environment_and_the_bundle_last_on_path() -> None:
     env = env_of("final")
     assert env["DISPLAY"] == ":1"
-    assert env["GIT_LFS_SKIP_SMUDGE"] == "1" and env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] == "1"
+    assert env["GIT_LFS_SKIP_SMUDGE"] == "1" and env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] == "0"
     assert env["LIBGL_ALWAYS_SOFTWARE"] == "1" and env["GALLIUM_DRIVER"] == "llvmpipe"
     assert (env["VNC_RESOLUTION"], env["VNC_DPI"]) == ("1920x1200x24", "96")
     # The agent's `python` and `node` are the system's; the bundle only adds its own tools.
