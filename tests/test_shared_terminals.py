@@ -32,6 +32,8 @@ WATCH = (
     "echo watching-for-changes; i=0; while read -r line; do i=$((i+1)); "
     'echo "rebuilt-$i after $line"; done'
 )
+# Like a dev server: runs until interrupted.
+SERVE = "echo serving-on-3000; sleep 600"
 RW = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 NONE = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
 
@@ -45,7 +47,10 @@ def write_environment(workspace: Path, terminals: list[dict[str, str]]) -> None:
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("shared")
     (root / "workspace").mkdir()
-    write_environment(root / "workspace", [{"name": "watch", "command": WATCH}])
+    write_environment(
+        root / "workspace",
+        [{"name": "watch", "command": WATCH}, {"name": "serve", "command": SERVE}],
+    )
     with running_daemon(root / "workspace", root / "state") as running:
         yield running
 
@@ -93,6 +98,29 @@ async def test_agent_reads_and_types_into_an_environment_terminal_a_person_watch
     log_path = Path(listed["log_path"])
     await eventually(lambda: b"rebuilt-2 after from-the-person" in log_path.read_bytes())
     assert shared["read_screen"] in await asyncio.to_thread(log_path.read_text)
+
+
+async def test_an_interrupted_environment_terminal_leaves_a_shell_not_a_dead_pane(
+    daemon: RunningDaemon,
+) -> None:
+    listed = await shared_terminal(daemon, "serve")
+    shared = listed["shared"]
+    async with connect(daemon, f"/terminals/{listed['id']}") as person:
+        await person.until(b"serving-on-3000")
+        await person.ws.send(b"\x03")  # the person's Ctrl-C
+        await person.until(b"a shell takes its place")
+        # The person types into the shell that took the server's place ...
+        await person.ws.send(b"echo person-$((6*7))\r")
+        await person.until(b"person-42")
+        # ... and so does the agent; both see the server's output above it.
+        keys = f"tmux -S {shared['tmux_socket']} send-keys -t =serve: 'echo agent-$((5*5))' Enter"
+        await agent_shell(daemon, keys)
+        await person.until(b"agent-25")
+        screen = await agent_shell(daemon, shared["read_screen"])
+        assert "serving-on-3000" in screen and "ended with code 130" in screen, screen
+        assert "Pane is dead" not in screen
+    [again] = [t for t in list_terminals(daemon) if t["id"] == listed["id"]]
+    assert not again["exited"]
 
 
 async def test_a_terminal_a_person_opens_is_shared_with_the_agent(daemon: RunningDaemon) -> None:

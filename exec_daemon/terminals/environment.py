@@ -4,7 +4,8 @@
 - `start` runs when the daemon starts, in a terminal named "start"; then every entry of
   `terminals` (`name`, `command`, `description`) runs in its own tmux session (terminals/tmux.py),
   which the person (web terminal) and the agent (tmux from its shell, and the terminal files)
-  both see and type into; its screen stays when the command ends.
+  both see and type into; when its command ends (or is interrupted with Ctrl-C), a shell takes
+  its place in the same pane, below its output.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ async def start_environment(daemon: Daemon) -> None:
                 command=spec.command,
                 name=spec.name or f"terminal {index}",
                 description=spec.description,
-                keep_on_exit=True,
+                shell_after=True,
             )
         except CodedError as exc:
             log.error("environment.json terminal %r did not start: %s", spec.name, exc.message)

@@ -192,10 +192,12 @@ class SharedTerminals:
         rows: int = 24,
         name: str = "",
         description: str = "",
-        keep_on_exit: bool = False,
+        shell_after: bool = False,
     ) -> Terminal:
         """A new tmux session running `command` (default: a login shell) and the PTY terminal
-        attached to it. `keep_on_exit`: the session's screen stays once the command ended."""
+        attached to it. `shell_after`: once the command ends (done, failed or interrupted with
+        Ctrl-C), a shell takes its place in the pane, below its output, so the person and the
+        agent keep a terminal there rather than a dead pane."""
         manager = self._daemon.service(PtyManager)
         if not self.available or self.socket is None:
             return manager.create(
@@ -214,15 +216,14 @@ class SharedTerminals:
         # The program waits until its output is piped to the log and the daemon's client is
         # attached (so even a command that ends at once is seen); its exit code goes to a file,
         # from which the client's terminal reports it.
-        shell = login_shell()
-        program = shlex.join([shell, "-c", command] if command else [shell])
+        program = _pane_program(command, shell_after)
         wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {exit_file}"
         new_session = ["new-session", "-d", "-s", shared.session, "-x", str(cols), "-y", str(rows)]
         new_session += ["-c", workdir]
         for key, value in manager.environment().items():
             if key != "TERM":  # inside tmux it is tmux's default-terminal
                 new_session += ["-e", f"{key}={value}"]
-        setup = _session_setup(shared, log_path, keep_on_exit, title=name or shared.session)
+        setup = _session_setup(shared, log_path, title=name or shared.session)
         pane_pid = await self._tmux(*new_session, wrapped, *setup)
         attach = shared.tmux("wait-for", "-S", go, ";", "attach-session", "-t", shared.target)
         report_exit = (
@@ -266,15 +267,29 @@ class SharedTerminals:
                     await asyncio.to_thread(self.socket.unlink)
 
 
-def _session_setup(
-    shared: SharedSession, log_path: Path, keep_on_exit: bool, title: str
-) -> list[str]:
+def _pane_program(command: str | None, shell_after: bool) -> str:
+    """What the pane runs: `command` (or a shell), then, with `shell_after`, a line saying how
+    it ended and a shell. The pane's own shell traps SIGINT and SIGQUIT (a handler, which its
+    children do not inherit), so Ctrl-C ends the command and not what follows it."""
+    shell = login_shell()
+    if not command:
+        return shlex.quote(shell)
+    program = shlex.join([shell, "-c", command])
+    if not shell_after:
+        return program
+    said = shlex.quote("\\n[the command ended with code %s; a shell takes its place]\\n")
+    return (
+        f"trap : INT QUIT; {program}; code=$?; trap - INT QUIT; "
+        f'printf {said} "$code"; {shlex.quote(shell)}'
+    )
+
+
+def _session_setup(shared: SharedSession, log_path: Path, title: str) -> list[str]:
     """The tmux commands that follow a new session's, in the same command list (so before the
-    server reads anything from its program): what stays after exit, the log pipe, the pane's
-    title (the page's tab shows it until the program sets one), and the pane's pid printed."""
+    server reads anything from its program): the log pipe, the pane's title (the page's tab
+    shows it until the program sets one), and the pane's pid printed."""
     pane = shared.pane
     return [
-        *(";", "set-option", "-p", "-t", pane, "remain-on-exit", "on" if keep_on_exit else "off"),
         *(";", "pipe-pane", "-t", pane, f"exec cat >> {shlex.quote(str(log_path))}"),
         *(";", "select-pane", "-t", pane, "-T", title),
         *(";", "display-message", "-p", "-t", pane, "#{pane_pid}"),
