@@ -18,7 +18,7 @@ import pytest
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.polling import eventually
+from tests.polling import eventually, text_of
 from tests.sandbox_harness import processes_with_argument
 from tests.test_pty_server import connect, list_terminals
 
@@ -181,7 +181,9 @@ async def test_rename_and_close_from_a_viewer(daemon: RunningDaemon) -> None:
 def sandbox_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("shared-sandbox")
     (root / "workspace").mkdir()
-    write_environment(root / "workspace", [{"name": "server", "command": "sleep 600"}])
+    # More lines than the screen holds: the first ones are history (scrollback).
+    server = "seq -f line-%g 1 100; echo booted-$((20+1)); sleep 600"
+    write_environment(root / "workspace", [{"name": "server", "command": server}])
     with running_daemon(root / "workspace", root / "state", "--sandbox-enabled") as running:
         yield running
 
@@ -219,6 +221,42 @@ async def test_a_sandboxed_shell_cannot_use_the_tmux_server(
         requested_sandbox_policy=NONE,
     )
     assert "server" in sessions
+
+
+async def test_a_sandboxed_shell_reads_a_terminals_screen_and_history_but_cannot_type(
+    sandbox_daemon: RunningDaemon,
+) -> None:
+    listed = await shared_terminal(sandbox_daemon, "server")
+    shared = listed["shared"]
+    screen_file = shared["screen_file"]
+    assert Path(screen_file).parent == Path(listed["log_path"]).parent  # the terminals folder
+    assert screen_file in await asyncio.to_thread(Path(listed["log_path"]).read_text)
+
+    async def sandboxed(command: str) -> str:
+        return await agent_shell(
+            sandbox_daemon, f"{{ {command}; }} 2>&1; echo rc=$?", requested_sandbox_policy=RW
+        )
+
+    async def sandbox_reads(text: str) -> str:
+        await eventually(lambda: text in text_of(Path(screen_file)), what=f"{text!r} on screen")
+        seen = await sandboxed(f"cat {screen_file}")
+        assert text in seen and "rc=0" in seen, seen
+        return seen
+
+    # The screen, and the history above it, as text (the pane is 24 rows).
+    seen = await sandbox_reads("booted-21")
+    assert "line-1\n" in seen and "line-100\n" in seen and "\x1b[" not in seen
+    # Typing: the file is read-only there, and the tmux server out of reach.
+    refused = await sandboxed(f"echo typed-in-sandbox >> {screen_file}")
+    assert "rc=1" in refused and "typed-in-sandbox" not in Path(screen_file).read_text()
+    keys = f"tmux -S {shared['tmux_socket']} send-keys -t =server: 'typed-in-sandbox' Enter"
+    assert "rc=1" in await sandboxed(keys)
+    # Unsandboxed (the control), the same keys reach the pane, and the sandbox then reads them.
+    await agent_shell(
+        sandbox_daemon, keys.replace("in-sandbox", "unconfined"), requested_sandbox_policy=NONE
+    )
+    seen = await sandbox_reads("typed-unconfined")
+    assert "typed-in-sandbox" not in seen
 
 
 async def test_stopping_the_daemon_ends_the_tmux_server_and_every_session(tmp_path: Path) -> None:

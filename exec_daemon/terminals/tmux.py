@@ -13,6 +13,12 @@ log file's header and in `GET /terminals`):
     tmux -S <socket> capture-pane -p -t =<session>          # the screen as text
     tmux -S <socket> send-keys -t =<session> 'make test' Enter
 
+A sandboxed shell cannot reach the tmux server (below); it reads a shared terminal through the
+terminals folder instead, which every sandbox sees read-only: `terminal-<id>.log` (the raw
+output) and `terminal-<id>.screen.txt`, the pane's history and screen as text (what
+`capture-pane -p -J -S -` prints), rewritten (atomically) within SCREEN_REFRESH_SECONDS of any
+output. Neither can type: only the tmux socket can, and a sandbox has no way to it.
+
 The socket lives in the daemon's private state root (`<state root>/sockets/tmux/`, see
 exec_daemon/kernel/state_root.py), one server per daemon instance: every sandbox masks that
 folder with an empty mount (sandbox/README.md), so a sandboxed shell cannot reach the server
@@ -50,6 +56,8 @@ from exec_daemon.terminals.pty import (
 log = logging.getLogger(__name__)
 
 TMUX_COMMAND_SECONDS = 10.0
+# How often a shared terminal's screen file is brought up to date (when it had output).
+SCREEN_REFRESH_SECONDS = 0.5
 SERVER_START_SECONDS = 10.0
 # A unix socket's path holds at most 107 bytes (sun_path).
 MAX_SOCKET_PATH = 100
@@ -78,6 +86,7 @@ class SharedSession:
 
     socket: str
     session: str
+    screen_file: str = ""
 
     @property
     def target(self) -> str:
@@ -99,6 +108,7 @@ class SharedSession:
             "tmux_session": self.session,
             "read_screen": self.tmux("capture-pane", "-p", "-t", target),
             "type_keys": self.tmux("send-keys", "-t", target, "echo hello", "Enter"),
+            "screen_file": self.screen_file,
         }
 
 
@@ -111,6 +121,7 @@ class SharedTerminals:
         self._folder: Path | None = None
         self.socket: Path | None = None
         self.sessions: dict[str, SharedSession] = {}
+        self._screen_keepers: dict[str, asyncio.Task[None]] = {}
 
     @property
     def available(self) -> bool:
@@ -206,10 +217,13 @@ class SharedTerminals:
         validate_size(cols, rows)
         workdir = manager.resolve_cwd(cwd)
         terminal_id = new_terminal_id()
-        shared = SharedSession(
-            str(self.socket), self._session_name(name or terminal_id, terminal_id)
-        )
         log_path = manager.folder / f"terminal-{terminal_id}.log"
+        screen_path = manager.folder / f"terminal-{terminal_id}.screen.txt"
+        shared = SharedSession(
+            str(self.socket),
+            self._session_name(name or terminal_id, terminal_id),
+            str(screen_path),
+        )
         exit_file = shlex.quote(str(self.socket.parent / f"exit-{terminal_id}"))
         go = f"go-{terminal_id}"
         await asyncio.to_thread(_write_header, log_path, terminal_id, name, command, shared)
@@ -249,16 +263,52 @@ class SharedTerminals:
             # Ctrl-C from the page or a signal RPC reaches the program, not the tmux client.
             terminal.foreground_group = lambda: foreground_group_of(pid)
         self.sessions[terminal_id] = shared
+        self._screen_keepers[terminal_id] = asyncio.create_task(
+            self._keep_screen_file(shared, log_path, screen_path)
+        )
         return terminal
+
+    async def _keep_screen_file(self, shared: SharedSession, log_path: Path, screen: Path) -> None:
+        """Rewrites `screen` with the pane's history and screen as text whenever its log grew,
+        until the session is gone (the file then keeps its last screen)."""
+        written_at_size = -1
+        while self.available:
+            try:
+                size = os.stat(log_path).st_size
+            except OSError:
+                size = written_at_size + 1
+            if size != written_at_size:
+                text = await self._tmux(
+                    "capture-pane", "-p", "-J", "-S", "-", "-t", shared.pane, check=False
+                )
+                if text is None:
+                    return
+                try:
+                    await asyncio.to_thread(_replace_file, screen, text)
+                except OSError as exc:
+                    log.warning("cannot write %s: %s", screen, exc.strerror)
+                    return
+                written_at_size = size
+            await asyncio.sleep(SCREEN_REFRESH_SECONDS)
+
+    async def _stop_screen_file(self, terminal_id: str) -> None:
+        task = self._screen_keepers.pop(terminal_id, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def close(self, terminal: Terminal) -> None:
         """Ends a terminal: its tmux session (and so its client) if it is shared."""
         shared = self.sessions.pop(terminal.id, None)
+        await self._stop_screen_file(terminal.id)
         if shared is not None and self.available:
             await self._tmux("kill-session", "-t", shared.target, check=False)
         await self._daemon.service(PtyManager).close(terminal.id)
 
     async def aclose(self) -> None:
+        for terminal_id in list(self._screen_keepers):
+            await self._stop_screen_file(terminal_id)
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
@@ -308,6 +358,18 @@ def foreground_group_of(pid: int) -> int | None:
     return group if group > 0 else None
 
 
+def _replace_file(path: Path, text: str) -> None:
+    """Writes `path` whole, atomically: a reader sees the old text or the new, never half."""
+    temporary = path.with_name(f".{path.name}.new")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
 def _write_header(
     path: Path, terminal_id: str, name: str, command: str | None, shared: SharedSession
 ) -> None:
@@ -318,6 +380,8 @@ def _write_header(
         f"# command: {command or 'a login shell'}\n"
         f"# read its screen: {shared.tmux('capture-pane', '-p', '-t', target)}\n"
         f"# type into it: {shared.tmux('send-keys', '-t', target, 'make test', 'Enter')}\n"
+        f"# its history and screen as text, kept up to date (a sandbox can read it): "
+        f"{shared.screen_file}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
