@@ -34,7 +34,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent.v1.shell_pb2 import SandboxPolicy
-from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.paths import DeclaredPaths
 from exec_daemon.kernel.processes import UNCONFINED, Confinement, ProcInfo, Selector, SpawnSpec
@@ -88,19 +87,6 @@ def prepare_x11_sockets_folder() -> None:
             os.close(fd)
 
 
-def daemon_ports(config: DaemonConfig) -> dict[int, str]:
-    """The daemon's own listening ports (those in use), by what each serves."""
-    vnc = config.vnc_address.rpartition(":")[2]
-    named = [
-        (config.port, "RPC"),
-        (config.pty_websocket_port, "PTY WebSocket"),
-        (config.novnc_port, "desktop page (noVNC)"),
-        (int(vnc) if vnc.isdigit() and config.novnc_port else 0, "VNC"),
-        (config.ide_port, "browser IDE"),
-    ]
-    return {port: what for port, what in named if port}
-
-
 class SandboxService:
     """One per daemon: `daemon.service(SandboxService)`."""
 
@@ -125,7 +111,7 @@ class SandboxService:
         )
         # Its sockets (tmux, code-server): masked in every sandbox, whenever they are bound.
         self._masked = [str(sockets_folder(config.state_root))]
-        self._own_ports = daemon_ports(config)
+        self._own_ports = config.own_ports()
 
     async def start(self) -> KernelSupport:
         """Builds/locates the helper and probes the kernel (once); logs one status line."""

@@ -45,6 +45,7 @@ from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.runner import Helper, HelperFailed, run_helper, start_helper
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.state_root import SOCKETS, sockets_folder, state_folder
+from exec_daemon.terminals.accounts import Account
 from exec_daemon.terminals.pty import (
     PtyManager,
     Terminal,
@@ -204,13 +205,17 @@ class SharedTerminals:
         name: str = "",
         description: str = "",
         shell_after: bool = False,
+        account: Account | None = None,
     ) -> Terminal:
         """A new tmux session running `command` (default: a login shell) and the PTY terminal
         attached to it. `shell_after`: once the command ends (done, failed or interrupted with
         Ctrl-C), a shell takes its place in the pane, below its output, so the person and the
-        agent keep a terminal there rather than a dead pane."""
+        agent keep a terminal there rather than a dead pane. `account`: all of it runs as that
+        account (environment.json's `user`)."""
         manager = self._daemon.service(PtyManager)
         if not self.available or self.socket is None:
+            if account is not None:
+                command = shlex.join(account.argv(command or account.shell))
             return manager.create(
                 command=command, cwd=cwd, cols=cols, rows=rows, name=name, description=description
             )
@@ -230,7 +235,9 @@ class SharedTerminals:
         # The program waits until its output is piped to the log and the daemon's client is
         # attached (so even a command that ends at once is seen); its exit code goes to a file,
         # from which the client's terminal reports it.
-        program = _pane_program(command, shell_after)
+        program = _pane_program(command, shell_after, account.shell if account else login_shell())
+        if account is not None:
+            program = shlex.join(account.argv(program))
         wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {exit_file}"
         new_session = ["new-session", "-d", "-s", shared.session, "-x", str(cols), "-y", str(rows)]
         new_session += ["-c", workdir]
@@ -317,11 +324,10 @@ class SharedTerminals:
                     await asyncio.to_thread(self.socket.unlink)
 
 
-def _pane_program(command: str | None, shell_after: bool) -> str:
-    """What the pane runs: `command` (or a shell), then, with `shell_after`, a line saying how
-    it ended and a shell. The pane's own shell traps SIGINT and SIGQUIT (a handler, which its
+def _pane_program(command: str | None, shell_after: bool, shell: str) -> str:
+    """What the pane runs: `command` (or `shell`), then, with `shell_after`, a line saying how
+    it ended and `shell`. The pane's own shell traps SIGINT and SIGQUIT (a handler, which its
     children do not inherit), so Ctrl-C ends the command and not what follows it."""
-    shell = login_shell()
     if not command:
         return shlex.quote(shell)
     program = shlex.join([shell, "-c", command])
