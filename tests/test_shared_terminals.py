@@ -248,7 +248,7 @@ async def test_a_sandboxed_shell_reads_a_terminals_screen_and_history_but_cannot
     assert "line-1\n" in seen and "line-100\n" in seen and "\x1b[" not in seen
     # Typing: the file is read-only there, and the tmux server out of reach.
     refused = await sandboxed(f"echo typed-in-sandbox >> {screen_file}")
-    assert "rc=1" in refused and "typed-in-sandbox" not in Path(screen_file).read_text()
+    assert "rc=1" in refused and "typed-in-sandbox" not in text_of(Path(screen_file))
     keys = f"tmux -S {shared['tmux_socket']} send-keys -t =server: 'typed-in-sandbox' Enter"
     assert "rc=1" in await sandboxed(keys)
     # Unsandboxed (the control), the same keys reach the pane, and the sandbox then reads them.
