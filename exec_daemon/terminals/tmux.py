@@ -237,7 +237,8 @@ class SharedTerminals:
         # from which the client's terminal reports it.
         program = _pane_program(command, shell_after, account.shell if account else login_shell())
         if account is not None:
-            program = shlex.join(account.argv(program))
+            # The pane's program is POSIX shell (trap, $?), whatever the account's shell is.
+            program = shlex.join([*account.prefix(), "/bin/sh", "-c", program])
         wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {exit_file}"
         new_session = ["new-session", "-d", "-s", shared.session, "-x", str(cols), "-y", str(rows)]
         new_session += ["-c", workdir]
@@ -281,7 +282,7 @@ class SharedTerminals:
         written_at_size = -1
         while self.available:
             try:
-                size = os.stat(log_path).st_size
+                size = (await asyncio.to_thread(os.stat, log_path)).st_size
             except OSError:
                 size = written_at_size + 1
             if size != written_at_size:
