@@ -152,6 +152,23 @@ COPY --from=bundle /exec-daemon /exec-daemon
 COPY --from=ide --chown=ubuntu:ubuntu /opt/exec-daemon-ide /home/ubuntu/.cache/exec-daemon/ide
 RUN chown ubuntu:ubuntu /home/ubuntu/.cache /home/ubuntu/.cache/exec-daemon
 
+# The reference desktop's dock and accessibility (late in the file: the layers above stay
+# cached): Plank with Chrome (chromium), Thunar and Terminal, started by the XFCE session, whose
+# default session already runs `Thunar --daemon`; AT-SPI (the accessibility bus launcher and
+# registry, autostarted with the session) with its Python bindings.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        plank thunar at-spi2-core gir1.2-atspi-2.0 python3-gi \
+    && apt-get clean \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+COPY scripts/image/dock /usr/local/share/exec-daemon/dock
+RUN install -m 0644 /usr/local/share/exec-daemon/dock/plank.desktop /etc/xdg/autostart/plank.desktop \
+    && install -d -o ubuntu -g ubuntu /home/ubuntu/.config/plank /home/ubuntu/.config/plank/dock1 \
+        /home/ubuntu/.config/plank/dock1/launchers \
+    && install -m 0644 -o ubuntu -g ubuntu /usr/local/share/exec-daemon/dock/launchers/*.dockitem \
+        /home/ubuntu/.config/plank/dock1/launchers/
+
 ENV LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/exec-daemon/bin \
     DISPLAY=:1 \
@@ -162,7 +179,7 @@ ENV LANG=C.UTF-8 \
     GDK_SCALE=1 \
     QT_SCALE_FACTOR=1 \
     GIT_LFS_SKIP_SMUDGE=1 \
-    GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
+    GIT_DISCOVERY_ACROSS_FILESYSTEM=0 \
     CURSOR_AGENT=1
 
 # RPC, PTY, the desktop page (noVNC, served by the daemon behind its token), IDE.

@@ -105,18 +105,38 @@ _NETWORK_TO_PROTO = {
 _HOST_LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
 
 
+_WITH_PORT = re.compile(r"^(\[[^\]]+\]|[^:\[\]]+):(\d{1,5})$")
+
+
 @dataclass(frozen=True)
 class HostPattern:
-    """One `networkPolicy` entry: an exact host, `*.domain` (its subdomains) or a CIDR/IP."""
+    """One `networkPolicy` entry: an exact host, `*.domain` (its subdomains) or a CIDR/IP, each
+    optionally with `:port` (`[v6 address]:port`), which then matches that port only."""
 
     text: str
     host: str | None = None
     suffix: str | None = None
     network: ipaddress.IPv4Network | ipaddress.IPv6Network | None = None
+    port: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> HostPattern:
         entry = text.strip().lower().rstrip(".")
+        with_port = _WITH_PORT.match(entry)
+        if with_port is not None:
+            port = int(with_port.group(2))
+            if not 1 <= port <= 65535:
+                raise ValueError(f"{text!r}: the port must be 1..65535")
+            if with_port.group(1).startswith("[") and ":" not in with_port.group(1):
+                raise ValueError(f"{text!r}: only an IPv6 address goes in brackets")
+            host = cls._parse_host(with_port.group(1).strip("[]"), text)
+            if host.network is not None and host.network.num_addresses > 1:
+                raise ValueError(f"{text!r}: a port goes with one address, not a network")
+            return replace(host, text=entry, port=port)
+        return cls._parse_host(entry, text)
+
+    @classmethod
+    def _parse_host(cls, entry: str, text: str) -> HostPattern:
         try:
             return cls(text=entry, network=ipaddress.ip_network(entry.strip("[]"), strict=False))
         except ValueError:
@@ -127,19 +147,39 @@ class HostPattern:
                 return cls(text=entry, suffix="." + domain)
         elif _is_host_name(entry):
             return cls(text=entry, host=entry)
-        raise ValueError(f"{text!r} is not a host, *.domain or CIDR")
+        raise ValueError(f"{text!r} is not a host, *.domain or CIDR (each with an optional :port)")
 
-    def matches_name(self, host: str) -> bool:
+    def _port_matches(self, port: int | None) -> bool:
+        return self.port is None or self.port == port
+
+    def matches_name(self, host: str, port: int | None = None) -> bool:
+        if not self._port_matches(port):
+            return False
         if self.host is not None:
             return host == self.host
         return self.suffix is not None and host.endswith(self.suffix)
 
-    def matches_address(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    def matches_address(
+        self, address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int | None = None
+    ) -> bool:
         return (
-            self.network is not None
+            self._port_matches(port)
+            and self.network is not None
             and address.version == self.network.version
             and (address in self.network)
         )
+
+    def opens_loopback(
+        self, name: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int
+    ) -> bool:
+        """An explicit loopback entry with a port (`127.0.0.1:3000`, `[::1]:3000`,
+        `localhost:3000`) for this connection: the one way a sandboxed command reaches a
+        server on the host's loopback (no wildcard, network or port-less entry does)."""
+        if self.port != port or not address.is_loopback:
+            return False
+        if self.host == "localhost":
+            return name == "localhost"
+        return self.network is not None and self.matches_address(address, port)
 
 
 def _is_host_name(text: str) -> bool:

@@ -8,7 +8,11 @@ Every request is decided with that command's network policy:
   resolved (no second lookup to rebind); any resolved address in a deny CIDR refuses the host;
 - private, loopback, link-local (cloud metadata), multicast and other non-global addresses are
   refused after resolution, except for networks the daemon's operator lists in
-  EXEC_DAEMON_SANDBOX_PROXY_ALLOW_PRIVATE (e.g. "127.0.0.0/8", for tests);
+  EXEC_DAEMON_SANDBOX_PROXY_ALLOW_PRIVATE (e.g. "127.0.0.0/8", for tests), and for an explicit
+  loopback entry with a port (`127.0.0.1:3000`, `[::1]:3000`, `localhost:3000`): that port of
+  the host's loopback, a dev server the project runs;
+- the daemon's own ports on loopback (RPC, PTY, desktop page, VNC, IDE: `own_ports`) are
+  refused whatever allowed them: a sandboxed command must not reach the daemon around it;
 - an address is used when the host name is allowed (exact host or `*.domain`), the address is
   in an allowed CIDR, or the policy allows by default.
 """
@@ -21,11 +25,17 @@ import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from exec_daemon.kernel.addresses import IPAddress, IPNetwork, non_public_reason, parse_networks
+from exec_daemon.kernel.addresses import (
+    IPAddress,
+    IPNetwork,
+    non_public_reason,
+    parse_networks,
+    unmapped,
+)
 from sandbox.policy import NetworkPolicy
 
 log = logging.getLogger(__name__)
@@ -53,6 +63,8 @@ def private_exceptions_from_env() -> tuple[IPNetwork, ...]:
 class ProxyRules:
     policy: NetworkPolicy
     private_exceptions: tuple[IPNetwork, ...] = ()
+    # The daemon's own listening ports -> what each is ("RPC", "PTY WebSocket", ...).
+    own_ports: Mapping[int, str] = field(default_factory=dict)
 
     def refusal_of_address(self, address: IPAddress) -> str | None:
         return non_public_reason(address, self.private_exceptions)
@@ -66,9 +78,11 @@ class ProxyRules:
         except ValueError:
             literal = None
         if literal is None:
-            if any(pattern.matches_name(name) for pattern in policy.deny):
+            if any(pattern.matches_name(name, port) for pattern in policy.deny):
                 raise Refused(403, f"{name} is denied by the sandbox network policy")
-            name_allowed = policy.default_allow or any(p.matches_name(name) for p in policy.allow)
+            name_allowed = policy.default_allow or any(
+                p.matches_name(name, port) for p in policy.allow
+            )
             if not name_allowed and not any(p.network is not None for p in policy.allow):
                 # Not even resolved: a DNS query for any name would itself leak data.
                 raise Refused(403, f"{name} is not in the sandbox network allowlist")
@@ -77,17 +91,28 @@ class ProxyRules:
             name_allowed = policy.default_allow
             addresses = [literal]
         for address in addresses:
-            if any(pattern.matches_address(address) for pattern in policy.deny):
+            if any(pattern.matches_address(address, port) for pattern in policy.deny):
                 shown = name if literal is not None else f"{name} ({address})"
                 raise Refused(403, f"{shown} is denied by the sandbox network policy")
         usable: list[IPAddress] = []
         refusals: list[str] = []
         for address in addresses:
             refusal = self.refusal_of_address(address)
-            if refusal is not None:
-                refusals.append(refusal)
-            elif name_allowed or any(p.matches_address(address) for p in policy.allow):
+            if refusal is not None and any(
+                p.opens_loopback(name, address, port) for p in policy.allow
+            ):
                 usable.append(address)
+            elif refusal is not None:
+                refusals.append(refusal)
+            elif name_allowed or any(p.matches_address(address, port) for p in policy.allow):
+                usable.append(address)
+        own = self.own_ports.get(port)
+        if own is not None and any(unmapped(address).is_loopback for address in usable):
+            raise Refused(
+                403,
+                f"{name}:{port} is the exec daemon's own {own} port: "
+                "no sandboxed command reaches it, whatever the network policy allows",
+            )
         if usable:
             return usable
         if refusals:

@@ -111,6 +111,7 @@ class SandboxService:
         )
         # Its sockets (tmux, code-server): masked in every sandbox, whenever they are bound.
         self._masked = [str(sockets_folder(config.state_root))]
+        self._own_ports = config.own_ports()
 
     async def start(self) -> KernelSupport:
         """Builds/locates the helper and probes the kernel (once); logs one status line."""
@@ -361,7 +362,7 @@ class SandboxService:
         return SandboxConfinement(self, policy)
 
     def proxy_rules(self, policy: EffectivePolicy) -> ProxyRules:
-        return ProxyRules(policy.network, self._private_exceptions)
+        return ProxyRules(policy.network, self._private_exceptions, self._own_ports)
 
     def _forget(self, run: SandboxRun) -> None:
         self._live.discard(run)

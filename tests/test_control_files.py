@@ -190,6 +190,57 @@ async def test_get_diff_shows_untracked_files_whatever_their_names(repo: Running
     assert "?? " not in git(workspace, "status", "--porcelain", "--", "keep.txt")
 
 
+async def test_get_diff_summarises_huge_and_binary_untracked_files_and_shows_the_rest(
+    repo: RunningDaemon,
+) -> None:
+    workspace = repo.workspace
+    (workspace / "tracked.txt").write_text("one\nTWO\n")
+    (workspace / "notes.md").write_text("# small and new\n")
+    # 300 MB that git reads as text (its first 8000 bytes are), sparse: nothing on disk.
+    with (workspace / "huge.log.txt").open("wb") as huge:
+        huge.write(b"a line of output\n" * 500)
+        huge.truncate(300 * 1024 * 1024)
+    (workspace / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    async with repo.client() as client:
+        response = await client.control.get_diff(GetDiffRequest(), headers=client.headers)
+    omitted = {(f.path, f.size, f.reason) for f in response.omitted}
+    assert omitted == {("huge.log.txt", 300 * 1024 * 1024, "too_large"), ("logo.png", 80, "binary")}
+    diff = response.diff
+    assert "-two\n+TWO\n" in diff and "+# small and new" in diff
+    assert "a line of output" not in diff and "b/logo.png" not in diff
+    assert "# not shown: huge.log.txt (untracked, 314572800 bytes, too_large)" in diff
+    # Still a diff git applies (the summary lines are outside every patch).
+    git(workspace, "stash", "-q")
+    (workspace / "notes.md").unlink()
+    subprocess.run(["git", "apply", "-"], input=diff.encode(), cwd=workspace, check=True)
+    assert (workspace / "notes.md").read_text() == "# small and new\n"
+
+
+async def test_get_diff_of_named_paths_only(repo: RunningDaemon) -> None:
+    workspace = repo.workspace
+    (workspace / "src").mkdir()
+    (workspace / "src" / "new.py").write_text("x = 1\n")
+    (workspace / "tracked.txt").write_text("changed\n")
+    (workspace / "keep.txt").write_text("changed too\n")
+    async with repo.client() as client:
+
+        async def diff_of(*paths: str) -> str:
+            request = GetDiffRequest(paths=list(paths))
+            return (await client.control.get_diff(request, headers=client.headers)).diff
+
+        only_src = await diff_of("src")
+        assert "b/src/new.py" in only_src and "tracked.txt" not in only_src
+        both = await diff_of(str(workspace / "tracked.txt"), "src/new.py")
+        assert "b/tracked.txt" in both and "b/src/new.py" in both and "keep.txt" not in both
+        assert "b/keep.txt" in await diff_of("keep.txt", "no-such-file")
+        assert await diff_of("*.txt") == ""
+        for outside in ("..", "../repo-other", "/etc/passwd", "src/../../x"):
+            with pytest.raises(ConnectError) as raised:
+                await diff_of(outside)
+            assert raised.value.code == Code.INVALID_ARGUMENT
+            assert "outside the workspace" in raised.value.message
+
+
 async def test_get_diff_against_a_ref_and_bad_refs(repo: RunningDaemon) -> None:
     workspace = repo.workspace
     first = git(workspace, "rev-parse", "HEAD").strip()

@@ -229,7 +229,7 @@ def test_the_agents_user_owns_the_workspace_and_has_sudo() -> None:
 def test_the_vm_has_the_seeds_environment_and_the_bundle_last_on_path() -> None:
     env = env_of("final")
     assert env["DISPLAY"] == ":1"
-    assert env["GIT_LFS_SKIP_SMUDGE"] == "1" and env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] == "1"
+    assert env["GIT_LFS_SKIP_SMUDGE"] == "1" and env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] == "0"
     assert env["LIBGL_ALWAYS_SOFTWARE"] == "1" and env["GALLIUM_DRIVER"] == "llvmpipe"
     assert (env["VNC_RESOLUTION"], env["VNC_DPI"]) == ("1920x1200x24", "96")
     # The agent's `python` and `node` are the system's; the bundle only adds its own tools.
@@ -291,3 +291,35 @@ def test_the_dpkg_filters_drop_docs_and_unused_tools_but_nothing_the_vm_runs() -
         "/usr/lib/chromium/libVkLayer_khronos_validation.so", "/usr/share/ieee-data/oui.txt",
     ]  # fmt: skip
     assert [path for path in dropped if not dpkg_excluded(path)] == []
+
+
+def test_the_vm_has_the_seeds_dock_and_accessibility_late_in_the_file() -> None:
+    assert {"plank", "thunar", "at-spi2-core", "gir1.2-atspi-2.0", "python3-gi"} <= apt_packages(
+        "final"
+    )
+    runs = arguments_of("final", "RUN")
+    instructions = stages()["final"]
+    bundle_copied = next(
+        i for i, (keyword, arguments) in enumerate(instructions)
+        if keyword == "COPY" and "--from=bundle /exec-daemon" in arguments
+    )  # fmt: skip
+    # After the bundle: a change to the dock rebuilds only the layers below it.
+    dock_at = [i for i, (_keyword, arguments) in enumerate(instructions) if "plank" in arguments]
+    assert dock_at and min(dock_at) > bundle_copied
+    dock = REPO / "scripts" / "image" / "dock"
+    autostart = (dock / "plank.desktop").read_text()
+    assert "Exec=plank\n" in autostart
+    assert "/etc/xdg/autostart/plank.desktop" in " ".join(runs)
+    launchers = sorted(
+        line.removeprefix("Launcher=file://")
+        for item in (dock / "launchers").glob("*.dockitem")
+        for line in item.read_text().splitlines()
+        if line.startswith("Launcher=")
+    )
+    assert launchers == [
+        "/usr/share/applications/chromium.desktop",
+        "/usr/share/applications/thunar.desktop",
+        "/usr/share/applications/xfce4-terminal.desktop",
+    ]
+    assert "/home/ubuntu/.config/plank/dock1/launchers" in " ".join(runs)
+    assert "has_dock_window" in (REPO / "scripts" / "image" / "desktop-init").read_text()

@@ -4,6 +4,8 @@ and setup_vm_environment_tool_call storing the install command."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 import time
@@ -23,7 +25,8 @@ from exec_daemon.kernel.environment_file import (
     parse_environment,
     strip_comments,
 )
-from tests.daemon_process import RunningDaemon, running_daemon
+from exec_daemon.terminals.accounts import AccountError, account_for
+from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -234,3 +237,70 @@ async def test_setup_vm_environment_refuses_empty_scripts_and_broken_files(
     error = outcome.result.setup_vm_environment_tool_call.result.error
     assert error.code == "invalid_config" and "not valid JSON" in error.message
     assert path.read_text() == '{"install": "x",'  # a person's file is never clobbered
+
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs a root daemon")
+
+
+@as_root
+def test_start_terminals_and_install_run_as_the_files_user(workspace: Path, tmp_path: Path) -> None:
+    rpc, pty = free_port(), free_port()
+    write_environment(
+        workspace,
+        json.dumps(
+            {
+                "user": "nobody",
+                "install": "echo install-as-$(id -un)",
+                "start": "echo start-as-$(id -un)",
+                "terminals": [{"name": "who", "command": "echo term-as-$(id -un); sleep 600"}],
+                "ports": [{"port": 3000, "name": "web"}, {"port": rpc, "name": "api"}],
+            }
+        ),
+    )
+    completed = run_install_cli(workspace)
+    assert completed.returncode == 0, completed.stderr
+    assert "install-as-nobody" in completed.stdout and "as nobody" in completed.stderr
+    with running_daemon(workspace, tmp_path / "state", ports=(rpc, pty)) as daemon:
+        wait_for(lambda: {t["name"] for t in list_terminals(daemon)} == {"start", "who"})
+        by_name = {t["name"]: t for t in list_terminals(daemon)}
+        wait_for(lambda: b"start-as-nobody" in Path(by_name["start"]["log_path"]).read_bytes())
+        who = by_name["who"]
+        wait_for(lambda: b"term-as-nobody" in Path(who["log_path"]).read_bytes())
+        # The shell left in the pane once the command is interrupted is the user's too.
+        shared = who["shared"]
+        tmux = ["tmux", "-S", shared["tmux_socket"], "send-keys", "-t", "=who:"]
+        subprocess.run([*tmux, "C-c"], check=True, timeout=10)
+        screen = Path(shared["screen_file"])
+        wait_for(lambda: "a shell takes its place" in screen.read_text())
+        subprocess.run([*tmux, "echo after-as-$(id -un)", "Enter"], check=True, timeout=10)
+        wait_for(lambda: "after-as-nobody" in screen.read_text())
+        # `ports`: one the daemon holds itself is reported at start.
+        assert (
+            f"environment.json port {rpc} (api) is the exec daemon's own RPC port" in daemon.log()
+        )
+        assert "environment.json port 3000 (web): exposed by the orchestrator" in daemon.log()
+
+
+def test_an_unknown_user_runs_nothing_and_says_why(workspace: Path, tmp_path: Path) -> None:
+    write_environment(
+        workspace,
+        '{"user": "no-such-user-x9", "install": "touch ran", "start": "touch ran",'
+        ' "terminals": [{"command": "touch ran"}]}',
+    )
+    completed = run_install_cli(workspace)
+    assert completed.returncode == 2
+    assert "user 'no-such-user-x9': no such user on this machine" in completed.stderr
+    with running_daemon(workspace, tmp_path / "state") as daemon:
+        wait_for(lambda: "no such user" in daemon.log())
+        assert "not running environment.json's start and terminals" in daemon.log()
+        assert list_terminals(daemon) == []
+    assert not (workspace / "ran").exists()
+
+
+def test_only_a_root_daemon_switches_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert account_for(me) is None and account_for(None) is None  # nothing to switch
+    other = "nobody" if me != "nobody" else "root"
+    monkeypatch.setattr(os, "geteuid", lambda: 12345)  # neither root nor either user
+    with pytest.raises(AccountError, match="only a daemon started as root can run commands as"):
+        account_for(other)

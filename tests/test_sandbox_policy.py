@@ -239,3 +239,26 @@ def test_max_processes_the_user_sets_it_the_project_can_only_lower_it() -> None:
     for bad in ("many", 1, 10**6, True):
         with pytest.raises(SandboxRejected, match="maxProcesses"):
             config(maxProcesses=bad)
+
+
+def test_host_patterns_with_a_port() -> None:
+    import ipaddress
+
+    loopback, v6, named, remote = (
+        HostPattern.parse(t)
+        for t in ("127.0.0.1:3000", "[::1]:3000", "LocalHost:3000", "example.com:443")
+    )
+    assert (loopback.port, loopback.text) == (3000, "127.0.0.1:3000")
+    one27 = ipaddress.ip_address("127.0.0.1")
+    assert loopback.matches_address(one27, 3000) and not loopback.matches_address(one27, 3001)
+    assert loopback.opens_loopback("127.0.0.1", one27, 3000)
+    assert not loopback.opens_loopback("127.0.0.1", one27, 8080)
+    assert v6.opens_loopback("::1", ipaddress.ip_address("::1"), 3000)
+    assert named.opens_loopback("localhost", one27, 3000)
+    assert remote.matches_name("example.com", 443) and not remote.matches_name("example.com", 80)
+    # Only an explicit loopback address or `localhost`, with a port, opens the host's loopback.
+    for text in ("127.0.0.0/8", "127.0.0.1", "localhost", "*.localhost:3000", "example.com:3000"):
+        assert not HostPattern.parse(text).opens_loopback("localhost", one27, 3000), text
+    for bad in ("127.0.0.0/8:80", "[127.0.0.1]:80", "x.com:0", "x.com:70000", "x.com:"):
+        with pytest.raises(ValueError):
+            HostPattern.parse(bad)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import ipaddress
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from agent.v1.shell_pb2 import SandboxPolicy
 from sandbox.policy import HostPattern, NetworkPolicy
 from sandbox.proxy import ALLOW_PRIVATE_ENV, ProxyRules, Refused
+from tests.daemon_process import running_daemon
 from tests.loopback_http import serving_http
 from tests.sandbox_harness import (
     Identity,
@@ -25,9 +27,12 @@ from tests.sandbox_harness import (
     remove_tree,
     sandbox_service,
 )
+from tests.test_shared_terminals import agent_shell
 
 pytestmark = pytest.mark.timeout(60)
 RW = SandboxPolicy.TYPE_WORKSPACE_READWRITE
+RW_POLICY = SandboxPolicy(type=RW)
+NONE_POLICY = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -186,3 +191,61 @@ async def test_rules_refuse_metadata_and_private_addresses_and_match_wildcards()
         await wildcard.addresses_for("127.0.0.1", 80)
     with pytest.raises(Refused, match="denied"):
         await rules(["localhost"], ["*.example.com", "localhost"]).addresses_for("LocalHost.", 80)
+
+
+async def test_an_explicit_loopback_port_is_reachable_the_daemons_own_ports_never() -> None:
+    own = {8080: "RPC", 8081: "PTY WebSocket"}
+    listed = ProxyRules(
+        NetworkPolicy(
+            allow=tuple(HostPattern.parse(e) for e in ("127.0.0.1:3000", "localhost:3001"))
+        ),
+        own_ports=own,
+    )
+    assert await listed.addresses_for("127.0.0.1", 3000) == [ipaddress.ip_address("127.0.0.1")]
+    assert ipaddress.ip_address("127.0.0.1") in await listed.addresses_for("localhost", 3001)
+    with pytest.raises(Refused, match="private, local or metadata"):
+        await listed.addresses_for("127.0.0.1", 3001)  # another port of the same address
+    with pytest.raises(Refused, match="private, local or metadata"):
+        await listed.addresses_for("127.0.0.2", 3000)
+    for entry, host, port in (
+        ("127.0.0.1:8080", "127.0.0.1", 8080),
+        ("localhost:8081", "localhost", 8081),
+    ):
+        named = ProxyRules(NetworkPolicy(allow=(HostPattern.parse(entry),)), own_ports=own)
+        with pytest.raises(Refused, match=f"exec daemon's own {own[port]} port"):
+            await named.addresses_for(host, port)
+    # Whatever else lets loopback through (the operator's exception), never the daemon's ports.
+    opened = ProxyRules(
+        NetworkPolicy(default_allow=True), (ipaddress.ip_network("127.0.0.0/8"),), own
+    )
+    with pytest.raises(Refused, match="own RPC port"):
+        await opened.addresses_for("127.0.0.5", 8080)
+
+
+async def test_a_sandboxed_daemon_opens_a_listed_loopback_port_and_never_its_own(
+    tmp_path: Path, web_server: int
+) -> None:
+    """Through the real daemon, without the operator's private-network exception: the project's
+    sandbox.json lists `127.0.0.1:PORT` and a sandboxed command reaches that server, only then."""
+    workspace = tmp_path / "workspace"
+    (workspace / ".cursor").mkdir(parents=True)
+    config = workspace / ".cursor" / "sandbox.json"
+    with running_daemon(workspace, tmp_path / "state", "--sandbox-enabled") as daemon:
+
+        async def sandboxed_curl(url: str, allow: list[str]) -> str:
+            config.write_text(json.dumps({"networkPolicy": {"allow": allow}}))
+            return await agent_shell(daemon, curl(url), requested_sandbox_policy=RW_POLICY)
+
+        page = f"http://127.0.0.1:{web_server}/dev-server"
+        assert "hello /dev-server" not in await sandboxed_curl(page, [])
+        assert "hello /dev-server" in await sandboxed_curl(page, [f"127.0.0.1:{web_server}"])
+        # Another loopback port listed does not open this one.
+        other = await sandboxed_curl(page, [f"127.0.0.1:{web_server + 1}"])
+        assert "hello /dev-server" not in other and "code=403" in other
+        for port, what in ((daemon.port, "RPC"), (daemon.pty_port, "PTY WebSocket")):
+            own = f"http://127.0.0.1:{port}/"
+            refused = await sandboxed_curl(own, [f"127.0.0.1:{port}"])
+            assert f"is the exec daemon's own {what} port" in refused and "code=403" in refused
+            # Unconfined, the same port answers: it was the sandbox that refused.
+            answered = await agent_shell(daemon, curl(own), requested_sandbox_policy=NONE_POLICY)
+            assert "code=000" not in answered and "own" not in answered

@@ -18,7 +18,7 @@ import pytest
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.polling import eventually
+from tests.polling import eventually, text_of
 from tests.sandbox_harness import processes_with_argument
 from tests.test_pty_server import connect, list_terminals
 
@@ -32,6 +32,8 @@ WATCH = (
     "echo watching-for-changes; i=0; while read -r line; do i=$((i+1)); "
     'echo "rebuilt-$i after $line"; done'
 )
+# Like a dev server: runs until interrupted.
+SERVE = "echo serving-on-3000; sleep 600"
 RW = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 NONE = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
 
@@ -45,7 +47,10 @@ def write_environment(workspace: Path, terminals: list[dict[str, str]]) -> None:
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("shared")
     (root / "workspace").mkdir()
-    write_environment(root / "workspace", [{"name": "watch", "command": WATCH}])
+    write_environment(
+        root / "workspace",
+        [{"name": "watch", "command": WATCH}, {"name": "serve", "command": SERVE}],
+    )
     with running_daemon(root / "workspace", root / "state") as running:
         yield running
 
@@ -93,6 +98,29 @@ async def test_agent_reads_and_types_into_an_environment_terminal_a_person_watch
     log_path = Path(listed["log_path"])
     await eventually(lambda: b"rebuilt-2 after from-the-person" in log_path.read_bytes())
     assert shared["read_screen"] in await asyncio.to_thread(log_path.read_text)
+
+
+async def test_an_interrupted_environment_terminal_leaves_a_shell_not_a_dead_pane(
+    daemon: RunningDaemon,
+) -> None:
+    listed = await shared_terminal(daemon, "serve")
+    shared = listed["shared"]
+    async with connect(daemon, f"/terminals/{listed['id']}") as person:
+        await person.until(b"serving-on-3000")
+        await person.ws.send(b"\x03")  # the person's Ctrl-C
+        await person.until(b"a shell takes its place")
+        # The person types into the shell that took the server's place ...
+        await person.ws.send(b"echo person-$((6*7))\r")
+        await person.until(b"person-42")
+        # ... and so does the agent; both see the server's output above it.
+        keys = f"tmux -S {shared['tmux_socket']} send-keys -t =serve: 'echo agent-$((5*5))' Enter"
+        await agent_shell(daemon, keys)
+        await person.until(b"agent-25")
+        screen = await agent_shell(daemon, shared["read_screen"])
+        assert "serving-on-3000" in screen and "ended with code 130" in screen, screen
+        assert "Pane is dead" not in screen
+    [again] = [t for t in list_terminals(daemon) if t["id"] == listed["id"]]
+    assert not again["exited"]
 
 
 async def test_a_terminal_a_person_opens_is_shared_with_the_agent(daemon: RunningDaemon) -> None:
@@ -153,7 +181,9 @@ async def test_rename_and_close_from_a_viewer(daemon: RunningDaemon) -> None:
 def sandbox_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("shared-sandbox")
     (root / "workspace").mkdir()
-    write_environment(root / "workspace", [{"name": "server", "command": "sleep 600"}])
+    # More lines than the screen holds: the first ones are history (scrollback).
+    server = "seq -f line-%g 1 100; echo booted-$((20+1)); sleep 600"
+    write_environment(root / "workspace", [{"name": "server", "command": server}])
     with running_daemon(root / "workspace", root / "state", "--sandbox-enabled") as running:
         yield running
 
@@ -191,6 +221,42 @@ async def test_a_sandboxed_shell_cannot_use_the_tmux_server(
         requested_sandbox_policy=NONE,
     )
     assert "server" in sessions
+
+
+async def test_a_sandboxed_shell_reads_a_terminals_screen_and_history_but_cannot_type(
+    sandbox_daemon: RunningDaemon,
+) -> None:
+    listed = await shared_terminal(sandbox_daemon, "server")
+    shared = listed["shared"]
+    screen_file = shared["screen_file"]
+    assert Path(screen_file).parent == Path(listed["log_path"]).parent  # the terminals folder
+    assert screen_file in await asyncio.to_thread(Path(listed["log_path"]).read_text)
+
+    async def sandboxed(command: str) -> str:
+        return await agent_shell(
+            sandbox_daemon, f"{{ {command}; }} 2>&1; echo rc=$?", requested_sandbox_policy=RW
+        )
+
+    async def sandbox_reads(text: str) -> str:
+        await eventually(lambda: text in text_of(Path(screen_file)), what=f"{text!r} on screen")
+        seen = await sandboxed(f"cat {screen_file}")
+        assert text in seen and "rc=0" in seen, seen
+        return seen
+
+    # The screen, and the history above it, as text (the pane is 24 rows).
+    seen = await sandbox_reads("booted-21")
+    assert "line-1\n" in seen and "line-100\n" in seen and "\x1b[" not in seen
+    # Typing: the file is read-only there, and the tmux server out of reach.
+    refused = await sandboxed(f"echo typed-in-sandbox >> {screen_file}")
+    assert "rc=1" in refused and "typed-in-sandbox" not in text_of(Path(screen_file))
+    keys = f"tmux -S {shared['tmux_socket']} send-keys -t =server: 'typed-in-sandbox' Enter"
+    assert "rc=1" in await sandboxed(keys)
+    # Unsandboxed (the control), the same keys reach the pane, and the sandbox then reads them.
+    await agent_shell(
+        sandbox_daemon, keys.replace("in-sandbox", "unconfined"), requested_sandbox_policy=NONE
+    )
+    seen = await sandbox_reads("typed-unconfined")
+    assert "typed-in-sandbox" not in seen
 
 
 async def test_stopping_the_daemon_ends_the_tmux_server_and_every_session(tmp_path: Path) -> None:

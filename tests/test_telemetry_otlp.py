@@ -293,7 +293,7 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
                 {"read_todos_tool_call", "shell_tool_call", "grep_tool_call"} <= names
                 and metric is not None
                 and total(metric) >= 4
-                and "computer_use.result" in received.metrics()
+                and "computer_use.session.result" in received.metrics()
                 and any(r.span_id for r in received.log_records())
             )
 
@@ -347,7 +347,7 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
     assert 0 < disk <= total(metrics["system.filesystem.limit"])
     assert total(metrics["system.process.count"]) >= 2
     # The seed's computer-use metrics: the display is off, so the session failed "unavailable".
-    assert total(metrics["computer_use.result"], outcome="unavailable") == 1
+    assert total(metrics["computer_use.session.result"], outcome="unavailable") == 1
     assert total(metrics["computer_use.session.duration"]) == 1
     assert total(metrics["computer_use.session.action_count"]) == 1
 

@@ -118,6 +118,19 @@ class DaemonConfig:
         if self.terminals_folder == UNSET_PATH:
             object.__setattr__(self, "terminals_folder", self.state_root / "terminals")
 
+    def own_ports(self) -> dict[int, str]:
+        """The daemon's own listening ports (those in use), by what each serves; with the
+        desktop page, the VNC server it bridges to (loopback, no password) too."""
+        vnc = self.vnc_address.rpartition(":")[2]
+        named = [
+            (self.port, "RPC"),
+            (self.pty_websocket_port, "PTY WebSocket"),
+            (self.novnc_port, "desktop page (noVNC)"),
+            (int(vnc) if vnc.isdigit() and self.novnc_port else 0, "VNC"),
+            (self.ide_port, "browser IDE"),
+        ]
+        return {port: what for port, what in named if port}
+
 
 def off_without(feature: str, flag: str) -> str:
     """What a tool whose `feature` is gated by `flag` answers when the daemon runs without it."""

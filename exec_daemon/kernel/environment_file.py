@@ -53,6 +53,7 @@ class EnvironmentConfig:
     install: str | None
     start: str | None
     terminals: tuple[TerminalConfig, ...]
+    user: str | None = None
 
 
 def strip_comments(text: str) -> str:
@@ -186,6 +187,7 @@ def parse_environment(text: str, path: Path) -> EnvironmentConfig:
         install=data.get("install") or None,
         start=data.get("start") or None,
         terminals=terminals,
+        user=data.get("user") or None,
     )
 
 

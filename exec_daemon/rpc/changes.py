@@ -2,7 +2,10 @@
 
 GetDiff shows untracked files too: they are listed (`git ls-files --others`) and added with
 `git add --intent-to-add` to a copy of the index (GIT_INDEX_FILE), so the user's index is never
-written.
+written. An untracked file that is binary (a NUL in its first 8000 bytes, git's own test) or
+larger than UNTRACKED_SHOWN_BYTES is left out and summarised instead (path, size, why), so one
+300 MB log or build output does not cost the whole diff. The request may name paths: the diff
+is then of those only.
 
 GetWorkspaceChangesHash hashes `git status --porcelain=v2` (HEAD commit, every changed or
 untracked non-ignored path with its mode and object ids) plus, per listed path, its lstat
@@ -19,7 +22,10 @@ import asyncio
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
@@ -27,6 +33,24 @@ from exec_daemon.kernel.git_run import EMPTY_TREE, run_git
 from exec_daemon.kernel.state import Daemon
 
 CONTENT_HASH_BYTES = 1024 * 1024
+UNTRACKED_SHOWN_BYTES = 1024 * 1024
+# git's own test for a binary file: a NUL byte in its first 8000 bytes.
+BINARY_SNIFF_BYTES = 8000
+
+
+@dataclass(frozen=True)
+class OmittedFile:
+    """An untracked file GetDiff leaves out: `reason` is "binary" or "too_large"."""
+
+    path: str
+    size: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class WorkspaceDiff:
+    text: str
+    omitted: tuple[OmittedFile, ...]
 
 
 async def _git_dir_index(daemon: Daemon) -> Path | None:
@@ -51,8 +75,33 @@ async def _resolve_base(daemon: Daemon, ref: str) -> str:
     return run.stdout.decode().strip()
 
 
-async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
-    """The diff of the workspace (tracked and untracked files) against `ref` (empty = HEAD)."""
+def diff_pathspecs(workspace: str, paths: Sequence[str]) -> list[str]:
+    """git pathspecs for the paths a GetDiff names (all of the workspace when none), taken
+    literally; a path outside the workspace is INVALID_ARGUMENT. git itself never follows a
+    symbolic link inside a pathspec ("beyond a symbolic link"), so the spelling is checked."""
+    if not paths:
+        return ["."]
+    roots = {os.path.normpath(workspace), os.path.realpath(workspace)}
+    specs: list[str] = []
+    for path in paths:
+        if not path or "\x00" in path:
+            raise CodedError(ErrorCode.INVALID_ARGUMENT, f"{path!r} is not a path")
+        full = os.path.normpath(os.path.join(workspace, path))
+        root = next((r for r in roots if full == r or full.startswith(r.rstrip("/") + "/")), None)
+        if root is None:
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT, f"{path!r} is outside the workspace {workspace}"
+            )
+        specs.append(":(literal)" + os.path.relpath(full, root))
+    return specs
+
+
+async def workspace_diff(
+    daemon: Daemon, ref: str, max_bytes: int, paths: Sequence[str] = ()
+) -> WorkspaceDiff:
+    """The diff of the workspace (tracked and untracked files) against `ref` (empty = HEAD),
+    of `paths` only when some are named; binary or large untracked files are only listed."""
+    pathspecs = diff_pathspecs(daemon.workspace, paths)
     index = await _git_dir_index(daemon)
     if index is None:
         raise CodedError(ErrorCode.FAILED_PRECONDITION, "the workspace is not in a git repository")
@@ -63,7 +112,7 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
             # copy2 keeps the index's mtime: git trusts the stat data of entries older than
             # the index file, so a fresh mtime would hide a same-size edit made just before.
             await asyncio.to_thread(shutil.copy2, index, temp_index)
-        await _intend_to_add_untracked(daemon, temp_index)
+        omitted = await _intend_to_add_untracked(daemon, temp_index, pathspecs)
         run = await run_git(
             daemon,
             "diff",
@@ -72,38 +121,91 @@ async def workspace_diff(daemon: Daemon, ref: str, max_bytes: int) -> str:
             "--dst-prefix=b/",
             base,
             "--",
-            ".",
+            *pathspecs,
             index_file=str(temp_index),
             max_output=max_bytes,
         )
     if run.returncode != 0:
         raise CodedError(ErrorCode.INTERNAL, f"git diff failed: {run.stderr[:500]}")
-    return run.stdout.decode("utf-8", "replace")
+    text = run.stdout.decode("utf-8", "replace")
+    # git apply skips lines outside a patch: the diff stays appliable with these in it.
+    for file in omitted:
+        text += f"# not shown: {file.path} (untracked, {file.size} bytes, {file.reason})\n"
+    return WorkspaceDiff(text, omitted)
 
 
-async def _intend_to_add_untracked(daemon: Daemon, index: Path) -> None:
-    """Marks the untracked, non-ignored files intent-to-add in `index`, so a diff shows them.
+def _omission(workspace: str, name: bytes) -> OmittedFile | None:
+    """Why the untracked file `name` (relative to the workspace) is left out of the diff, if it
+    is: larger than UNTRACKED_SHOWN_BYTES, or binary. Blocking: file I/O."""
+    path = os.path.join(os.fsencode(workspace), name)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    shown = name.decode("utf-8", "replace")
+    if info.st_size > UNTRACKED_SHOWN_BYTES:
+        return OmittedFile(shown, info.st_size, "too_large")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        head = os.read(fd, BINARY_SNIFF_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return OmittedFile(shown, info.st_size, "binary") if b"\x00" in head else None
+
+
+def _sort_untracked(workspace: str, names: list[bytes]) -> tuple[list[bytes], list[OmittedFile]]:
+    shown: list[bytes] = []
+    omitted: list[OmittedFile] = []
+    for name in names:
+        omission = _omission(workspace, name)
+        if omission is None:
+            shown.append(name)
+        else:
+            omitted.append(omission)
+    return shown, omitted
+
+
+async def _intend_to_add_untracked(
+    daemon: Daemon, index: Path, pathspecs: Sequence[str]
+) -> tuple[OmittedFile, ...]:
+    """Marks the untracked, non-ignored files intent-to-add in `index`, so a diff shows them;
+    answers those left out (binary or too large).
 
     Listed first, then added by name: `git add --all` would also refresh every tracked
     file's stat data, which the diff does again (about a third of GetDiff at 100k files)."""
     listed = await run_git(
-        daemon, "ls-files", "-z", "--others", "--exclude-standard", "--", ".", index_file=str(index)
+        daemon,
+        "ls-files",
+        "-z",
+        "--others",
+        "--exclude-standard",
+        "--",
+        *pathspecs,
+        index_file=str(index),
     )
     if listed.returncode != 0:
         raise CodedError(ErrorCode.INTERNAL, f"git ls-files failed: {listed.stderr[:500]}")
-    untracked = [name for name in listed.stdout.split(b"\x00") if name]
+    listed_names = [name for name in listed.stdout.split(b"\x00") if name]
+    untracked, omitted = await asyncio.to_thread(_sort_untracked, daemon.workspace, listed_names)
     if not untracked:
-        return
-    pathspecs = index.with_name("untracked")
+        return tuple(omitted)
+    pathspec_file = index.with_name("untracked")
     # :(literal): a file named `*.py` is that file, not a glob.
     await asyncio.to_thread(
-        pathspecs.write_bytes, b"".join(b":(literal)" + name + b"\x00" for name in untracked)
+        pathspec_file.write_bytes, b"".join(b":(literal)" + name + b"\x00" for name in untracked)
     )
     added = await run_git(
         daemon,
         "add",
         "--intent-to-add",
-        f"--pathspec-from-file={pathspecs}",
+        f"--pathspec-from-file={pathspec_file}",
         "--pathspec-file-nul",
         index_file=str(index),
     )
@@ -111,6 +213,7 @@ async def _intend_to_add_untracked(daemon: Daemon, index: Path) -> None:
         raise CodedError(
             ErrorCode.INTERNAL, f"git add --intent-to-add failed: {added.stderr[:500]}"
         )
+    return tuple(omitted)
 
 
 def _path_fingerprint(root: str, relative: bytes) -> bytes:

@@ -26,6 +26,7 @@ from agent.v1.control_pb2 import (
     DownloadCursorServerRequest,
     DownloadCursorServerResponse,
     ExecRequest,
+    GetDiffOmittedFile,
     GetDiffRequest,
     GetDiffResponse,
     GetMcpRefreshTokensRequest,
@@ -293,10 +294,18 @@ class ControlService(ControlServiceBase):
     ) -> GetDiffResponse:
         limit = self._daemon.config.max_message_bytes - files.MESSAGE_OVERHEAD
         try:
-            diff = await changes.workspace_diff(self._daemon, request.ref, limit)
+            diff = await changes.workspace_diff(
+                self._daemon, request.ref, limit, list(request.paths)
+            )
         except CodedError as failure:
             raise _connect_error(failure) from None
-        return GetDiffResponse(diff=await redact_outgoing_text(self._daemon, diff))
+        omitted = [
+            GetDiffOmittedFile(path=file.path, size=file.size, reason=file.reason)
+            for file in diff.omitted
+        ]
+        return GetDiffResponse(
+            diff=await redact_outgoing_text(self._daemon, diff.text), omitted=omitted
+        )
 
     async def get_workspace_changes_hash(
         self,

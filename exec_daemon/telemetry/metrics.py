@@ -15,7 +15,7 @@ Names and units. OpenTelemetry semantic conventions where one exists:
   `otel.sdk.exporter.span.exported` / `...log.exported` with `error.type`: those an export
   failed to deliver (semconv OTel SDK metrics, emitted by the SDK's processors and exporters).
 The seed daemon's own names (no convention exists for them): `computer_use.session.duration`
-(s), `computer_use.session.action_count` ({action}), `computer_use.result` ({session}, label
+(s), `computer_use.session.action_count` ({action}), `computer_use.session.result` ({session}, label
 `outcome`). The daemon's own, under `exec_daemon.`: `exec_daemon.tool.call.duration` (s, a
 histogram like semconv's `rpc.server.duration`, which is in ms and per RPC, not per tool call)
 and `exec_daemon.tool.calls` ({call}), both labelled `tool` and `outcome` (the result's oneof
@@ -89,7 +89,7 @@ TOOL_CALLS = "exec_daemon.tool.calls"
 DROPPED_CALLS = "exec_daemon.telemetry.calls.dropped"
 COMPUTER_USE_DURATION = "computer_use.session.duration"
 COMPUTER_USE_ACTIONS = "computer_use.session.action_count"
-COMPUTER_USE_RESULT = "computer_use.result"
+COMPUTER_USE_RESULT = "computer_use.session.result"
 PROCESS_MEMORY = "process.memory.usage"
 PROCESS_FDS = "process.unix.file_descriptor.count"
 # What the sandbox (VM or container) has and uses, as GetSandboxInfo reports it (semconv system

@@ -1,10 +1,14 @@
 """Runs `<workspace>/.cursor/environment.json` (its format: exec_daemon/kernel/environment_file.py).
 
 - `install` runs before the agent starts (`exec-daemon install`); it must be safe to run again.
+- `user`: install, start and the terminals run as that user (terminals/accounts.py: a daemon
+  started as root switches to it; otherwise, or for a user the machine does not know, they are
+  not run and the error says why).
 - `start` runs when the daemon starts, in a terminal named "start"; then every entry of
   `terminals` (`name`, `command`, `description`) runs in its own tmux session (terminals/tmux.py),
   which the person (web terminal) and the agent (tmux from its shell, and the terminal files)
-  both see and type into; its screen stays when the command ends.
+  both see and type into; when its command ends (or is interrupted with Ctrl-C), a shell takes
+  its place in the same pane, below its output.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,12 +25,14 @@ from pathlib import Path
 
 from exec_daemon.kernel.environment_file import (
     ENVIRONMENT_FILE,
+    EnvironmentConfig,
     EnvironmentConfigError,
     load_environment,
 )
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.secrets import without_secrets
 from exec_daemon.kernel.state import Daemon
+from exec_daemon.terminals.accounts import AccountError, account_for
 from exec_daemon.terminals.pty import PtyManager
 from exec_daemon.terminals.tmux import SharedTerminals
 
@@ -46,10 +53,17 @@ def run_install(workspace: Path) -> int:
         where = workspace / ENVIRONMENT_FILE
         print(f"exec-daemon install: no install command in {where}; nothing to do", file=sys.stderr)
         return 0
-    print(f"exec-daemon install: running in {workspace}: {config.install}", file=sys.stderr)
+    try:
+        account = account_for(config.user)
+    except AccountError as exc:
+        print(f"exec-daemon install: {config.path}: {exc}", file=sys.stderr)
+        return 2
+    argv = account.argv(config.install) if account else ["bash", "-c", config.install]
+    who = f" as {account.name}" if account else ""
+    print(f"exec-daemon install: running in {workspace}{who}: {config.install}", file=sys.stderr)
     sys.stderr.flush()
     completed = subprocess.run(
-        ["bash", "-c", config.install],
+        argv,
         cwd=workspace,
         env=without_secrets(os.environ),
         stdin=subprocess.DEVNULL,
@@ -69,9 +83,16 @@ async def start_environment(daemon: Daemon) -> None:
         return
     if config is None:
         return
+    _check_ports(config, daemon.config.own_ports())
+    try:
+        account = await asyncio.to_thread(account_for, config.user)
+    except AccountError as exc:
+        log.error("not running environment.json's start and terminals: %s: %s", config.path, exc)
+        return
     manager = daemon.service(PtyManager)
     if config.start:
-        await _run_start(manager, config.start)
+        start = shlex.join(account.argv(config.start)) if account else config.start
+        await _run_start(manager, start)
     shared = daemon.service(SharedTerminals)
     for index, spec in enumerate(config.terminals, 1):
         try:
@@ -79,12 +100,30 @@ async def start_environment(daemon: Daemon) -> None:
                 command=spec.command,
                 name=spec.name or f"terminal {index}",
                 description=spec.description,
-                keep_on_exit=True,
+                shell_after=True,
+                account=account,
             )
         except CodedError as exc:
             log.error("environment.json terminal %r did not start: %s", spec.name, exc.message)
             continue
         log.info("environment.json terminal %r is %s", terminal.name, terminal.id)
+
+
+def _check_ports(config: EnvironmentConfig, own_ports: dict[int, str]) -> None:
+    """`ports` are the project's servers, which the orchestrator exposes (the daemon forwards
+    nothing); one the daemon itself listens on could never be served: said at start."""
+    for index, entry in enumerate(config.data.get("ports", []), 1):
+        port, name = entry["port"], entry.get("name") or f"ports[{index}]"
+        if port in own_ports:
+            log.error(
+                "environment.json port %d (%s) is the exec daemon's own %s port: "
+                "a server of the project cannot listen there",
+                port,
+                name,
+                own_ports[port],
+            )
+        else:
+            log.info("environment.json port %d (%s): exposed by the orchestrator", port, name)
 
 
 async def _run_start(manager: PtyManager, command: str) -> None:

@@ -13,6 +13,12 @@ log file's header and in `GET /terminals`):
     tmux -S <socket> capture-pane -p -t =<session>          # the screen as text
     tmux -S <socket> send-keys -t =<session> 'make test' Enter
 
+A sandboxed shell cannot reach the tmux server (below); it reads a shared terminal through the
+terminals folder instead, which every sandbox sees read-only: `terminal-<id>.log` (the raw
+output) and `terminal-<id>.screen.txt`, the pane's history and screen as text (what
+`capture-pane -p -J -S -` prints), rewritten (atomically) within SCREEN_REFRESH_SECONDS of any
+output. Neither can type: only the tmux socket can, and a sandbox has no way to it.
+
 The socket lives in the daemon's private state root (`<state root>/sockets/tmux/`, see
 exec_daemon/kernel/state_root.py), one server per daemon instance: every sandbox masks that
 folder with an empty mount (sandbox/README.md), so a sandboxed shell cannot reach the server
@@ -39,6 +45,7 @@ from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.runner import Helper, HelperFailed, run_helper, start_helper
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.state_root import SOCKETS, sockets_folder, state_folder
+from exec_daemon.terminals.accounts import Account
 from exec_daemon.terminals.pty import (
     PtyManager,
     Terminal,
@@ -50,6 +57,8 @@ from exec_daemon.terminals.pty import (
 log = logging.getLogger(__name__)
 
 TMUX_COMMAND_SECONDS = 10.0
+# How often a shared terminal's screen file is brought up to date (when it had output).
+SCREEN_REFRESH_SECONDS = 0.5
 SERVER_START_SECONDS = 10.0
 # A unix socket's path holds at most 107 bytes (sun_path).
 MAX_SOCKET_PATH = 100
@@ -78,6 +87,7 @@ class SharedSession:
 
     socket: str
     session: str
+    screen_file: str = ""
 
     @property
     def target(self) -> str:
@@ -99,6 +109,7 @@ class SharedSession:
             "tmux_session": self.session,
             "read_screen": self.tmux("capture-pane", "-p", "-t", target),
             "type_keys": self.tmux("send-keys", "-t", target, "echo hello", "Enter"),
+            "screen_file": self.screen_file,
         }
 
 
@@ -111,6 +122,7 @@ class SharedTerminals:
         self._folder: Path | None = None
         self.socket: Path | None = None
         self.sessions: dict[str, SharedSession] = {}
+        self._screen_keepers: dict[str, asyncio.Task[None]] = {}
 
     @property
     def available(self) -> bool:
@@ -192,37 +204,48 @@ class SharedTerminals:
         rows: int = 24,
         name: str = "",
         description: str = "",
-        keep_on_exit: bool = False,
+        shell_after: bool = False,
+        account: Account | None = None,
     ) -> Terminal:
         """A new tmux session running `command` (default: a login shell) and the PTY terminal
-        attached to it. `keep_on_exit`: the session's screen stays once the command ended."""
+        attached to it. `shell_after`: once the command ends (done, failed or interrupted with
+        Ctrl-C), a shell takes its place in the pane, below its output, so the person and the
+        agent keep a terminal there rather than a dead pane. `account`: all of it runs as that
+        account (environment.json's `user`)."""
         manager = self._daemon.service(PtyManager)
         if not self.available or self.socket is None:
+            if account is not None:
+                command = shlex.join(account.argv(command or account.shell))
             return manager.create(
                 command=command, cwd=cwd, cols=cols, rows=rows, name=name, description=description
             )
         validate_size(cols, rows)
         workdir = manager.resolve_cwd(cwd)
         terminal_id = new_terminal_id()
-        shared = SharedSession(
-            str(self.socket), self._session_name(name or terminal_id, terminal_id)
-        )
         log_path = manager.folder / f"terminal-{terminal_id}.log"
+        screen_path = manager.folder / f"terminal-{terminal_id}.screen.txt"
+        shared = SharedSession(
+            str(self.socket),
+            self._session_name(name or terminal_id, terminal_id),
+            str(screen_path),
+        )
         exit_file = shlex.quote(str(self.socket.parent / f"exit-{terminal_id}"))
         go = f"go-{terminal_id}"
         await asyncio.to_thread(_write_header, log_path, terminal_id, name, command, shared)
         # The program waits until its output is piped to the log and the daemon's client is
         # attached (so even a command that ends at once is seen); its exit code goes to a file,
         # from which the client's terminal reports it.
-        shell = login_shell()
-        program = shlex.join([shell, "-c", command] if command else [shell])
+        program = _pane_program(command, shell_after, account.shell if account else login_shell())
+        if account is not None:
+            # The pane's program is POSIX shell (trap, $?), whatever the account's shell is.
+            program = shlex.join([*account.prefix(), "/bin/sh", "-c", program])
         wrapped = f"{shared.tmux('wait-for', go)}; {program}; printf %s $? > {exit_file}"
         new_session = ["new-session", "-d", "-s", shared.session, "-x", str(cols), "-y", str(rows)]
         new_session += ["-c", workdir]
         for key, value in manager.environment().items():
             if key != "TERM":  # inside tmux it is tmux's default-terminal
                 new_session += ["-e", f"{key}={value}"]
-        setup = _session_setup(shared, log_path, keep_on_exit, title=name or shared.session)
+        setup = _session_setup(shared, log_path, title=name or shared.session)
         pane_pid = await self._tmux(*new_session, wrapped, *setup)
         attach = shared.tmux("wait-for", "-S", go, ";", "attach-session", "-t", shared.target)
         report_exit = (
@@ -248,16 +271,52 @@ class SharedTerminals:
             # Ctrl-C from the page or a signal RPC reaches the program, not the tmux client.
             terminal.foreground_group = lambda: foreground_group_of(pid)
         self.sessions[terminal_id] = shared
+        self._screen_keepers[terminal_id] = asyncio.create_task(
+            self._keep_screen_file(shared, log_path, screen_path)
+        )
         return terminal
+
+    async def _keep_screen_file(self, shared: SharedSession, log_path: Path, screen: Path) -> None:
+        """Rewrites `screen` with the pane's history and screen as text whenever its log grew,
+        until the session is gone (the file then keeps its last screen)."""
+        written_at_size = -1
+        while self.available:
+            try:
+                size = (await asyncio.to_thread(os.stat, log_path)).st_size
+            except OSError:
+                size = written_at_size + 1
+            if size != written_at_size:
+                text = await self._tmux(
+                    "capture-pane", "-p", "-J", "-S", "-", "-t", shared.pane, check=False
+                )
+                if text is None:
+                    return
+                try:
+                    await asyncio.to_thread(_replace_file, screen, text)
+                except OSError as exc:
+                    log.warning("cannot write %s: %s", screen, exc.strerror)
+                    return
+                written_at_size = size
+            await asyncio.sleep(SCREEN_REFRESH_SECONDS)
+
+    async def _stop_screen_file(self, terminal_id: str) -> None:
+        task = self._screen_keepers.pop(terminal_id, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def close(self, terminal: Terminal) -> None:
         """Ends a terminal: its tmux session (and so its client) if it is shared."""
         shared = self.sessions.pop(terminal.id, None)
+        await self._stop_screen_file(terminal.id)
         if shared is not None and self.available:
             await self._tmux("kill-session", "-t", shared.target, check=False)
         await self._daemon.service(PtyManager).close(terminal.id)
 
     async def aclose(self) -> None:
+        for terminal_id in list(self._screen_keepers):
+            await self._stop_screen_file(terminal_id)
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
@@ -266,15 +325,28 @@ class SharedTerminals:
                     await asyncio.to_thread(self.socket.unlink)
 
 
-def _session_setup(
-    shared: SharedSession, log_path: Path, keep_on_exit: bool, title: str
-) -> list[str]:
+def _pane_program(command: str | None, shell_after: bool, shell: str) -> str:
+    """What the pane runs: `command` (or `shell`), then, with `shell_after`, a line saying how
+    it ended and `shell`. The pane's own shell traps SIGINT and SIGQUIT (a handler, which its
+    children do not inherit), so Ctrl-C ends the command and not what follows it."""
+    if not command:
+        return shlex.quote(shell)
+    program = shlex.join([shell, "-c", command])
+    if not shell_after:
+        return program
+    said = shlex.quote("\\n[the command ended with code %s; a shell takes its place]\\n")
+    return (
+        f"trap : INT QUIT; {program}; code=$?; trap - INT QUIT; "
+        f'printf {said} "$code"; {shlex.quote(shell)}'
+    )
+
+
+def _session_setup(shared: SharedSession, log_path: Path, title: str) -> list[str]:
     """The tmux commands that follow a new session's, in the same command list (so before the
-    server reads anything from its program): what stays after exit, the log pipe, the pane's
-    title (the page's tab shows it until the program sets one), and the pane's pid printed."""
+    server reads anything from its program): the log pipe, the pane's title (the page's tab
+    shows it until the program sets one), and the pane's pid printed."""
     pane = shared.pane
     return [
-        *(";", "set-option", "-p", "-t", pane, "remain-on-exit", "on" if keep_on_exit else "off"),
         *(";", "pipe-pane", "-t", pane, f"exec cat >> {shlex.quote(str(log_path))}"),
         *(";", "select-pane", "-t", pane, "-T", title),
         *(";", "display-message", "-p", "-t", pane, "#{pane_pid}"),
@@ -293,6 +365,18 @@ def foreground_group_of(pid: int) -> int | None:
     return group if group > 0 else None
 
 
+def _replace_file(path: Path, text: str) -> None:
+    """Writes `path` whole, atomically: a reader sees the old text or the new, never half."""
+    temporary = path.with_name(f".{path.name}.new")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
 def _write_header(
     path: Path, terminal_id: str, name: str, command: str | None, shared: SharedSession
 ) -> None:
@@ -303,6 +387,8 @@ def _write_header(
         f"# command: {command or 'a login shell'}\n"
         f"# read its screen: {shared.tmux('capture-pane', '-p', '-t', target)}\n"
         f"# type into it: {shared.tmux('send-keys', '-t', target, 'make test', 'Enter')}\n"
+        f"# its history and screen as text, kept up to date (a sandbox can read it): "
+        f"{shared.screen_file}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)

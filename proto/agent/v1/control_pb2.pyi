@@ -143,16 +143,30 @@ class WriteBinaryFileResponse(_message.Message):
     def __init__(self, bytes_written: _Optional[int] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class GetDiffRequest(_message.Message):
-    __slots__ = ("ref",)
+    __slots__ = ("ref", "paths")
     REF_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
     ref: str
-    def __init__(self, ref: _Optional[str] = ...) -> None: ...
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ref: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetDiffResponse(_message.Message):
-    __slots__ = ("diff",)
+    __slots__ = ("diff", "omitted")
     DIFF_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
     diff: str
-    def __init__(self, diff: _Optional[str] = ...) -> None: ...
+    omitted: _containers.RepeatedCompositeFieldContainer[GetDiffOmittedFile]
+    def __init__(self, diff: _Optional[str] = ..., omitted: _Optional[_Iterable[_Union[GetDiffOmittedFile, _Mapping]]] = ...) -> None: ...
+
+class GetDiffOmittedFile(_message.Message):
+    __slots__ = ("path", "size", "reason")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size: int
+    reason: str
+    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class GetWorkspaceChangesHashRequest(_message.Message):
     __slots__ = ()
