@@ -36,6 +36,14 @@ from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from tools.agent_context import AgentContexts
 from tools.models import ModelEndpoint, model_failure
+from tools.subagent_media import (
+    Picture,
+    conversation_chars,
+    drop_old_tool_images,
+    pictures_message,
+    split_images,
+    tool_images_message,
+)
 
 # Subagents never start subagents or batch runs: every loop stays one level deep.
 NOT_FOR_SUBAGENTS = frozenset(
@@ -69,6 +77,11 @@ class SubagentKind:
     # Variants this type is offered beyond those every type gets (e.g. computer use).
     only_for_it: frozenset[str] = frozenset()
     model: str = ""
+    # The only variants it is offered (and may call), when set: the computer-use subagent sees
+    # the desktop, no files or shell.
+    only_tools: frozenset[str] | None = None
+    # A Task of this type naming an existing subagent of it (agent_id) resumes that one.
+    stateful: bool = False
 
 
 # Tools only the types named for them are offered.
@@ -88,12 +101,15 @@ KINDS: dict[int, SubagentKind] = {
         "debug",
         "Find the cause of the bug described: reproduce it, form hypotheses, test them with "
         "the tools, and report the cause with the evidence (and the fix if asked for).",
+        stateful=True,
     ),
     SubagentType.SUBAGENT_TYPE_COMPUTER_USE: SubagentKind(
         "computerUse",
         "Operate the desktop with the computer use tool (screenshots, mouse, keyboard) to do "
-        "the task.",
-        only_for_it=_SPECIAL_TOOLS,
+        "the task. Each screenshot comes to you as an image of 1280x800 pixels; coordinates "
+        "you give are in that space.",
+        only_tools=frozenset({"computer_use_tool_call"}),
+        stateful=True,
     ),
     SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW: SubagentKind(
         "videoReview",
@@ -195,6 +211,8 @@ def tool_name(variant: str) -> str:
 def dispatchable(specs: Sequence[ToolSpec], kind: SubagentKind) -> dict[str, ToolSpec]:
     """The tools a subagent of `kind` may call, by the name the model uses (before any
     read-only restriction: that one the permissions guard enforces on every call)."""
+    if kind.only_tools is not None:
+        return {tool_name(spec.variant): spec for spec in specs if spec.variant in kind.only_tools}
     return {
         tool_name(spec.variant): spec
         for spec in specs
@@ -387,9 +405,12 @@ def prepared(
     )
 
 
-async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> str:
-    """Runs the subagent on `prompt` (after its earlier messages) until it answers without a
-    tool call; its final message. Raises CodedError (budget, model endpoint)."""
+async def run_subagent(
+    subagent: SubagentRun, prompt: str, ctx: CallContext, pictures: Sequence[Picture] = ()
+) -> str:
+    """Runs the subagent on `prompt` (after its earlier messages; `pictures`, a Task's
+    attachments, as image parts after it) until it answers without a tool call; its final
+    message. Raises CodedError (budget, model endpoint)."""
     daemon = ctx.daemon
     conversation = daemon.service(Conversations).get(subagent.agent_id)
     if conversation.running:
@@ -402,7 +423,10 @@ async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> 
     if not conversation.messages:
         system = _COMMON.format(workspace=daemon.workspace) + "\n\n" + subagent.kind.prompt
         conversation.messages.append({"role": "system", "content": system})
-    conversation.messages.append({"role": "user", "content": prompt})
+    if pictures:
+        conversation.messages.append(pictures_message(prompt, pictures))
+    else:
+        conversation.messages.append({"role": "user", "content": prompt})
     conversation.kind = subagent.kind
     conversation.running = True
     try:
@@ -458,10 +482,15 @@ async def _loop(
         messages.append(assistant)
         if not calls:
             return turn.text
+        pictures: list[Picture] = []
         for call in calls:
             await _say(ctx, subagent.agent_id, f"\n→ {call['name']} {call['arguments'][:200]}\n")
-            answer = await _run_tool(call, tools, subagent.agent_id, ctx)
+            answer, images = await _run_tool(call, tools, subagent.agent_id, ctx)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer})
+            pictures.extend(images)
+        # A tool message holds text only: the images follow, once every call has its answer.
+        if pictures:
+            messages.append(tool_images_message(pictures))
         if tokens > subagent.max_tokens:
             raise CodedError(
                 ErrorCode.RESOURCE_EXHAUSTED,
@@ -484,6 +513,7 @@ async def _model_turn(
     import openai
 
     client = ctx.daemon.service(ModelEndpoint).client("Task (subagents)")
+    drop_old_tool_images(messages)
     turn = Turn()
     try:
         stream = await client.chat.completions.create(  # type: ignore[call-overload]
@@ -503,7 +533,7 @@ async def _model_turn(
         raise model_failure(exc, f"subagent {subagent.agent_id}") from None
     if not turn.tokens:
         # No usage reported: about four characters a token.
-        turn.tokens = (len(json.dumps(messages)) + len(turn.text)) // 4
+        turn.tokens = (conversation_chars(messages) + len(turn.text)) // 4
     return turn
 
 
@@ -527,15 +557,16 @@ async def _say(ctx: CallContext, agent_id: str, text: str) -> None:
 
 async def _run_tool(
     call: dict[str, str], tools: dict[str, ToolSpec], agent_id: str, ctx: CallContext
-) -> str:
-    """What the model reads back: the call's result as JSON, or why it did not run."""
+) -> tuple[str, list[Picture]]:
+    """What the model reads back: the call's result as JSON (or why it did not run), and the
+    images the result held (not in the JSON: they go to the model as images)."""
     spec = tools.get(call["name"])
     if spec is None:
-        return f"error: there is no tool {call['name']!r} for this subagent"
+        return f"error: there is no tool {call['name']!r} for this subagent", []
     try:
         tool_call = _tool_call(spec.variant, call["arguments"])
     except CodedError as failure:
-        return f"error {failure.code}: {failure.message}"
+        return f"error {failure.code}: {failure.message}", []
     sub_ctx = CallContext(
         daemon=ctx.daemon,
         call_id=ctx.call_id,
@@ -549,11 +580,14 @@ async def _run_tool(
     try:
         answer = await running
     except CodedError as failure:
-        return f"error {failure.code}: {failure.message}"
+        return f"error {failure.code}: {failure.message}", []
     finally:
         _raise_if_cancelled()
-    result = getattr(answer, spec.variant).result
-    return _cut(json_format.MessageToJson(result, preserving_proto_field_name=True, indent=None))
+    result, pictures = split_images(getattr(answer, spec.variant).result, call["name"])
+    text = _cut(json_format.MessageToJson(result, preserving_proto_field_name=True, indent=None))
+    if pictures:
+        text += f"\n[{len(pictures)} image(s) from this call follow in the next message]"
+    return text, pictures
 
 
 def _raise_if_cancelled() -> None:
