@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import io
+import subprocess
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +129,91 @@ async def test_a_non_stateful_type_naming_an_existing_agent_id_is_refused(
     assert first.success.final_message == "Looked."
     again, _ = await run_task(client, task_call("Look again", agent_id="once"))
     assert again.error.code == "already_exists"
+
+
+def make_video(path: Path) -> None:
+    """Two seconds: the first red, the second blue (320x240, 10 fps)."""
+    colors = ["-f", "lavfi", "-i", "color=c=red:s=320x240:r=10:d=1"]
+    colors += ["-f", "lavfi", "-i", "color=c=blue:s=320x240:r=10:d=1"]
+    joined = ["-filter_complex", "[0:v][1:v]concat=n=2:v=1[v]", "-map", "[v]"]
+    encoded = ["-c:v", "libx264", "-pix_fmt", "yuv420p", str(path)]
+    subprocess.run(
+        ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *colors, *joined, *encoded],
+        check=True,
+        timeout=60,
+    )
+
+
+def dominant(data: bytes) -> str:
+    red, _green, blue = Image.open(io.BytesIO(data)).convert("RGB").getpixel((10, 10))  # type: ignore[misc]
+    return "red" if red > blue else "blue"
+
+
+async def test_attachments_reach_the_model_as_an_image_and_timed_frames_of_a_video(
+    model: ScriptedModel, client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    media = daemon.workspace / "media"
+    media.mkdir(exist_ok=True)
+    picture = media / "shot.png"
+    Image.new("RGB", (64, 48), (0, 200, 0)).save(picture)
+    video = media / "clip.mp4"
+    make_video(video)
+    model.turns = [Final("A green picture; a clip that turns from red to blue.")]
+    call = task_call(
+        "What do these show?", subagent_type=MEDIA_REVIEW, attachments=[str(picture), str(video)]
+    )
+    result, _ = await run_task(client, call)
+    assert result.success.final_message.startswith("A green picture"), result
+    asked = model.chat_requests()[0]["messages"][1]
+    assert asked["role"] == "user"
+    shown = texts(asked)
+    assert shown[0] == "What do these show?"
+    images = image_parts(asked)
+    assert images[0] == ("image/png", picture.read_bytes())
+    frames = images[1:]
+    assert len(frames) == 8 and all(mime == "image/jpeg" for mime, _ in frames)
+    assert [dominant(data) for _, data in frames] == ["red"] * 4 + ["blue"] * 4
+    captions = [text for text in shown if "frame" in text]
+    assert captions[0].endswith("frame 1 of 8 at 00:00.125 (of 00:02.000):"), captions
+    assert "at 00:01.875" in captions[-1] and str(video) in captions[-1]
+
+
+async def test_an_attachment_the_agent_may_not_read_is_a_typed_error(
+    model: ScriptedModel, client: ExecDaemonClient, daemon: RunningDaemon
+) -> None:
+    hidden = daemon.workspace / "private"
+    hidden.mkdir(exist_ok=True)
+    picture = hidden / "secret.png"
+    Image.new("RGB", (8, 8), (0, 0, 0)).save(picture)
+    # The control: readable, it reaches the model.
+    model.turns = [Final("Black.")]
+    seen, _ = await run_task(
+        client, task_call("Look", subagent_type=MEDIA_REVIEW, attachments=[str(picture)])
+    )
+    assert seen.success.final_message == "Black."
+    assert image_parts(model.chat_requests()[-1]["messages"][1])
+    (daemon.workspace / ".cursorignore").write_text("private/\n")
+    try:
+        refused, _ = await run_task(
+            client, task_call("Look", subagent_type=MEDIA_REVIEW, attachments=[str(picture)])
+        )
+        # A symlink spelled elsewhere is judged by what it resolves to.
+        alias = daemon.workspace / "alias.png"
+        alias.symlink_to(picture)
+        aliased, _ = await run_task(
+            client, task_call("Look", subagent_type=MEDIA_REVIEW, attachments=[str(alias)])
+        )
+    finally:
+        (daemon.workspace / ".cursorignore").unlink()
+    assert refused.error.code == "permission_denied", refused
+    assert str(picture) in refused.error.message and ".cursorignore" in refused.error.message
+    assert aliased.error.code == "permission_denied", aliased
+    text = daemon.workspace / "notes.txt"
+    text.write_text("just words\n")
+    for path, code in [(text, "invalid_argument"), (hidden / "none.png", "not_found")]:
+        failed, _ = await run_task(
+            client, task_call("Look", subagent_type=MEDIA_REVIEW, attachments=[str(path)])
+        )
+        assert failed.error.code == code, failed
+        assert str(path) in failed.error.message
+    assert len(model.chat_requests()) == 1, "no refused Task reached the model"

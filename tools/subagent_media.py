@@ -4,21 +4,44 @@ message (`{"type": "image_url", "image_url": {"url": "data:image/webp;base64,...
 - A tool result carrying an image (computer_use's screenshot, read's image) is answered as text
   without the image's bytes; the image follows in a user message (a `tool` message may hold text
   only), one part per image, each after a line saying which call it came from.
+- A Task's `attachments` (files for the media review subagent): an image as it is; a video as
+  frames sampled evenly over its length by ffmpeg, each after a line with its timestamp. A path
+  is opened with the agent's read rules (tools/workspace.py's AgentPaths, as the read tool
+  does); what it may not read is a typed error naming the path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
+import os
+import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from exec_daemon.kernel.errors import CodedError, ErrorCode
+from exec_daemon.kernel.paths import PathRefused, open_checked
+from exec_daemon.kernel.protected import resolve_path
+from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.state import Daemon
 from tools.files import SNIFF_BYTES, image_mime
+from tools.workspace import AgentPaths
 
+# An image (attached or sampled) larger than this is refused: it goes into a request body.
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_ATTACHMENTS = 10
+# Frames sampled from one video, evenly over its length, each at most the screenshots' size.
+FRAMES_PER_VIDEO = 8
+FRAME_SIZE = (1280, 800)
+FFMPEG_SECONDS = 60.0
 # Images from tool calls kept in a conversation: older ones are replaced by a line of text
 # (every model turn sends the whole conversation again).
 KEPT_TOOL_IMAGES = 4
@@ -109,3 +132,167 @@ def conversation_chars(messages: list[dict[str, Any]]) -> int:
         else:
             total += len(json.dumps(message))
     return total
+
+
+# --- a Task's attachments ------------------------------------------------------------------------
+
+
+async def attachment_pictures(daemon: Daemon, paths: Sequence[str]) -> list[Picture]:
+    """The pictures of a Task's attachments, in order. Raises CodedError: permission_denied for
+    a path the agent may not read, not_found, invalid_argument for a file that is neither an
+    image nor a video, unavailable without ffmpeg."""
+    if len(paths) > MAX_ATTACHMENTS:
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{len(paths)} attachments: give at most {MAX_ATTACHMENTS}",
+        )
+    pictures: list[Picture] = []
+    for given in paths:
+        pictures.extend(await _pictures_of(daemon, given))
+    return pictures
+
+
+@dataclass
+class _Opened:
+    fd: int
+    size: int
+    head: bytes
+
+
+def _open_attachment(daemon: Daemon, given: str) -> tuple[Path, _Opened]:
+    if not given.strip():
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, "an attachment path is empty")
+    path = resolve_path(daemon.workspace, given)
+    try:
+        opened = open_checked(path, daemon.service(AgentPaths))
+    except PathRefused as refused:
+        code = (
+            ErrorCode.INVALID_ARGUMENT if refused.kind == "invalid" else ErrorCode.PERMISSION_DENIED
+        )
+        raise CodedError(code, f"attachment {given}: {refused.reason}") from None
+    except FileNotFoundError:
+        raise CodedError(ErrorCode.NOT_FOUND, f"attachment {given} does not exist") from None
+    except PermissionError:
+        raise CodedError(
+            ErrorCode.PERMISSION_DENIED, f"attachment {given}: no permission to read it"
+        ) from None
+    except OSError as exc:
+        raise CodedError(
+            ErrorCode.FAILED_PRECONDITION, f"attachment {given}: cannot open it ({exc.strerror})"
+        ) from None
+    if opened.is_dir or not _is_regular(opened.info.st_mode):
+        opened.close()
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"attachment {given} is not a regular file")
+    try:
+        head = os.pread(opened.fd, SNIFF_BYTES, 0)
+    except OSError as exc:
+        opened.close()
+        raise CodedError(
+            ErrorCode.FAILED_PRECONDITION, f"attachment {given}: cannot read it ({exc.strerror})"
+        ) from None
+    return path, _Opened(opened.fd, opened.info.st_size, head)
+
+
+def _is_regular(mode: int) -> bool:
+    return stat.S_ISREG(mode)
+
+
+def _read_image(opened: _Opened, given: str) -> bytes:
+    if opened.size > MAX_IMAGE_BYTES:
+        raise CodedError(
+            ErrorCode.TOO_LARGE,
+            f"attachment {given} is {opened.size} bytes; an image may have {MAX_IMAGE_BYTES}",
+        )
+    return os.pread(opened.fd, MAX_IMAGE_BYTES + 1, 0)
+
+
+async def _pictures_of(daemon: Daemon, given: str) -> list[Picture]:
+    path, opened = await asyncio.to_thread(_open_attachment, daemon, given)
+    try:
+        mime = image_mime(opened.head)
+        if mime is not None:
+            data = await asyncio.to_thread(_read_image, opened, given)
+            return [Picture(mime, data, f"Attachment {path}:")]
+        return await _video_frames(daemon, opened.fd, path, given)
+    finally:
+        os.close(opened.fd)
+
+
+async def _video_frames(daemon: Daemon, fd: int, path: Path, given: str) -> list[Picture]:
+    if shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None:
+        raise CodedError(
+            ErrorCode.UNAVAILABLE, f"attachment {given}: ffmpeg is not installed to read videos"
+        )
+    # The helpers read the file the checks opened (its descriptor, passed on), never the path.
+    source = _Source(fd, f"/proc/self/fd/{fd}")
+    duration = await _duration(daemon, source, given)
+    frames = []
+    # A length ffprobe does not know: the first frame only.
+    count = FRAMES_PER_VIDEO if duration > 0 else 1
+    for index in range(count):
+        at = duration * (index + 0.5) / count
+        data = await _frame_at(daemon, source, at, given)
+        if data:
+            caption = f"Attachment {path}, frame {index + 1} of {count} at {_clock(at)}"
+            frames.append(Picture("image/jpeg", data, caption + f" (of {_clock(duration)}):"))
+    if not frames:
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"attachment {given}: no frame could be read")
+    return frames
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes):02d}:{rest:06.3f}"
+
+
+@dataclass(frozen=True)
+class _Source:
+    fd: int
+    path: str
+
+
+async def _duration(daemon: Daemon, source: _Source, given: str) -> float:
+    argv = ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries"]
+    argv += ["stream=duration:format=duration", "-of", "json", source.path]
+    try:
+        done = await run_helper(
+            argv, env=daemon.env.snapshot(), time_limit=FFMPEG_SECONDS, pass_fds=(source.fd,)
+        )
+    except HelperFailed as failed:
+        raise CodedError(failed.code, f"attachment {given}: {failed.message}") from None
+    found: dict[str, Any] = {}
+    with contextlib.suppress(ValueError):
+        found = json.loads(done.stdout.text())
+    streams = found.get("streams") or []
+    if done.returncode != 0 or not streams:
+        raise CodedError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"attachment {given} is neither an image (png, jpeg, gif, webp) nor a video",
+        )
+    for value in (streams[0].get("duration"), (found.get("format") or {}).get("duration")):
+        with contextlib.suppress(TypeError, ValueError):
+            seconds = float(str(value))
+            if seconds > 0:
+                return seconds
+    return 0.0
+
+
+async def _frame_at(daemon: Daemon, source: _Source, at: float, given: str) -> bytes:
+    width, height = FRAME_SIZE
+    fit = f"scale='min({width},iw)':'min({height},ih)':force_original_aspect_ratio=decrease"
+    argv = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-ss", f"{at:.3f}"]
+    argv += ["-i", source.path, "-frames:v", "1", "-vf", fit, "-q:v", "4"]
+    argv += ["-f", "image2pipe", "-c:v", "mjpeg", "pipe:1"]
+    try:
+        done = await run_helper(
+            argv,
+            env=daemon.env.snapshot(),
+            time_limit=FFMPEG_SECONDS,
+            limit=MAX_IMAGE_BYTES,
+            pass_fds=(source.fd,),
+        )
+    except HelperFailed as failed:
+        raise CodedError(failed.code, f"attachment {given}: {failed.message}") from None
+    if done.returncode != 0 or done.stdout.cut:
+        return b""
+    return done.stdout.data

@@ -21,7 +21,7 @@ from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
-from tools.subagent_media import Picture
+from tools.subagent_media import Picture, attachment_pictures
 from tools.subagents import (
     KINDS,
     Conversations,
@@ -50,6 +50,7 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
             return _error("invalid_argument", "the Task has no prompt")
         try:
             kind = await _kind_for(args, resume, ctx)
+            pictures = await attachment_pictures(ctx.daemon, args.attachments)
         except CodedError as failure:
             return _error(failure.code, failure.message)
         readonly = readonly or kind.readonly
