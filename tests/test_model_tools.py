@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
+from PIL import Image
 
 from agent.v1.agent_pb2 import (
     AskQuestionArgs,
@@ -41,6 +42,7 @@ from tests.model_servers import (
     ToolCalls,
     serving_model,
     serving_search,
+    tiny_png,
     url_of,
 )
 from tests.polling import eventually
@@ -394,6 +396,40 @@ async def test_generate_image_writes_a_png_to_the_artifacts_folder(
     assert scripted.requests[-1]["model"] == "gpt-image-1"
     again = await run_tool(model_client, "generate_image_tool_call", args)
     assert Path(again.success.path).name == "evil-name-2.png", "nothing is overwritten"
+
+
+async def test_generate_image_sends_reference_images_to_the_edits_endpoint(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, workspace: Path
+) -> None:
+    scripted, _ = model
+    cat = workspace / "cat.png"
+    cat.write_bytes(tiny_png(3, 3))
+    hat = workspace / "hat.jpg"
+    Image.new("RGB", (4, 4), (0, 0, 255)).save(hat, "JPEG")
+    args = GenerateImageArgs(
+        description="the cat wearing the hat", reference_image_paths=[str(cat), "hat.jpg"]
+    )
+    result = await run_tool(model_client, "generate_image_tool_call", args)
+    assert result.WhichOneof("result") == "success", result
+    assert result.success.data == scripted.image
+    assert scripted.paths[-1] == "/v1/images/edits"
+    edit = scripted.requests[-1]
+    assert edit["prompt"] == "the cat wearing the hat" and edit["model"] == "gpt-image-1"
+    assert edit["image[]"] == [
+        ("cat.png", "image/png", cat.read_bytes()),
+        ("hat.jpg", "image/jpeg", hat.read_bytes()),
+    ]
+    sent = len(scripted.requests)
+    (workspace / ".cursorignore").write_text("hat.jpg\n")
+    hidden = await run_tool(model_client, "generate_image_tool_call", args)
+    assert hidden.error.code == "permission_denied", hidden
+    assert "hat.jpg" in hidden.error.message and ".cursorignore" in hidden.error.message
+    (workspace / "notes.txt").write_text("words\n")
+    for path, code in [("notes.txt", "invalid_argument"), ("none.png", "not_found")]:
+        refused = GenerateImageArgs(description="x", reference_image_paths=[str(cat), path])
+        failed = await run_tool(model_client, "generate_image_tool_call", refused)
+        assert failed.error.code == code and path in failed.error.message, failed
+    assert len(scripted.requests) == sent, "nothing refused reached the endpoint"
 
 
 async def test_generate_image_refuses_what_is_not_an_image(

@@ -159,9 +159,10 @@ class _Opened:
     head: bytes
 
 
-def _open_attachment(daemon: Daemon, given: str) -> tuple[Path, _Opened]:
+def _open_checked(daemon: Daemon, given: str, what: str) -> tuple[Path, _Opened]:
+    """`given` opened with the agent's read rules; CodedError naming it as `what`."""
     if not given.strip():
-        raise CodedError(ErrorCode.INVALID_ARGUMENT, "an attachment path is empty")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"the {what} path is empty")
     path = resolve_path(daemon.workspace, given)
     try:
         opened = open_checked(path, daemon.service(AgentPaths))
@@ -169,26 +170,26 @@ def _open_attachment(daemon: Daemon, given: str) -> tuple[Path, _Opened]:
         code = (
             ErrorCode.INVALID_ARGUMENT if refused.kind == "invalid" else ErrorCode.PERMISSION_DENIED
         )
-        raise CodedError(code, f"attachment {given}: {refused.reason}") from None
+        raise CodedError(code, f"{what} {given}: {refused.reason}") from None
     except FileNotFoundError:
-        raise CodedError(ErrorCode.NOT_FOUND, f"attachment {given} does not exist") from None
+        raise CodedError(ErrorCode.NOT_FOUND, f"{what} {given} does not exist") from None
     except PermissionError:
         raise CodedError(
-            ErrorCode.PERMISSION_DENIED, f"attachment {given}: no permission to read it"
+            ErrorCode.PERMISSION_DENIED, f"{what} {given}: no permission to read it"
         ) from None
     except OSError as exc:
         raise CodedError(
-            ErrorCode.FAILED_PRECONDITION, f"attachment {given}: cannot open it ({exc.strerror})"
+            ErrorCode.FAILED_PRECONDITION, f"{what} {given}: cannot open it ({exc.strerror})"
         ) from None
     if opened.is_dir or not _is_regular(opened.info.st_mode):
         opened.close()
-        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"attachment {given} is not a regular file")
+        raise CodedError(ErrorCode.INVALID_ARGUMENT, f"{what} {given} is not a regular file")
     try:
         head = os.pread(opened.fd, SNIFF_BYTES, 0)
     except OSError as exc:
         opened.close()
         raise CodedError(
-            ErrorCode.FAILED_PRECONDITION, f"attachment {given}: cannot read it ({exc.strerror})"
+            ErrorCode.FAILED_PRECONDITION, f"{what} {given}: cannot read it ({exc.strerror})"
         ) from None
     return path, _Opened(opened.fd, opened.info.st_size, head)
 
@@ -197,21 +198,37 @@ def _is_regular(mode: int) -> bool:
     return stat.S_ISREG(mode)
 
 
-def _read_image(opened: _Opened, given: str) -> bytes:
+def _read_image(opened: _Opened, given: str, what: str) -> bytes:
     if opened.size > MAX_IMAGE_BYTES:
         raise CodedError(
             ErrorCode.TOO_LARGE,
-            f"attachment {given} is {opened.size} bytes; an image may have {MAX_IMAGE_BYTES}",
+            f"{what} {given} is {opened.size} bytes; an image may have {MAX_IMAGE_BYTES}",
         )
     return os.pread(opened.fd, MAX_IMAGE_BYTES + 1, 0)
 
 
+def read_agent_image(daemon: Daemon, given: str, what: str) -> Picture:
+    """The image at `given` as the agent's read tool may read it (blocking: run in a thread).
+    Raises CodedError naming it as `what`: permission_denied, not_found, invalid_argument when
+    it is no image (png, jpeg, gif, webp), too_large."""
+    path, opened = _open_checked(daemon, given, what)
+    try:
+        mime = image_mime(opened.head)
+        if mime is None:
+            raise CodedError(
+                ErrorCode.INVALID_ARGUMENT, f"{what} {given} is not an image (png, jpeg, gif, webp)"
+            )
+        return Picture(mime, _read_image(opened, given, what), str(path))
+    finally:
+        os.close(opened.fd)
+
+
 async def _pictures_of(daemon: Daemon, given: str) -> list[Picture]:
-    path, opened = await asyncio.to_thread(_open_attachment, daemon, given)
+    path, opened = await asyncio.to_thread(_open_checked, daemon, given, "attachment")
     try:
         mime = image_mime(opened.head)
         if mime is not None:
-            data = await asyncio.to_thread(_read_image, opened, given)
+            data = await asyncio.to_thread(_read_image, opened, given, "attachment")
             return [Picture(mime, data, f"Attachment {path}:")]
         return await _video_frames(daemon, opened.fd, path, given)
     finally:
