@@ -721,6 +721,40 @@ async def test_grind_plans_a_goal_then_runs_each_step_as_a_subagent(
     assert bad.error.code == "invalid_argument"
 
 
+async def test_grind_ticks_each_step_as_it_completes_and_a_rerun_skips_the_done_ones(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, workspace: Path
+) -> None:
+    scripted, _ = model
+    plan = workspace / ".cursor" / "plans" / "chores.md"
+    todos = (
+        "- [ ] Write a.txt <!-- id: a -->\n- [ ] Write b.txt <!-- id: b -->\n- [ ] Write c.txt\n"
+    )
+    write_file(plan, "# Chores\n\n## Todos\n\n" + todos + "\nNotes stay.\n")
+    chores = StartGrindExecutionArgs(plan_id="chores")
+    # Step a is done; step b's model answers HTTP 500 (the script is used up).
+    scripted.turns = [
+        ToolCalls((("edit", {"path": str(workspace / "a.txt"), "contents": "a\n"}),)),
+        Final("A done."),
+    ]
+    first = await run_tool(model_client, "start_grind_execution_tool_call", chores)
+    assert first.error.code == "request_failed" and "step 2 (b: Write b.txt)" in first.error.message
+    assert read_text(plan) == (
+        "# Chores\n\n## Todos\n\n- [x] Write a.txt <!-- id: a -->\n"
+        "- [~] Write b.txt <!-- id: b -->\n- [ ] Write c.txt\n\nNotes stay.\n"
+    )
+    before = len(scripted.chat_requests())
+    scripted.turns = [Final("B done."), Final("C done.")]
+    second = await run_tool(model_client, "start_grind_execution_tool_call", chores)
+    assert second.WhichOneof("result") == "success", second
+    prompts = [body["messages"][1]["content"] for body in scripted.chat_requests()[before:]]
+    assert len(prompts) == 2
+    assert prompts[0].endswith("Write b.txt") and "step 1 of 2" in prompts[0]
+    assert prompts[1].endswith("Write c.txt")
+    assert read_text(plan).count("- [x] ") == 3 and "Notes stay." in read_text(plan)
+    third = await run_tool(model_client, "start_grind_execution_tool_call", chores)
+    assert third.error.code == "failed_precondition" and "no open step" in third.error.message
+
+
 @pytest.mark.parametrize("flag", ["--model-endpoint", "--web-search-endpoint"])
 @pytest.mark.parametrize("value", ["ftp://models.example", "localhost:8080", "http://"])
 def test_an_endpoint_flag_must_be_an_http_url(flag: str, value: str) -> None:
