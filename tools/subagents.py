@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 
 from agent.v1.agent_pb2 import SubagentType, TaskToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
+from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, read_checked
@@ -35,8 +36,10 @@ from exec_daemon.kernel.spec import EVERYTHING, Effect, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from tools.agent_context import AgentContexts
+from tools.browser import BROWSER_TOOL_NAMES, BROWSER_TOOLS, run_browser_tool
 from tools.models import ModelEndpoint, model_failure
 from tools.subagent_media import (
+    TOOL_IMAGE_PREFIX,
     Picture,
     conversation_chars,
     drop_old_tool_images,
@@ -82,6 +85,8 @@ class SubagentKind:
     only_tools: frozenset[str] | None = None
     # A Task of this type naming an existing subagent of it (agent_id) resumes that one.
     stateful: bool = False
+    # It drives the daemon's browser (tools/browser.py, --browser-enabled) with BROWSER_TOOLS.
+    browser: bool = False
 
 
 # Tools only the types named for them are offered.
@@ -129,8 +134,11 @@ KINDS: dict[int, SubagentKind] = {
     ),
     SubagentType.SUBAGENT_TYPE_BROWSER_USE: SubagentKind(
         "browserUse",
-        "Use the browser on the desktop (computer use) to do the task.",
-        only_for_it=_SPECIAL_TOOLS,
+        "Use your browser page to do the task: open URLs, find elements by CSS selector or "
+        "accessible name to click and type into, read the page's text and accessibility tree, "
+        "take screenshots.",
+        only_tools=frozenset(),
+        browser=True,
     ),
     SubagentType.SUBAGENT_TYPE_CURSOR_GUIDE: SubagentKind(
         "cursorGuide",
@@ -395,6 +403,10 @@ def prepared(
 ) -> SubagentRun:
     """A run of `kind` as `agent_id` within the daemon's budgets; `model` "fast" or ""."""
     config = daemon.config
+    if kind.browser and not config.browser_enabled:
+        raise CodedError(
+            ErrorCode.UNAVAILABLE, off_without("the browserUse subagent", "--browser-enabled")
+        )
     return SubagentRun(
         agent_id=agent_id,
         kind=kind,
@@ -420,6 +432,8 @@ async def run_subagent(
     specs = daemon.service(ToolCalls).specs
     tools = dispatchable(specs, subagent.kind)
     definitions = offered(tools, subagent.allows)
+    if subagent.kind.browser:
+        definitions += BROWSER_TOOLS
     if not conversation.messages:
         system = _COMMON.format(workspace=daemon.workspace) + "\n\n" + subagent.kind.prompt
         conversation.messages.append({"role": "system", "content": system})
@@ -485,7 +499,9 @@ async def _loop(
         pictures: list[Picture] = []
         for call in calls:
             await _say(ctx, subagent.agent_id, f"\n→ {call['name']} {call['arguments'][:200]}\n")
-            answer, images = await _run_tool(call, tools, subagent.agent_id, ctx)
+            answer, images = await _run_tool(
+                call, tools, subagent.agent_id, ctx, browser=subagent.kind.browser
+            )
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer})
             pictures.extend(images)
         # A tool message holds text only: the images follow, once every call has its answer.
@@ -556,10 +572,17 @@ async def _say(ctx: CallContext, agent_id: str, text: str) -> None:
 
 
 async def _run_tool(
-    call: dict[str, str], tools: dict[str, ToolSpec], agent_id: str, ctx: CallContext
+    call: dict[str, str],
+    tools: dict[str, ToolSpec],
+    agent_id: str,
+    ctx: CallContext,
+    *,
+    browser: bool = False,
 ) -> tuple[str, list[Picture]]:
     """What the model reads back: the call's result as JSON (or why it did not run), and the
     images the result held (not in the JSON: they go to the model as images)."""
+    if browser and call["name"] in BROWSER_TOOL_NAMES:
+        return await _run_browser_tool(call, agent_id, ctx)
     spec = tools.get(call["name"])
     if spec is None:
         return f"error: there is no tool {call['name']!r} for this subagent", []
@@ -588,6 +611,27 @@ async def _run_tool(
     if pictures:
         text += f"\n[{len(pictures)} image(s) from this call follow in the next message]"
     return text, pictures
+
+
+async def _run_browser_tool(
+    call: dict[str, str], agent_id: str, ctx: CallContext
+) -> tuple[str, list[Picture]]:
+    try:
+        arguments = json.loads(call["arguments"] or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("not an object")
+    except ValueError as exc:
+        return f"error invalid_argument: the arguments are not a JSON object: {exc}", []
+    try:
+        answer = await run_browser_tool(ctx.daemon, agent_id, call["name"], arguments)
+    except CodedError as failure:
+        return f"error {failure.code}: {failure.message}", []
+    if not answer.png:
+        return answer.text, []
+    caption = f"{TOOL_IMAGE_PREFIX}{call['name']} call:"
+    return answer.text + "\n[the screenshot follows in the next message]", [
+        Picture("image/png", answer.png, caption)
+    ]
 
 
 def _raise_if_cancelled() -> None:
