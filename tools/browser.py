@@ -58,6 +58,8 @@ class _Pipe:
         self._write_fd = write_fd
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        # Messages of concurrent calls must not interleave on the pipe.
+        self._writing = asyncio.Lock()
         self._reading = asyncio.create_task(self._read())
         self.gone = False
 
@@ -90,7 +92,8 @@ class _Pipe:
         waiter = asyncio.get_running_loop().create_future()
         self._waiting[self._next_id] = waiter
         data = json.dumps(message).encode() + b"\0"
-        await asyncio.to_thread(_write_all, self._write_fd, data)
+        async with self._writing:
+            await asyncio.to_thread(_write_all, self._write_fd, data)
         try:
             async with asyncio.timeout(CALL_SECONDS):
                 answer = await waiter
@@ -150,7 +153,8 @@ class Browser:
         self._daemon = daemon
         self._running: _Running | None = None
         self._starting = asyncio.Lock()
-        self._pages: OrderedDict[str, str] = OrderedDict()
+        # Each subagent's page: (its session, its target).
+        self._pages: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     async def _browser(self) -> _Running:
         async with self._starting:
@@ -215,10 +219,10 @@ class Browser:
     async def page(self, agent_id: str) -> tuple[_Pipe, str]:
         """The browser's pipe and the session of `agent_id`'s page (made on first use)."""
         running = await self._browser()
-        session = self._pages.get(agent_id)
-        if session is not None:
+        kept = self._pages.get(agent_id)
+        if kept is not None:
             self._pages.move_to_end(agent_id)
-            return running.pipe, session
+            return running.pipe, kept[0]
         target = await running.pipe.call("Target.createTarget", {"url": "about:blank"})
         attached = await running.pipe.call(
             "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
@@ -230,11 +234,11 @@ class Browser:
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
             session,
         )
-        self._pages[agent_id] = session
+        self._pages[agent_id] = (session, str(target["targetId"]))
         while len(self._pages) > MAX_PAGES:
-            _old, forgotten = self._pages.popitem(last=False)
+            _old, (_session, forgotten) = self._pages.popitem(last=False)
             with contextlib.suppress(BrowserFailed):
-                await running.pipe.call("Target.detachFromTarget", {"sessionId": forgotten})
+                await running.pipe.call("Target.closeTarget", {"targetId": forgotten})
         return running.pipe, session
 
     async def _stop(self, running: _Running) -> None:
@@ -407,7 +411,7 @@ class _Page:
         await asyncio.sleep(0.1)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LOAD_SECONDS
-        while loop.time() < deadline:
+        while loop.time() < deadline and not self._pipe.gone:
             with contextlib.suppress(CodedError):
                 if await self.evaluate("document.readyState") == "complete":
                     return
