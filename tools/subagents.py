@@ -7,7 +7,9 @@ through the daemon's dispatcher (`daemon.service(ToolCalls)`, the orchestrator's
 hooks, redaction) under the subagent's agent id, so the permissions guard refuses a read-only
 subagent's writes even when a model asks for a tool it was not offered. Progress streams as
 TaskToolCallDelta (the model's text and one line per tool call). Every loop is bounded in model
-turns (--subagent-max-steps) and tokens (--subagent-max-tokens).
+turns (--subagent-max-steps) and tokens (--subagent-max-tokens). The computer-use subagent is
+offered computer_use only, the browser one only the browser's tools (tools/browser.py); an image
+a tool answers reaches the model as an image part, not as text (tools/subagent_media.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ streams as TaskToolCallDelta, the result carries its final message); without one
 registers the subagent and the orchestrator runs its inference, its calls carrying the id. A subagent
 started by a read-only agent, or by an agent in a mode that restricts it (ask, plan), is
 read-only too (else starting one would be a way around the restriction), and resuming can make
-an agent read-only but never lift it.
+an agent read-only but never lift it. A Task of a stateful type (debug, computerUse) whose
+agent_id names a subagent of that type the caller started resumes it, as `resume` does. Its
+`attachments` reach the model with the prompt (tools/subagent_media.py: images, a video's
+frames), each read with the read tool's rules.
 """
 
 from __future__ import annotations
