@@ -146,3 +146,17 @@ async def test_without_the_flag_the_browser_subagent_is_unavailable(
             result, _ = await run_task(client, task_call("Browse", subagent_type=BROWSER_USE))
     assert result.error.code == "unavailable" and "--browser-enabled" in result.error.message
     assert scripted.chat_requests() == []
+    missing = tmp_path / "no-chromium"
+    scripted.turns = [
+        ToolCalls((("browser_navigate", {"url": "http://127.0.0.1:9/"}),)),
+        Final("No browser."),
+    ]
+    flags += ["--browser-enabled", "--chrome-executable-path", str(missing)]
+    with running_daemon(workspace, tmp_path / "state2", *flags) as daemon:
+        async with daemon.client() as client:
+            started, _ = await run_task(client, task_call("Browse", subagent_type=BROWSER_USE))
+    assert started.success.final_message == "No browser."
+    [answer] = [m for m in scripted.chat_requests()[-1]["messages"] if m["role"] == "tool"]
+    assert answer["content"] == (
+        f"error unavailable: --chrome-executable-path {missing} is not an executable file"
+    )

@@ -192,11 +192,13 @@ class Browser:
         )
         try:
             child = await spawn(spec, decision.confinement)
-        except OSError as exc:
-            close_fds(to_browser, commands, answers, from_browser)
-            shutil.rmtree(profile, ignore_errors=True)
+        # OSError, or the sandbox's refusal to confine it (its reason is the message).
+        except Exception as exc:
+            close_fds(commands, answers)
+            await asyncio.to_thread(shutil.rmtree, profile, True)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise BrowserFailed(
-                ErrorCode.UNAVAILABLE, f"the browser cannot be started ({exc.strerror})"
+                ErrorCode.UNAVAILABLE, f"the browser cannot be started ({why})"
             ) from None
         finally:
             close_fds(to_browser, from_browser)
