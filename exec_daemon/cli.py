@@ -49,7 +49,8 @@ log = logging.getLogger("exec_daemon")
 
 # Accepted (the orchestrator passes them) and ignored: the seed deprecates them.
 DEPRECATED = {"cursor_self_control_enabled": "use computer_use (CUA-based testing)"}
-# Acted on by the VM image's init (scripts/image/desktop-init starts the browser), not the daemon.
+# Also acted on by the VM image's init (scripts/image/desktop-init starts the desktop's browser);
+# the daemon's own use of them is the browserUse subagent (tools/browser.py).
 FOR_THE_IMAGE = ("browser_enabled", "chrome_executable_path")
 
 
@@ -310,7 +311,12 @@ def main() -> None:
     is_flag=True,
     help="Compress responses when the client accepts it (off: it costs more CPU than it saves).",
 )
-@click.option("--browser-enabled", is_flag=True, help="Enable browser automation.")
+@click.option(
+    "--browser-enabled",
+    is_flag=True,
+    help="The browserUse subagent (Task): a headless Chromium the daemon starts, driven through "
+    "the DevTools protocol (the VM image's init also starts the desktop's browser).",
+)
 @click.option(
     "--cursor-self-control-enabled", is_flag=True, help="Deprecated: use CUA-based testing."
 )
@@ -340,7 +346,11 @@ def main() -> None:
     show_default=True,
     help="Which shell/MCP/fetch calls run without approval (a call may ask for another mode).",
 )
-@click.option("--chrome-executable-path", default=None, help="Custom Chrome path.")
+@click.option(
+    "--chrome-executable-path",
+    default=None,
+    help="The Chromium or Chrome the browserUse subagent starts (default: chromium on PATH).",
+)
 @click.option("--record-screen-enabled", is_flag=True, help="Enable screen recording.")
 @click.option(
     "--screenshot-delay-ms",
@@ -585,7 +595,11 @@ def serve(
             log.warning("--%s is deprecated and does nothing: %s", name.replace("_", "-"), instead)
     for name in FOR_THE_IMAGE:
         if options.get(name) not in (None, False):
-            log.info("--%s: the VM image's init starts the browser", name.replace("_", "-"))
+            log.info(
+                "--%s: the VM image's init starts the browser; the browserUse subagent "
+                "starts its own",
+                name.replace("_", "-"),
+            )
     if options.get("terminals_folder") is None:
         options.pop("terminals_folder", None)
     config = DaemonConfig(

@@ -2,7 +2,9 @@
 
 - `ScriptedModel`: an OpenAI-compatible API. POST /v1/chat/completions answers each request with
   the next scripted turn as a streamed (SSE) completion: tool calls, or a final text. POST
-  /v1/images/generations answers a PNG (base64, as the images API does).
+  /v1/images/generations answers a PNG (base64, as the images API does), and so does POST
+  /v1/images/edits (multipart: its fields are kept, each file as (name, content type, bytes)
+  under "image[]").
 - `searxng`: a SearXNG-shaped JSON search API (GET /search?q=...&format=json).
 Every request's JSON body is kept, for the test to see what the daemon sent.
 """
@@ -17,6 +19,9 @@ import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -73,6 +78,8 @@ class ScriptedModel:
     # When the script is used up: repeat its last turn (a model that loops) instead of failing.
     repeat_last: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # The path of each request, beside its body in `requests`.
+    paths: list[str] = field(default_factory=list)
     authorizations: list[str] = field(default_factory=list)
     image: bytes = field(default_factory=tiny_png)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -145,10 +152,16 @@ def model_handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
+            raw = self.rfile.read(length)
+            content_type = self.headers.get("content-type", "")
+            if content_type.startswith("multipart/form-data"):
+                body = multipart_fields(content_type, raw)
+            else:
+                body = json.loads(raw or b"{}")
             model.requests.append(body)
+            model.paths.append(self.path)
             model.authorizations.append(self.headers.get("authorization", ""))
-            if self.path.endswith("/images/generations"):
+            if self.path.endswith(("/images/generations", "/images/edits")):
                 self._json({"created": 0, "data": [{"b64_json": _b64(model.image)}]})
             elif self.path.endswith("/chat/completions"):
                 self._stream(model.next_turn())
@@ -196,6 +209,26 @@ def model_handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
     return Handler
+
+
+def multipart_fields(content_type: str, raw: bytes) -> dict[str, Any]:
+    """A multipart/form-data body: text fields as strings, files as lists of (file name,
+    content type, bytes) under their field name."""
+    parsed = BytesParser(policy=policy.HTTP).parsebytes(
+        f"content-type: {content_type}\r\n\r\n".encode() + raw
+    )
+    fields: dict[str, Any] = {}
+    for part in parsed.iter_parts():
+        assert isinstance(part, EmailMessage)
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        assert isinstance(name, str) and isinstance(data, bytes)
+        filename = part.get_filename()
+        if filename is None:
+            fields[name] = data.decode()
+        else:
+            fields.setdefault(name, []).append((filename, part.get_content_type(), data))
+    return fields
 
 
 def _b64(data: bytes) -> str:

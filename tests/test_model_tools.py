@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
+from PIL import Image
 
 from agent.v1.agent_pb2 import (
     AskQuestionArgs,
@@ -41,6 +42,7 @@ from tests.model_servers import (
     ToolCalls,
     serving_model,
     serving_search,
+    tiny_png,
     url_of,
 )
 from tests.polling import eventually
@@ -396,6 +398,40 @@ async def test_generate_image_writes_a_png_to_the_artifacts_folder(
     assert Path(again.success.path).name == "evil-name-2.png", "nothing is overwritten"
 
 
+async def test_generate_image_sends_reference_images_to_the_edits_endpoint(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, workspace: Path
+) -> None:
+    scripted, _ = model
+    cat = workspace / "cat.png"
+    cat.write_bytes(tiny_png(3, 3))
+    hat = workspace / "hat.jpg"
+    Image.new("RGB", (4, 4), (0, 0, 255)).save(hat, "JPEG")
+    args = GenerateImageArgs(
+        description="the cat wearing the hat", reference_image_paths=[str(cat), "hat.jpg"]
+    )
+    result = await run_tool(model_client, "generate_image_tool_call", args)
+    assert result.WhichOneof("result") == "success", result
+    assert result.success.data == scripted.image
+    assert scripted.paths[-1] == "/v1/images/edits"
+    edit = scripted.requests[-1]
+    assert edit["prompt"] == "the cat wearing the hat" and edit["model"] == "gpt-image-1"
+    assert edit["image[]"] == [
+        ("cat.png", "image/png", cat.read_bytes()),
+        ("hat.jpg", "image/jpeg", hat.read_bytes()),
+    ]
+    sent = len(scripted.requests)
+    (workspace / ".cursorignore").write_text("hat.jpg\n")
+    hidden = await run_tool(model_client, "generate_image_tool_call", args)
+    assert hidden.error.code == "permission_denied", hidden
+    assert "hat.jpg" in hidden.error.message and ".cursorignore" in hidden.error.message
+    (workspace / "notes.txt").write_text("words\n")
+    for path, code in [("notes.txt", "invalid_argument"), ("none.png", "not_found")]:
+        refused = GenerateImageArgs(description="x", reference_image_paths=[str(cat), path])
+        failed = await run_tool(model_client, "generate_image_tool_call", refused)
+        assert failed.error.code == code and path in failed.error.message, failed
+    assert len(scripted.requests) == sent, "nothing refused reached the endpoint"
+
+
 async def test_generate_image_refuses_what_is_not_an_image(
     model: tuple[ScriptedModel, str], model_client: ExecDaemonClient
 ) -> None:
@@ -683,6 +719,40 @@ async def test_grind_plans_a_goal_then_runs_each_step_as_a_subagent(
         model_client, "start_grind_execution_tool_call", StartGrindExecutionArgs(plan_id="../x")
     )
     assert bad.error.code == "invalid_argument"
+
+
+async def test_grind_ticks_each_step_as_it_completes_and_a_rerun_skips_the_done_ones(
+    model: tuple[ScriptedModel, str], model_client: ExecDaemonClient, workspace: Path
+) -> None:
+    scripted, _ = model
+    plan = workspace / ".cursor" / "plans" / "chores.md"
+    todos = (
+        "- [ ] Write a.txt <!-- id: a -->\n- [ ] Write b.txt <!-- id: b -->\n- [ ] Write c.txt\n"
+    )
+    write_file(plan, "# Chores\n\n## Todos\n\n" + todos + "\nNotes stay.\n")
+    chores = StartGrindExecutionArgs(plan_id="chores")
+    # Step a is done; step b's model answers HTTP 500 (the script is used up).
+    scripted.turns = [
+        ToolCalls((("edit", {"path": str(workspace / "a.txt"), "contents": "a\n"}),)),
+        Final("A done."),
+    ]
+    first = await run_tool(model_client, "start_grind_execution_tool_call", chores)
+    assert first.error.code == "request_failed" and "step 2 (b: Write b.txt)" in first.error.message
+    assert read_text(plan) == (
+        "# Chores\n\n## Todos\n\n- [x] Write a.txt <!-- id: a -->\n"
+        "- [~] Write b.txt <!-- id: b -->\n- [ ] Write c.txt\n\nNotes stay.\n"
+    )
+    before = len(scripted.chat_requests())
+    scripted.turns = [Final("B done."), Final("C done.")]
+    second = await run_tool(model_client, "start_grind_execution_tool_call", chores)
+    assert second.WhichOneof("result") == "success", second
+    prompts = [body["messages"][1]["content"] for body in scripted.chat_requests()[before:]]
+    assert len(prompts) == 2
+    assert prompts[0].endswith("Write b.txt") and "step 1 of 2" in prompts[0]
+    assert prompts[1].endswith("Write c.txt")
+    assert read_text(plan).count("- [x] ") == 3 and "Notes stay." in read_text(plan)
+    third = await run_tool(model_client, "start_grind_execution_tool_call", chores)
+    assert third.error.code == "failed_precondition" and "no open step" in third.error.message
 
 
 @pytest.mark.parametrize("flag", ["--model-endpoint", "--web-search-endpoint"])

@@ -6,7 +6,10 @@
 - start_grind_execution_tool_call: runs each open step of the plan (the call's `tasks`, else the
   plan file's unchecked todos), one after the other, each as a general-purpose subagent
   (tools/subagents.py) given the plan file; progress streams as TaskToolCallDelta; what each
-  step answered goes to `grind-<execution_id>.json` in the artifacts folder.
+  step answered goes to `grind-<execution_id>.json` in the artifacts folder. Each step's todo in
+  the plan file is marked `[~]` when it starts and ticked `[x]` when it is done (the file
+  rewritten atomically, as it is then, under one lock for the daemon's grinds), so a rerun goes
+  on with the steps not done; a step that failed stays `[~]`, open.
 Both need --model-endpoint (and --model), like Task.
 """
 
@@ -35,6 +38,7 @@ from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
+from exec_daemon.kernel.state import Daemon
 from tools.plans import PLANS_DIRECTORY
 from tools.subagents import (
     KINDS,
@@ -44,12 +48,18 @@ from tools.subagents import (
     read_agent_file,
     run_subagent,
 )
-from tools.workspace import atomic_write
+from tools.workspace import atomic_write, write_rules
 
 PLAN_MAX_BYTES = 1024 * 1024
 _PLAN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,59}$")
 # An open todo line of a plan file (tools/plans.py's plan_markdown): "- [ ] text <!-- id: x -->".
 _OPEN_TODO = re.compile(r"^- \[[ ~]\] (?P<content>.+?)(?: <!-- id: (?P<id>[^>]+?) -->)?$")
+# Any todo line, its checkbox captured with what is around it.
+_TODO_LINE = re.compile(
+    r"^(?P<before>\s*- \[)(?P<box>[ x~-])(?P<after>\] (?P<content>.+?)"
+    r"(?: <!-- id: (?P<id>[^>]+?) -->)?\s*)$"
+)
+IN_PROGRESS, DONE = "~", "x"
 
 PLANNER = SubagentKind(
     "grindPlanner",
@@ -141,6 +151,48 @@ def open_steps(plan_text: str) -> list[TodoItem]:
     return steps
 
 
+def with_box(plan_text: str, step: TodoItem, box: str) -> str | None:
+    """The plan with `step`'s open todo (found by its id, else by its text) marked `box`; None
+    when the plan has no such open todo (a step the call named, not in the plan)."""
+    lines = plan_text.splitlines(keepends=True)
+    fallback = None
+    for index, line in enumerate(lines):
+        found = _TODO_LINE.match(line.rstrip("\r\n"))
+        if found is None or found["box"] not in " ~":
+            continue
+        if found["id"] is not None and found["id"] == step.id:
+            fallback = index
+            break
+        if fallback is None and found["id"] is None and found["content"] == step.content:
+            fallback = index
+    if fallback is None:
+        return None
+    found = _TODO_LINE.match(lines[fallback].rstrip("\r\n"))
+    assert found is not None
+    ending = lines[fallback][len(lines[fallback].rstrip("\r\n")) :]
+    lines[fallback] = found["before"] + box + found["after"] + ending
+    return "".join(lines)
+
+
+class PlanMarks:
+    """Marks a plan's todos as its grind goes (one lock: two grinds of one plan, or a grind and
+    its own subagent's edit, never interleave a read and a write here)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._lock = asyncio.Lock()
+
+    async def mark(self, ctx: CallContext, path: Path, step: TodoItem, box: str) -> None:
+        async with self._lock:
+            await asyncio.to_thread(_mark, ctx, path, step, box)
+
+
+def _mark(ctx: CallContext, path: Path, step: TodoItem, box: str) -> None:
+    text = read_agent_file(ctx.daemon, path, PLAN_MAX_BYTES)
+    marked = with_box(text, step, box) if text is not None else None
+    if marked is not None:
+        atomic_write(path, marked.encode("utf-8"), rules=write_rules(ctx))
+
+
 def _read_plan(ctx: CallContext, plan_id: str) -> tuple[Path, str]:
     if not _PLAN_ID.match(plan_id):
         raise CodedError(
@@ -182,7 +234,9 @@ async def start_grind_execution(
             f"first). Do only this step, check it works, and report what you changed:\n\n"
             f"{step.content}"
         )
+        marks = ctx.daemon.service(PlanMarks)
         try:
+            await marks.mark(ctx, path, step, IN_PROGRESS)
             run = prepared(
                 ctx.daemon, agent_id, general, readonly=False, model="", feature="grind execution"
             )
@@ -199,8 +253,13 @@ async def start_grind_execution(
         )
         try:
             await _save_report(ctx, execution_id, str(path), report)
+            await marks.mark(ctx, path, step, DONE)
         except CodedError as failure:
-            return _execution_error(failure.code, f"execution {execution_id}: {failure.message}")
+            return _execution_error(
+                failure.code,
+                f"execution {execution_id}: step {number} ({step.id}) was done, but: "
+                f"{failure.message}",
+            )
     return StartGrindExecutionResult(success=StartGrindExecutionSuccess(execution_id=execution_id))
 
 

@@ -1,6 +1,9 @@
 """generate_image_tool_call: an image from the images API of --model-endpoint, saved as an artifact.
 
-On with --generate-image-enabled; the model is --image-model. The image is written to the
+On with --generate-image-enabled; the model is --image-model. With `reference_image_paths` the
+request goes to the images API's edits endpoint (`/images/edits`, multipart, each image an
+`image[]` part) instead of generations; each path is read with the agent's read rules (as the
+read tool does: a file it may not read is `permission_denied`). The image is written to the
 daemon's artifacts folder (where UploadArtifacts finds it) under a name made from the call's
 `filename` (its last path component, safe characters only: the agent cannot name a path), never
 replacing a file already there.
@@ -20,8 +23,9 @@ from agent.v1.common_pb2 import ToolError
 from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
-from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
+from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools.models import ModelEndpoint, model_failure
+from tools.subagent_media import Picture, read_agent_image
 from tools.workspace import atomic_write
 
 # The formats an images API answers, by their first bytes.
@@ -34,6 +38,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Larger answers are refused: the image goes back in the result, within the message limit.
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
 MAX_NAME_CHARS = 100
+# What the images APIs take in one edit request (OpenAI's gpt-image-1: 16).
+MAX_REFERENCE_IMAGES = 16
 
 
 def _error(code: str, message: str) -> GenerateImageResult:
@@ -47,13 +53,18 @@ async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateI
         return _error("unavailable", off_without("image generation", "--generate-image-enabled"))
     if not args.description.strip():
         return _error("invalid_argument", "the image has no description")
-    if args.reference_image_paths:
+    if len(args.reference_image_paths) > MAX_REFERENCE_IMAGES:
         return _error(
-            "unimplemented",
-            "reference images are not supported by this daemon: describe the image instead",
+            "invalid_argument",
+            f"{len(args.reference_image_paths)} reference images: give at most "
+            f"{MAX_REFERENCE_IMAGES}",
         )
     try:
-        data = await _generate(ctx, args.description)
+        references = [
+            await asyncio.to_thread(read_agent_image, ctx.daemon, given, "reference image")
+            for given in args.reference_image_paths
+        ]
+        data = await _generate(ctx, args.description, references)
         suffix, mime_type = _format_of(data)
         path = await asyncio.to_thread(
             _save, Path(config.artifacts_folder), args.filename, suffix, data
@@ -65,15 +76,20 @@ async def generate_image(args: GenerateImageArgs, ctx: CallContext) -> GenerateI
     )
 
 
-async def _generate(ctx: CallContext, description: str) -> bytes:
+async def _generate(ctx: CallContext, description: str, references: list[Picture]) -> bytes:
     import openai
 
     endpoint = ctx.daemon.service(ModelEndpoint)
     client = endpoint.client("image generation")
+    model = ctx.daemon.config.image_model
     try:
-        response = await client.images.generate(
-            model=ctx.daemon.config.image_model, prompt=description, n=1
-        )
+        if references:
+            files = [
+                (Path(picture.caption).name, picture.data, picture.mime) for picture in references
+            ]
+            response = await client.images.edit(model=model, prompt=description, image=files, n=1)
+        else:
+            response = await client.images.generate(model=model, prompt=description, n=1)
     except openai.OpenAIError as exc:
         raise model_failure(exc, "generate_image") from None
     encoded = response.data[0].b64_json if response.data else None
@@ -127,5 +143,5 @@ GENERATE_IMAGE = ToolSpec(
     effects=Effect.MACHINE,
     run_mode=RunModeRule.UNGATED,
     hooks=Hooks("GenerateImage"),
-    subject=no_subject,
+    subject=lambda args: Subject(paths_read=tuple(args.reference_image_paths)),
 )

@@ -7,7 +7,9 @@ through the daemon's dispatcher (`daemon.service(ToolCalls)`, the orchestrator's
 hooks, redaction) under the subagent's agent id, so the permissions guard refuses a read-only
 subagent's writes even when a model asks for a tool it was not offered. Progress streams as
 TaskToolCallDelta (the model's text and one line per tool call). Every loop is bounded in model
-turns (--subagent-max-steps) and tokens (--subagent-max-tokens).
+turns (--subagent-max-steps) and tokens (--subagent-max-tokens). The computer-use subagent is
+offered computer_use only, the browser one only the browser's tools (tools/browser.py); an image
+a tool answers reaches the model as an image part, not as text (tools/subagent_media.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from google.protobuf.message import Message
 
 from agent.v1.agent_pb2 import SubagentType, TaskToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
+from exec_daemon.kernel.config import off_without
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, read_checked
@@ -35,7 +38,17 @@ from exec_daemon.kernel.spec import EVERYTHING, Effect, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.tool_calls import ToolCalls
 from tools.agent_context import AgentContexts
+from tools.browser import BROWSER_TOOL_NAMES, BROWSER_TOOLS, run_browser_tool
 from tools.models import ModelEndpoint, model_failure
+from tools.subagent_media import (
+    TOOL_IMAGE_PREFIX,
+    Picture,
+    conversation_chars,
+    drop_old_tool_images,
+    pictures_message,
+    split_images,
+    tool_images_message,
+)
 
 # Subagents never start subagents or batch runs: every loop stays one level deep.
 NOT_FOR_SUBAGENTS = frozenset(
@@ -69,6 +82,13 @@ class SubagentKind:
     # Variants this type is offered beyond those every type gets (e.g. computer use).
     only_for_it: frozenset[str] = frozenset()
     model: str = ""
+    # The only variants it is offered (and may call), when set: the computer-use subagent sees
+    # the desktop, no files or shell.
+    only_tools: frozenset[str] | None = None
+    # A Task of this type naming an existing subagent of it (agent_id) resumes that one.
+    stateful: bool = False
+    # It drives the daemon's browser (tools/browser.py, --browser-enabled) with BROWSER_TOOLS.
+    browser: bool = False
 
 
 # Tools only the types named for them are offered.
@@ -88,12 +108,15 @@ KINDS: dict[int, SubagentKind] = {
         "debug",
         "Find the cause of the bug described: reproduce it, form hypotheses, test them with "
         "the tools, and report the cause with the evidence (and the fix if asked for).",
+        stateful=True,
     ),
     SubagentType.SUBAGENT_TYPE_COMPUTER_USE: SubagentKind(
         "computerUse",
         "Operate the desktop with the computer use tool (screenshots, mouse, keyboard) to do "
-        "the task.",
-        only_for_it=_SPECIAL_TOOLS,
+        "the task. Each screenshot comes to you as an image of 1280x800 pixels; coordinates "
+        "you give are in that space.",
+        only_tools=frozenset({"computer_use_tool_call"}),
+        stateful=True,
     ),
     SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW: SubagentKind(
         "videoReview",
@@ -113,8 +136,11 @@ KINDS: dict[int, SubagentKind] = {
     ),
     SubagentType.SUBAGENT_TYPE_BROWSER_USE: SubagentKind(
         "browserUse",
-        "Use the browser on the desktop (computer use) to do the task.",
-        only_for_it=_SPECIAL_TOOLS,
+        "Use your browser page to do the task: open URLs, find elements by CSS selector or "
+        "accessible name to click and type into, read the page's text and accessibility tree, "
+        "take screenshots.",
+        only_tools=frozenset(),
+        browser=True,
     ),
     SubagentType.SUBAGENT_TYPE_CURSOR_GUIDE: SubagentKind(
         "cursorGuide",
@@ -195,6 +221,8 @@ def tool_name(variant: str) -> str:
 def dispatchable(specs: Sequence[ToolSpec], kind: SubagentKind) -> dict[str, ToolSpec]:
     """The tools a subagent of `kind` may call, by the name the model uses (before any
     read-only restriction: that one the permissions guard enforces on every call)."""
+    if kind.only_tools is not None:
+        return {tool_name(spec.variant): spec for spec in specs if spec.variant in kind.only_tools}
     return {
         tool_name(spec.variant): spec
         for spec in specs
@@ -377,6 +405,10 @@ def prepared(
 ) -> SubagentRun:
     """A run of `kind` as `agent_id` within the daemon's budgets; `model` "fast" or ""."""
     config = daemon.config
+    if kind.browser and not config.browser_enabled:
+        raise CodedError(
+            ErrorCode.UNAVAILABLE, off_without("the browserUse subagent", "--browser-enabled")
+        )
     return SubagentRun(
         agent_id=agent_id,
         kind=kind,
@@ -387,9 +419,12 @@ def prepared(
     )
 
 
-async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> str:
-    """Runs the subagent on `prompt` (after its earlier messages) until it answers without a
-    tool call; its final message. Raises CodedError (budget, model endpoint)."""
+async def run_subagent(
+    subagent: SubagentRun, prompt: str, ctx: CallContext, pictures: Sequence[Picture] = ()
+) -> str:
+    """Runs the subagent on `prompt` (after its earlier messages; `pictures`, a Task's
+    attachments, as image parts after it) until it answers without a tool call; its final
+    message. Raises CodedError (budget, model endpoint)."""
     daemon = ctx.daemon
     conversation = daemon.service(Conversations).get(subagent.agent_id)
     if conversation.running:
@@ -399,10 +434,15 @@ async def run_subagent(subagent: SubagentRun, prompt: str, ctx: CallContext) -> 
     specs = daemon.service(ToolCalls).specs
     tools = dispatchable(specs, subagent.kind)
     definitions = offered(tools, subagent.allows)
+    if subagent.kind.browser:
+        definitions += BROWSER_TOOLS
     if not conversation.messages:
         system = _COMMON.format(workspace=daemon.workspace) + "\n\n" + subagent.kind.prompt
         conversation.messages.append({"role": "system", "content": system})
-    conversation.messages.append({"role": "user", "content": prompt})
+    if pictures:
+        conversation.messages.append(pictures_message(prompt, pictures))
+    else:
+        conversation.messages.append({"role": "user", "content": prompt})
     conversation.kind = subagent.kind
     conversation.running = True
     try:
@@ -458,10 +498,17 @@ async def _loop(
         messages.append(assistant)
         if not calls:
             return turn.text
+        pictures: list[Picture] = []
         for call in calls:
             await _say(ctx, subagent.agent_id, f"\n→ {call['name']} {call['arguments'][:200]}\n")
-            answer = await _run_tool(call, tools, subagent.agent_id, ctx)
+            answer, images = await _run_tool(
+                call, tools, subagent.agent_id, ctx, browser=subagent.kind.browser
+            )
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": answer})
+            pictures.extend(images)
+        # A tool message holds text only: the images follow, once every call has its answer.
+        if pictures:
+            messages.append(tool_images_message(pictures))
         if tokens > subagent.max_tokens:
             raise CodedError(
                 ErrorCode.RESOURCE_EXHAUSTED,
@@ -484,6 +531,7 @@ async def _model_turn(
     import openai
 
     client = ctx.daemon.service(ModelEndpoint).client("Task (subagents)")
+    drop_old_tool_images(messages)
     turn = Turn()
     try:
         stream = await client.chat.completions.create(  # type: ignore[call-overload]
@@ -503,7 +551,7 @@ async def _model_turn(
         raise model_failure(exc, f"subagent {subagent.agent_id}") from None
     if not turn.tokens:
         # No usage reported: about four characters a token.
-        turn.tokens = (len(json.dumps(messages)) + len(turn.text)) // 4
+        turn.tokens = (conversation_chars(messages) + len(turn.text)) // 4
     return turn
 
 
@@ -526,16 +574,24 @@ async def _say(ctx: CallContext, agent_id: str, text: str) -> None:
 
 
 async def _run_tool(
-    call: dict[str, str], tools: dict[str, ToolSpec], agent_id: str, ctx: CallContext
-) -> str:
-    """What the model reads back: the call's result as JSON, or why it did not run."""
+    call: dict[str, str],
+    tools: dict[str, ToolSpec],
+    agent_id: str,
+    ctx: CallContext,
+    *,
+    browser: bool = False,
+) -> tuple[str, list[Picture]]:
+    """What the model reads back: the call's result as JSON (or why it did not run), and the
+    images the result held (not in the JSON: they go to the model as images)."""
+    if browser and call["name"] in BROWSER_TOOL_NAMES:
+        return await _run_browser_tool(call, agent_id, ctx)
     spec = tools.get(call["name"])
     if spec is None:
-        return f"error: there is no tool {call['name']!r} for this subagent"
+        return f"error: there is no tool {call['name']!r} for this subagent", []
     try:
         tool_call = _tool_call(spec.variant, call["arguments"])
     except CodedError as failure:
-        return f"error {failure.code}: {failure.message}"
+        return f"error {failure.code}: {failure.message}", []
     sub_ctx = CallContext(
         daemon=ctx.daemon,
         call_id=ctx.call_id,
@@ -549,11 +605,35 @@ async def _run_tool(
     try:
         answer = await running
     except CodedError as failure:
-        return f"error {failure.code}: {failure.message}"
+        return f"error {failure.code}: {failure.message}", []
     finally:
         _raise_if_cancelled()
-    result = getattr(answer, spec.variant).result
-    return _cut(json_format.MessageToJson(result, preserving_proto_field_name=True, indent=None))
+    result, pictures = split_images(getattr(answer, spec.variant).result, call["name"])
+    text = _cut(json_format.MessageToJson(result, preserving_proto_field_name=True, indent=None))
+    if pictures:
+        text += f"\n[{len(pictures)} image(s) from this call follow in the next message]"
+    return text, pictures
+
+
+async def _run_browser_tool(
+    call: dict[str, str], agent_id: str, ctx: CallContext
+) -> tuple[str, list[Picture]]:
+    try:
+        arguments = json.loads(call["arguments"] or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("not an object")
+    except ValueError as exc:
+        return f"error invalid_argument: the arguments are not a JSON object: {exc}", []
+    try:
+        answer = await run_browser_tool(ctx.daemon, agent_id, call["name"], arguments)
+    except CodedError as failure:
+        return f"error {failure.code}: {failure.message}", []
+    if not answer.png:
+        return answer.text, []
+    caption = f"{TOOL_IMAGE_PREFIX}{call['name']} call:"
+    return answer.text + "\n[the screenshot follows in the next message]", [
+        Picture("image/png", answer.png, caption)
+    ]
 
 
 def _raise_if_cancelled() -> None:

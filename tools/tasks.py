@@ -7,7 +7,10 @@ streams as TaskToolCallDelta, the result carries its final message); without one
 registers the subagent and the orchestrator runs its inference, its calls carrying the id. A subagent
 started by a read-only agent, or by an agent in a mode that restricts it (ask, plan), is
 read-only too (else starting one would be a way around the restriction), and resuming can make
-an agent read-only but never lift it.
+an agent read-only but never lift it. A Task of a stateful type (debug, computerUse) whose
+agent_id names a subagent of that type the caller started resumes it, as `resume` does. Its
+`attachments` reach the model with the prompt (tools/subagent_media.py: images, a video's
+frames), each read with the read tool's rules.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from exec_daemon.kernel.agents import AgentModes, Subagent, SubagentSessions
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.spec import EVERYTHING, Effect, Hooks, RunModeRule, ToolSpec, no_subject
-from tools.subagents import Conversations, SubagentKind, kind_of, prepared, run_subagent
+from tools.subagent_media import Picture, attachment_pictures
+from tools.subagents import (
+    KINDS,
+    Conversations,
+    SubagentKind,
+    kind_of,
+    prepared,
+    run_subagent,
+)
 
 
 def _error(code: str, message: str) -> TaskResult:
@@ -34,19 +45,22 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     restricted = ctx.daemon.service(AgentModes).allows(ctx.agent_id) != EVERYTHING
     readonly = args.readonly or restricted or sessions.is_readonly(ctx.agent_id)
     running = bool(ctx.daemon.config.model_endpoint)
+    resume = args.resume or _stateful_one(args, sessions, ctx.agent_id)
     kind = None
+    pictures: list[Picture] = []
     if running:
         if not args.prompt.strip():
             return _error("invalid_argument", "the Task has no prompt")
         try:
-            kind = await _kind_for(args, ctx)
+            kind = await _kind_for(args, resume, ctx)
+            pictures = await attachment_pictures(ctx.daemon, args.attachments)
         except CodedError as failure:
             return _error(failure.code, failure.message)
         readonly = readonly or kind.readonly
-    if args.resume:
-        agent = sessions.get(args.resume)
+    if resume:
+        agent = sessions.get(resume)
         if agent is None:
-            return _error("not_found", f"no subagent {args.resume!r} to resume on this daemon")
+            return _error("not_found", f"no subagent {resume!r} to resume on this daemon")
         agent.readonly = agent.readonly or readonly
         resumed = True
     else:
@@ -74,7 +88,7 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
                 model=args.model,
                 feature="Task",
             )
-            final_message = await run_subagent(run, args.prompt, ctx)
+            final_message = await run_subagent(run, args.prompt, ctx, pictures)
         except CodedError as failure:
             return _error(failure.code, failure.message)
     return TaskResult(
@@ -88,13 +102,29 @@ async def task(args: TaskArgs, ctx: CallContext) -> TaskResult:
     )
 
 
-async def _kind_for(args: TaskArgs, ctx: CallContext) -> SubagentKind:
+def _stateful_one(args: TaskArgs, sessions: SubagentSessions, caller: str) -> str:
+    """The subagent a Task resumes without being told to: one of a stateful type (debug,
+    computerUse) that this agent started, named by the Task's agent_id and type."""
+    existing = sessions.get(args.agent_id) if args.agent_id else None
+    kind = KINDS.get(args.subagent_type)
+    if (
+        existing is None
+        or kind is None
+        or not kind.stateful
+        or existing.subagent_type != args.subagent_type
+        or existing.parent_agent_id != caller
+    ):
+        return ""
+    return existing.agent_id
+
+
+async def _kind_for(args: TaskArgs, resume: str, ctx: CallContext) -> SubagentKind:
     """The type a Task runs as: a resumed subagent keeps the one it was started with."""
-    if args.resume:
-        earlier = ctx.daemon.service(Conversations).kind_of(args.resume)
+    if resume:
+        earlier = ctx.daemon.service(Conversations).kind_of(resume)
         if earlier is not None:
             return earlier
-        started = ctx.daemon.service(SubagentSessions).get(args.resume)
+        started = ctx.daemon.service(SubagentSessions).get(resume)
         if started is not None:
             custom = started.subagent_type == SubagentType.SUBAGENT_TYPE_CUSTOM
             name = args.custom_subagent_name if custom else ""

@@ -201,6 +201,7 @@ async def run_helper(
     input: bytes | None = None,
     limit: int = DEFAULT_OUTPUT_LIMIT,
     stderr_limit: int = DEFAULT_OUTPUT_LIMIT,
+    pass_fds: Sequence[int] = (),
 ) -> Completed:
     """Runs `argv` to its end, at most `time_limit` seconds; whatever it leaves running is ended.
 
@@ -214,6 +215,7 @@ async def run_helper(
         stdin=None if input is None else PIPE,
         stdout=PIPE,
         stderr=PIPE,
+        pass_fds=pass_fds,
     )
     process = helper.process
     readers = [
