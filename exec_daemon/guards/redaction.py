@@ -2,7 +2,8 @@
 
 The secrets are the values of the variables named in CLOUD_AGENT_INJECTED_SECRET_NAMES
 (comma-separated) in the daemon's environment; a later UpdateEnvironmentVariables adds to them
-(a value once known stays redacted: it may live on in files and shells). Values shorter than 4
+(a value once known stays redacted: it may live on in files and shells), and so does a shell
+call's own variable (ShellArgs.env) named in its secret_env or among those names. Values shorter than 4
 characters are skipped. Each occurrence becomes `[REDACTED]`; where secrets overlap the longest
 one wins (leftmost-longest matching with an Aho-Corasick automaton, ~0.5-0.8 GB/s on ASCII).
 
@@ -44,7 +45,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from agent.v1.files_pb2 import EditToolCallDelta
-from agent.v1.shell_pb2 import ShellToolCallDelta
+from agent.v1.shell_pb2 import ShellArgs, ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError
@@ -422,13 +423,24 @@ class SecretStore:
 
     def __init__(self, daemon: Daemon) -> None:
         self._known: set[str] = set()
+        self._secret_names: set[str] = set()
         self.matcher = SecretMatcher(())
         self.learn(daemon.env.snapshot())
         daemon.env.subscribe(self.learn)
 
     def learn(self, env: dict[str, str]) -> None:
-        names = [name.strip() for name in env.get(SECRET_NAMES_VARIABLE, "").split(",")]
-        values = {env.get(name, "") for name in names if name} | registered_secrets()
+        self._secret_names = {
+            name.strip() for name in env.get(SECRET_NAMES_VARIABLE, "").split(",") if name.strip()
+        }
+        self._add({env.get(name, "") for name in self._secret_names} | registered_secrets())
+
+    def learn_command_env(self, args: ShellArgs) -> None:
+        """A shell call's own variables that are secrets (named in its secret_env, or among
+        the daemon's secret names): redacted from then on, this call's output first."""
+        declared = set(args.secret_env) | self._secret_names
+        self._add({value for name, value in args.env.items() if name in declared})
+
+    def _add(self, values: set[str]) -> None:
         new = {value for value in values if len(value) >= MIN_SECRET_LENGTH} - self._known
         if new:
             self._known |= new
@@ -651,6 +663,8 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
     store = daemon.service(SecretStore)
 
     async def redaction(inv: Invocation, call_next: Next) -> Message:
+        if isinstance(inv.args, ShellArgs) and inv.args.env:
+            store.learn_command_env(inv.args)
         streams = _CallStreams(store)
         emit = inv.ctx.emit
 
@@ -677,6 +691,11 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
             streams.redact_split_secrets(result)
             redact_message(result, matcher)
             redact_message(ctx.report.feedback, matcher)
+            if ctx.report.args_run is None and isinstance(inv.args, ShellArgs) and inv.args.env:
+                # The answer echoes the args: a call's own secret variables are masked there.
+                echoed = ShellArgs()
+                echoed.CopyFrom(inv.args)
+                ctx.report.args_run = echoed
             if ctx.report.args_run is not None:
                 redact_message(ctx.report.args_run, matcher)
         return result
