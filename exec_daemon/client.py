@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,8 +229,9 @@ class ExecStream:
         self._outgoing: asyncio.Queue[ExecStreamElement | None] = asyncio.Queue()
         self._calls: dict[int, StreamCall] = {}
         self._next_id = 1
-        self.heartbeats: list[Heartbeat] = []
-        self.unmatched: list[ExecServerMessage] = []
+        # The latest ones only: a stream may live for days.
+        self.heartbeats: deque[Heartbeat] = deque(maxlen=1024)
+        self.unmatched: deque[ExecServerMessage] = deque(maxlen=1024)
         self._reader: asyncio.Task[None] | None = None
         self.error: BaseException | None = None
         self.ended = asyncio.Event()

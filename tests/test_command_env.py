@@ -64,6 +64,11 @@ async def test_the_variables_exist_for_that_command_only(client: ExecDaemonClien
     # The exit code and the failure case are the command's.
     failed = await run_shell(client, 'exit "$CODE"', env={"CODE": "7"})
     assert failed.failure.exit_code == 7
+    # A command with variables that outruns its timeout is ended; the session lives on.
+    slow = await run_shell(client, "echo $A; sleep 30", env={"A": "began"}, timeout=1000)
+    assert case(slow) == "timeout" and slow.timeout.stdout == "began\n"
+    again = await run_shell(client, "echo next")
+    assert again.success.stdout == "next\n" and again.success.shell_id == first.success.shell_id
 
 
 async def test_a_background_shell_gets_them_too(

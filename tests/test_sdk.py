@@ -34,6 +34,7 @@ from exec_daemon.sdk import (
     connect,
     connect_async,
 )
+from exec_daemon.sdk.aio import as_tool_call
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.polling import wait_until
 
@@ -132,6 +133,10 @@ def test_run_returns_exit_code_and_output_and_streams_it(sandbox: Sandbox) -> No
     assert here.stdout.strip().endswith("/.git")
     with_env = sandbox.shell.run('echo "$GREETING"', env={"GREETING": "hi"})
     assert with_env.stdout == "hi\n"
+    with pytest.raises(InvalidArgument, match="above the maximum"):
+        sandbox.shell.run("true", timeout=601)
+    with pytest.raises(InvalidArgument, match="not a shell variable name"):
+        sandbox.shell.run("true", env={"NOT-A-NAME": "x"})
 
 
 def test_run_raises_timeout_with_the_output_so_far(sandbox: Sandbox) -> None:
@@ -250,6 +255,14 @@ def test_call_runs_any_tool_and_types_its_refusals(sandbox: Sandbox) -> None:
     assert refused.value.details.source == "readonly_agent"
     with pytest.raises(InvalidArgument):
         sandbox.call(GetDiffRequest())
+
+
+def test_every_tool_call_variant_can_be_called_by_its_args() -> None:
+    variants = ToolCall.DESCRIPTOR.oneofs_by_name["tool"].fields
+    assert len(variants) == 36
+    for variant in variants:
+        args_class = getattr(ToolCall(), variant.name).args.__class__
+        assert as_tool_call(args_class()).WhichOneof("tool") == variant.name
 
 
 # -- terminals ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from exec_daemon.client import CallOutcome, StreamEndedError
 from exec_daemon.sdk.errors import (
     ConnectionLost,
     ExecDaemonError,
+    InvalidArgument,
     NeedsApproval,
     Rejected,
     Timeout,
@@ -102,6 +103,8 @@ def case_error(result: Message) -> ExecDaemonError:
     value = getattr(result, case)
     if case == "rejected":
         details = value.details if value.DESCRIPTOR.name == "ShellRejected" else value
+        if details.source == "invalid_argument":  # the call's own arguments (a bad timeout)
+            return InvalidArgument(_text(value), details=details)
         kind = NeedsApproval if details.needs_approval or details.needs_review else Rejected
         return kind(_text(value), details=details)
     if case == "timeout":
