@@ -2,8 +2,10 @@
 
 The secrets are the values of the variables named in CLOUD_AGENT_INJECTED_SECRET_NAMES
 (comma-separated) in the daemon's environment; a later UpdateEnvironmentVariables adds to them
-(a value once known stays redacted: it may live on in files and shells), and so does a shell
-call's own variable (ShellArgs.env) named in its secret_env or among those names. Values shorter than 4
+(a value once known stays redacted: it may live on in files and shells). A shell call's own
+variable (ShellArgs.env) named in its secret_env or among those names is redacted from that
+call's answer only (deltas, result, the echoed args): calls may come from the agent, which must
+not be able to hide text (a line of a diff) from everything the daemon sends later. Values shorter than 4
 characters are skipped. Each occurrence becomes `[REDACTED]`; where secrets overlap the longest
 one wins (leftmost-longest matching with an Aho-Corasick automaton, ~0.5-0.8 GB/s on ASCII).
 
@@ -434,11 +436,16 @@ class SecretStore:
         }
         self._add({env.get(name, "") for name in self._secret_names} | registered_secrets())
 
-    def learn_command_env(self, args: ShellArgs) -> None:
-        """A shell call's own variables that are secrets (named in its secret_env, or among
-        the daemon's secret names): redacted from then on, this call's output first."""
+    def command_env_secrets(self, args: ShellArgs) -> frozenset[str]:
+        """The values of a shell call's own variables that are secrets (named in its
+        secret_env, or among the daemon's secret names). They are redacted from that call's
+        answer only: a call (the agent's, perhaps) cannot make the daemon hide text from others."""
         declared = set(args.secret_env) | self._secret_names
-        self._add({value for name, value in args.env.items() if name in declared})
+        return frozenset(
+            value
+            for name, value in args.env.items()
+            if name in declared and len(value) >= MIN_SECRET_LENGTH
+        )
 
     def _add(self, values: set[str]) -> None:
         new = {value for value in values if len(value) >= MIN_SECRET_LENGTH} - self._known
@@ -552,10 +559,28 @@ def _redact_map(mapping: Any, value_field: FieldDescriptor, matcher: SecretMatch
                 mapping[key] = cleaned
 
 
+class CallSecrets:
+    """The daemon's secrets and one call's own (ShellArgs.env declared secret)."""
+
+    def __init__(self, store: SecretStore, values: frozenset[str]) -> None:
+        self._store = store
+        self._values = values
+        self._base: SecretMatcher | None = None
+        self._matcher = store.matcher
+
+    @property
+    def matcher(self) -> SecretMatcher:
+        base = self._store.matcher  # it may learn more while the call runs
+        if base is not self._base:
+            self._base = base
+            self._matcher = SecretMatcher((*base.secrets, *self._values))
+        return self._matcher
+
+
 class _CallStreams:
     """The held-back tails of one call's streamed deltas."""
 
-    def __init__(self, store: SecretStore) -> None:
+    def __init__(self, store: SecretStore | CallSecrets) -> None:
         self._store = store
         self._shell = InterleavedRedactor()
         self._tasks: dict[str, StreamRedactor] = {}
@@ -663,9 +688,12 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
     store = daemon.service(SecretStore)
 
     async def redaction(inv: Invocation, call_next: Next) -> Message:
+        secrets: SecretStore | CallSecrets = store
         if isinstance(inv.args, ShellArgs) and inv.args.env:
-            store.learn_command_env(inv.args)
-        streams = _CallStreams(store)
+            own = store.command_env_secrets(inv.args)
+            if own:
+                secrets = CallSecrets(store, own)
+        streams = _CallStreams(secrets)
         emit = inv.ctx.emit
 
         async def redacting_emit(delta: ToolCallDelta) -> None:
@@ -681,12 +709,12 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
             result = await call_next(replace(inv, ctx=ctx))
         except CodedError as exc:
             await send_remainders()
-            raise CodedError(exc.code, store.matcher.redact(exc.message)) from exc
+            raise CodedError(exc.code, secrets.matcher.redact(exc.message)) from exc
         except asyncio.CancelledError:
             await send_remainders()
             raise
         await send_remainders()
-        matcher = store.matcher
+        matcher = secrets.matcher
         if matcher:
             streams.redact_split_secrets(result)
             redact_message(result, matcher)
