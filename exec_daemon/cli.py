@@ -11,6 +11,7 @@ import re
 import secrets
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -646,23 +647,40 @@ def generate_token() -> None:
     click.echo(secrets.token_hex(32))
 
 
+def client_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--url and --token, shared by the subcommands that talk to a running daemon."""
+    command = click.option(
+        "--token",
+        default=None,
+        help="Its bearer token; by default EXEC_DAEMON_AUTH_TOKEN, else the .exec-daemon-token "
+        "file ./scripts/serve keeps (in the current folder or one above it).",
+    )(command)
+    return click.option(
+        "--url",
+        default=f"http://127.0.0.1:{DEFAULT_PORT}",
+        show_default=True,
+        help="The daemon's RPC address (http:// when no scheme is given).",
+    )(command)
+
+
+def client_token(command: str, url: str, token: str | None) -> str:
+    """The token as the SDK finds it; none found ends the command with one line (exit 1)."""
+    from exec_daemon.client import TokenNotFound, find_token
+
+    try:
+        return find_token(token)
+    except TokenNotFound as exc:
+        click.echo(f"exec-daemon {command}: {url}: {exc}", err=True)
+        sys.exit(1)
+
+
 @main.command(short_help="Exit 0 when the daemon answers a Ping.")
-@click.option(
-    "--url",
-    default=f"http://127.0.0.1:{DEFAULT_PORT}",
-    show_default=True,
-    help="The daemon's RPC address (http:// when no scheme is given).",
-)
-@click.option(
-    "--token",
-    envvar="EXEC_DAEMON_AUTH_TOKEN",
-    required=True,
-    help="Its bearer token (or EXEC_DAEMON_AUTH_TOKEN).",
-)
+@client_options
 @click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds to wait.")
-def ping(url: str, token: str, timeout: float) -> None:
+def ping(url: str, token: str | None, timeout: float) -> None:
     """Exit 0 when the daemon answers a Ping (health checks), printing its answer as JSON."""
     url = with_scheme(url)
+    token = client_token("ping", url, token)
     from connectrpc.errors import ConnectError
     from google.protobuf.json_format import MessageToDict
 
@@ -681,6 +699,148 @@ def ping(url: str, token: str, timeout: float) -> None:
         click.echo(f"exec-daemon ping: {url}: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)
     click.echo(json.dumps(MessageToDict(answer)))
+
+
+def env_option(values: tuple[str, ...]) -> dict[str, str]:
+    """--env NAME=VALUE (repeatable)."""
+    env: dict[str, str] = {}
+    for value in values:
+        name, equals, text = value.partition("=")
+        if not equals or not name:
+            raise click.BadParameter(f"{value!r} is not NAME=VALUE")
+        env[name] = text
+    return env
+
+
+@main.command("run", short_help="Run a shell command on the daemon; exit with its code.")
+@client_options
+@click.option("--cwd", default=None, help="The directory to run in (relative to the workspace).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.001, max=600),
+    default=600.0,
+    show_default=True,
+    help="Seconds before the command is ended (then the exit code is 124).",
+)
+@click.option(
+    "--env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    callback=lambda _ctx, _param, value: env_option(value),
+    help="A variable for this command only (repeatable).",
+)
+@click.option(
+    "--run-mode",
+    type=click.Choice(RUN_MODES),
+    default=None,
+    help="The call's run mode (default: the daemon's --run-mode).",
+)
+@click.argument("command", nargs=-1, required=True)
+def run_command(
+    url: str,
+    token: str | None,
+    cwd: str | None,
+    timeout: float,
+    env: dict[str, str],
+    run_mode: str | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND (words joined by spaces, as ssh does) in the agent's shell session on the
+    daemon, streaming its stdout and stderr here; exit with its exit code (124: timed out;
+    125: the daemon refused or failed the call, or could not be reached, saying why)."""
+    url = with_scheme(url)
+    token = client_token("run", url, token)
+    from exec_daemon.console import DAEMON_FAILED, INTERRUPTED
+    from exec_daemon.console import run_command as run_on_daemon
+    from exec_daemon.sdk import AsyncSandbox, ExecDaemonError
+
+    async def run_once() -> int:
+        async with AsyncSandbox(url, token) as sandbox:
+            return await run_on_daemon(
+                sandbox,
+                " ".join(command),
+                cwd=cwd,
+                timeout_seconds=timeout,
+                env=env,
+                run_mode=run_mode,
+            )
+
+    try:
+        code = asyncio.run(run_once())
+    except KeyboardInterrupt:
+        code = INTERRUPTED
+    except ExecDaemonError as exc:
+        click.echo(f"exec-daemon run: {exc.code}: {exc.message}", err=True)
+        code = DAEMON_FAILED
+    sys.exit(code)
+
+
+@main.command(short_help="Open a terminal of the daemon in this console.")
+@client_options
+@click.option(
+    "--pty-url",
+    default=None,
+    help="The daemon's PTY WebSocket server (default: ws:// on the --url port + 1).",
+)
+@click.option(
+    "--terminal",
+    "terminal_id",
+    default=None,
+    help="Attach to this running terminal (its output replayed) instead of opening one.",
+)
+@click.option(
+    "--command",
+    default=None,
+    help="What a new terminal runs (default: the login shell, in the workspace).",
+)
+@click.option("--cwd", default=None, help="A new terminal's directory.")
+def attach(
+    url: str,
+    token: str | None,
+    pty_url: str | None,
+    terminal_id: str | None,
+    command: str | None,
+    cwd: str | None,
+) -> None:
+    """Open a terminal on the daemon (or attach to one) with this console as its screen and
+    keyboard, sized as this console and resized with it. Exit with its process's exit code
+    once it ends; Ctrl-] detaches, leaving it running."""
+    url = with_scheme(url)
+    token = client_token("attach", url, token)
+    from exec_daemon.console import DAEMON_FAILED, attach_console, console_size, raw_mode
+    from exec_daemon.sdk import AsyncSandbox, ExecDaemonError
+
+    stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
+
+    async def attach_once() -> int:
+        async with AsyncSandbox(url, token, pty_url=pty_url) as sandbox:
+            columns, rows = console_size(stdout_fd)
+            if terminal_id is None:
+                terminal = await sandbox.terminals.open(command, cwd=cwd, cols=columns, rows=rows)
+            else:
+                terminal = await sandbox.terminals.attach(terminal_id)
+                await terminal.resize(columns, rows)
+            with raw_mode(stdin_fd):
+                detached, exit_code = await attach_console(terminal, stdin_fd, stdout_fd)
+            await terminal.close()
+        if detached:
+            click.echo(
+                f"exec-daemon attach: detached; terminal {terminal.id} keeps running "
+                f"(exec-daemon attach --terminal {terminal.id})",
+                err=True,
+            )
+            return 0
+        if exit_code is None:
+            click.echo("exec-daemon attach: the connection ended", err=True)
+            return DAEMON_FAILED
+        return exit_code
+
+    try:
+        code = asyncio.run(attach_once())
+    except ExecDaemonError as exc:
+        click.echo(f"exec-daemon attach: {exc.code}: {exc.message}", err=True)
+        code = DAEMON_FAILED
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,31 @@
-"""An async Python client for the daemon (used by the tests, handy for scripts).
+"""A low-level async client for the daemon's RPCs (the SDK, exec_daemon/sdk/, is built on it;
+the tests use it directly).
 
-async with ExecDaemonClient("http://127.0.0.1:8080", token) as client:
-    print(await client.ping())
-    outcome = await client.run(shell_call("echo hi"))
-    async with client.exec_stream() as stream:
-        call = await stream.start(tool_call)
-        async for message in call: ...       # deltas, then the result (or an ExecError)
+    async with ExecDaemonClient("http://127.0.0.1:8080", find_token()) as client:
+        print(await client.ping())
+        call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command="echo hi")))
+        outcome = await client.run(call)                # deltas, then the result (or an ExecError)
+        diff = await client.control.get_diff(GetDiffRequest())  # every RPC carries the token
+        async with client.exec_stream() as stream:
+            started = await stream.start(call)
+            async for message in started: ...           # deltas, then the result (or an ExecError)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from connectrpc.protocol import ProtocolType
+from connectrpc.request import RequestContext
 from pyqwest import Client, HTTPTransport, HTTPVersion
 
 from agent.v1.control_connect import ControlServiceClient
@@ -34,6 +42,60 @@ from agent.v1.exec_pb2 import (
     StreamClose,
 )
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
+
+# Where a token comes from when none is given: the variable `serve` reads, then the file
+# `./scripts/serve` keeps (mode 0600) in the folder it serves.
+TOKEN_VARIABLE = "EXEC_DAEMON_AUTH_TOKEN"
+TOKEN_FILE_NAME = ".exec-daemon-token"
+
+
+class TokenNotFound(LookupError):
+    """No token was given, none is in the environment and no token file was found (or usable)."""
+
+
+def find_token(token: str | None = None, start: Path | None = None) -> str:
+    """The daemon's token: `token` when given, else EXEC_DAEMON_AUTH_TOKEN, else the
+    `.exec-daemon-token` file (as `./scripts/serve` keeps it) in `start` (default: the current
+    folder) or the nearest folder above it. A file group or others may read is refused, as
+    `serve --auth-token-file` refuses it."""
+    if token:
+        return token
+    if from_env := os.environ.get(TOKEN_VARIABLE, "").strip():
+        return from_env
+    folder = (start or Path.cwd()).absolute()
+    for candidate in (folder, *folder.parents):
+        path = candidate / TOKEN_FILE_NAME
+        try:
+            with path.open("rb") as file:
+                mode = os.fstat(file.fileno()).st_mode
+                if mode & 0o077:
+                    raise TokenNotFound(
+                        f"{path} may be read by others (mode {mode & 0o777:04o}); chmod 600 it"
+                    )
+                found = file.read().decode("utf-8", "replace").strip()
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        if not found:
+            raise TokenNotFound(f"{path} is empty")
+        return found
+    raise TokenNotFound(
+        f"no token: pass one, set {TOKEN_VARIABLE}, or run in the folder where ./scripts/serve "
+        f"keeps {TOKEN_FILE_NAME}"
+    )
+
+
+class BearerToken:
+    """Adds `authorization: Bearer <token>` to every RPC that does not set it itself."""
+
+    def __init__(self, token: str) -> None:
+        self.value = f"Bearer {token}"
+
+    async def on_start(self, ctx: RequestContext) -> None:
+        if "authorization" not in ctx.request_headers:
+            ctx.request_headers["authorization"] = self.value
+
+    async def on_end(self, token: None, ctx: RequestContext, error: Exception | None) -> None:
+        return None
 
 
 class StreamEndedError(ConnectionError):
@@ -80,6 +142,7 @@ class ExecDaemonClient:
             "http_client": self._http,
             "send_compression": None,
             "timeout_ms": timeout_ms,
+            "interceptors": (BearerToken(token),),
         }
         self.control = ControlServiceClient(address, **common)  # type: ignore[arg-type]
         self.exec = ExecServiceClient(address, **common)  # type: ignore[arg-type]
@@ -166,11 +229,14 @@ class ExecStream:
         self._outgoing: asyncio.Queue[ExecStreamElement | None] = asyncio.Queue()
         self._calls: dict[int, StreamCall] = {}
         self._next_id = 1
-        self.heartbeats: list[Heartbeat] = []
-        self.unmatched: list[ExecServerMessage] = []
+        # The latest ones only: a stream may live for days.
+        self.heartbeats: deque[Heartbeat] = deque(maxlen=1024)
+        self.unmatched: deque[ExecServerMessage] = deque(maxlen=1024)
         self._reader: asyncio.Task[None] | None = None
         self.error: BaseException | None = None
         self.ended = asyncio.Event()
+        # When the daemon last sent anything (heartbeats included): a watchdog's clock.
+        self.last_message_at = time.monotonic()
 
     async def __aenter__(self) -> Self:
         responses = self._client.exec.exec_stream(self._requests(), headers=self._client.headers)
@@ -192,14 +258,20 @@ class ExecStream:
     async def _read(self, responses: AsyncIterator[ExecServerMessage]) -> None:
         try:
             async for message in responses:
+                self.last_message_at = time.monotonic()
                 if message.WhichOneof("message") == "heartbeat":
                     self.heartbeats.append(message.heartbeat)
                 elif message.id in self._calls:
-                    self._calls[message.id]._deliver(message)
+                    call = self._calls[message.id]
+                    call._deliver(message)
+                    if call.outcome.result is not None:
+                        # A long-lived stream keeps no old answers. (Not on an ExecError: one
+                        # answering a duplicate id comes before the running call's result.)
+                        del self._calls[message.id]
                 else:
                     self.unmatched.append(message)
         except Exception as exc:
-            self.error = exc
+            self.error = self.error or exc  # drop() said why first
         finally:
             cause = f": {self.error}" if self.error is not None else ""
             for call in self._calls.values():
@@ -209,6 +281,12 @@ class ExecStream:
                     )
                 )
             self.ended.set()
+
+    def drop(self, why: str) -> None:
+        """Gives the stream up (the daemon went silent): its unanswered calls fail with `why`."""
+        self.error = self.error or StreamEndedError(why)
+        if self._reader is not None:
+            self._reader.cancel()
 
     async def send(self, element: ExecStreamElement) -> None:
         await self._outgoing.put(element)

@@ -62,6 +62,7 @@ from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected
 from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs
+from exec_daemon.guards.command_env import command_env_refusal
 from exec_daemon.guards.commands import judge_allowlist, not_read_only
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.rejections import refused_result
@@ -276,6 +277,11 @@ class Judge:
         judged = judge_allowlist(subject.command, rules.terminal_allowlist)
         args = inv.args
         assert isinstance(args, ShellArgs)
+        if args.env:
+            # The call's own variables are judged with it: they may run code the line does not.
+            env_refusal = command_env_refusal(args.env)
+            if env_refusal is not None and judged.refusal is None:
+                judged = replace(judged, refusal=env_refusal)
         if (
             judged.confine is None
             and self._daemon.config.sandbox_enabled
@@ -341,6 +347,8 @@ def _restricted(inv: Invocation, subject: Subject, restriction: Restriction) -> 
         # A shell command is judged by what it does: read-only ones may run (confined read-only
         # when the sandbox is up: the sandbox decision's read-only demand).
         reason = not_read_only(subject.command)
+        if reason is None and isinstance(inv.args, ShellArgs) and inv.args.env:
+            reason = command_env_refusal(inv.args.env)
         if reason is None:
             return None
         why = f"the command is not read-only ({reason})"

@@ -2,7 +2,10 @@
 
 The secrets are the values of the variables named in CLOUD_AGENT_INJECTED_SECRET_NAMES
 (comma-separated) in the daemon's environment; a later UpdateEnvironmentVariables adds to them
-(a value once known stays redacted: it may live on in files and shells). Values shorter than 4
+(a value once known stays redacted: it may live on in files and shells). A shell call's own
+variable (ShellArgs.env) named in its secret_env or among those names is redacted from that
+call's answer only (deltas, result, the echoed args): calls may come from the agent, which must
+not be able to hide text (a line of a diff) from everything the daemon sends later. Values shorter than 4
 characters are skipped. Each occurrence becomes `[REDACTED]`; where secrets overlap the longest
 one wins (leftmost-longest matching with an Aho-Corasick automaton, ~0.5-0.8 GB/s on ASCII).
 
@@ -44,7 +47,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from agent.v1.files_pb2 import EditToolCallDelta
-from agent.v1.shell_pb2 import ShellToolCallDelta
+from agent.v1.shell_pb2 import ShellArgs, ShellToolCallDelta
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError
@@ -422,13 +425,29 @@ class SecretStore:
 
     def __init__(self, daemon: Daemon) -> None:
         self._known: set[str] = set()
+        self._secret_names: set[str] = set()
         self.matcher = SecretMatcher(())
         self.learn(daemon.env.snapshot())
         daemon.env.subscribe(self.learn)
 
     def learn(self, env: dict[str, str]) -> None:
-        names = [name.strip() for name in env.get(SECRET_NAMES_VARIABLE, "").split(",")]
-        values = {env.get(name, "") for name in names if name} | registered_secrets()
+        self._secret_names = {
+            name.strip() for name in env.get(SECRET_NAMES_VARIABLE, "").split(",") if name.strip()
+        }
+        self._add({env.get(name, "") for name in self._secret_names} | registered_secrets())
+
+    def command_env_secrets(self, args: ShellArgs) -> frozenset[str]:
+        """The values of a shell call's own variables that are secrets (named in its
+        secret_env, or among the daemon's secret names). They are redacted from that call's
+        answer only: a call (the agent's, perhaps) cannot make the daemon hide text from others."""
+        declared = set(args.secret_env) | self._secret_names
+        return frozenset(
+            value
+            for name, value in args.env.items()
+            if name in declared and len(value) >= MIN_SECRET_LENGTH
+        )
+
+    def _add(self, values: set[str]) -> None:
         new = {value for value in values if len(value) >= MIN_SECRET_LENGTH} - self._known
         if new:
             self._known |= new
@@ -540,10 +559,28 @@ def _redact_map(mapping: Any, value_field: FieldDescriptor, matcher: SecretMatch
                 mapping[key] = cleaned
 
 
+class CallSecrets:
+    """The daemon's secrets and one call's own (ShellArgs.env declared secret)."""
+
+    def __init__(self, store: SecretStore, values: frozenset[str]) -> None:
+        self._store = store
+        self._values = values
+        self._base: SecretMatcher | None = None
+        self._matcher = store.matcher
+
+    @property
+    def matcher(self) -> SecretMatcher:
+        base = self._store.matcher  # it may learn more while the call runs
+        if base is not self._base:
+            self._base = base
+            self._matcher = SecretMatcher((*base.secrets, *self._values))
+        return self._matcher
+
+
 class _CallStreams:
     """The held-back tails of one call's streamed deltas."""
 
-    def __init__(self, store: SecretStore) -> None:
+    def __init__(self, store: SecretStore | CallSecrets) -> None:
         self._store = store
         self._shell = InterleavedRedactor()
         self._tasks: dict[str, StreamRedactor] = {}
@@ -651,7 +688,12 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
     store = daemon.service(SecretStore)
 
     async def redaction(inv: Invocation, call_next: Next) -> Message:
-        streams = _CallStreams(store)
+        secrets: SecretStore | CallSecrets = store
+        if isinstance(inv.args, ShellArgs) and inv.args.env:
+            own = store.command_env_secrets(inv.args)
+            if own:
+                secrets = CallSecrets(store, own)
+        streams = _CallStreams(secrets)
         emit = inv.ctx.emit
 
         async def redacting_emit(delta: ToolCallDelta) -> None:
@@ -667,16 +709,21 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
             result = await call_next(replace(inv, ctx=ctx))
         except CodedError as exc:
             await send_remainders()
-            raise CodedError(exc.code, store.matcher.redact(exc.message)) from exc
+            raise CodedError(exc.code, secrets.matcher.redact(exc.message)) from exc
         except asyncio.CancelledError:
             await send_remainders()
             raise
         await send_remainders()
-        matcher = store.matcher
+        matcher = secrets.matcher
         if matcher:
             streams.redact_split_secrets(result)
             redact_message(result, matcher)
             redact_message(ctx.report.feedback, matcher)
+            if ctx.report.args_run is None and isinstance(inv.args, ShellArgs) and inv.args.env:
+                # The answer echoes the args: a call's own secret variables are masked there.
+                echoed = ShellArgs()
+                echoed.CopyFrom(inv.args)
+                ctx.report.args_run = echoed
             if ctx.report.args_run is not None:
                 redact_message(ctx.report.args_run, matcher)
         return result

@@ -110,14 +110,16 @@ _LOOP_LINES = (
     r"""while :; do""",
     r"""IFS= builtin read -r -d '' -u 61 __ed_hdr || { __ed_eof=1; builtin return 0; }""",
     r"""IFS= builtin read -r -d '' -u 61 __ed_cmd || { __ed_eof=1; builtin return 0; }""",
-    r"""__ed_wd= __ed_file= __ed_prev= __ed_nodump=""",
+    r"""__ed_wd= __ed_file= __ed_prev= __ed_nodump= __ed_env=""",
     r'builtin eval "$__ed_hdr"',
     r"""if [[ -n $__ed_file ]]; then IFS= builtin read -r -d '' __ed_cmd <"$__ed_file" || :; fi""",
     r"""__ed_busy=1""",
     r"""if [[ -n $__ed_wd ]]; then __ed_prev=$PWD; builtin cd -- "$__ed_wd" 2>/dev/null || :; fi""",
     r"""case $__ed_x in *x*) __ed_pre='builtin set -x;' ;; *) __ed_pre= ;; esac""",
     r"""__ed_user=1""",
-    r"""builtin eval "$__ed_pre$__ed_cmd" </dev/null 61<&- 62>&-""",
+    # A call's own variables (ShellArgs.env) exist in a subshell, for that command only.
+    r"""if [[ -n $__ed_env ]]; then ( builtin eval "$__ed_env"; builtin eval "$__ed_pre$__ed_cmd" )"""
+    r""" </dev/null 61<&- 62>&-; else builtin eval "$__ed_pre$__ed_cmd" </dev/null 61<&- 62>&-; fi""",
     r"""{ __ed_rc=$? __ed_user=0 __ed_x=$- __ed_end=$PWD; builtin set +x; } 2>/dev/null""",
     r"""if [[ -n $__ed_prev ]]; then builtin cd -- "$__ed_prev" 2>/dev/null || :; fi""",
     r'__ed_finish "$__ed_rc"',

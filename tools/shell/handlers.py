@@ -23,6 +23,7 @@ from agent.v1.shell_pb2 import (
     WriteShellStdinSuccess,
 )
 from agent.v1.tool_call_pb2 import ToolCallDelta
+from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE
 from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.processes import Confinement
 from exec_daemon.kernel.sandboxing import SandboxDecision, Sandboxing
@@ -41,7 +42,13 @@ from tools.shell.jobs import ShellJob
 from tools.shell.output import OutputCapture
 from tools.shell.pipes import write_all
 from tools.shell.service import ShellService
-from tools.shell.session import SessionStartError, ShellSession, os_reason
+from tools.shell.session import (
+    SessionStartError,
+    ShellSession,
+    command_env_script,
+    os_reason,
+    valid_env_name,
+)
 from tools.shell.watch import LogWatcher
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,31 @@ def _timeout_problem(present: bool, value: int, name: str) -> str:
         return f"{name} must be between 1 and {MAX_TIMEOUT_MS} ms (leave it unset for the default {DEFAULT_TIMEOUT_MS})"
     if value > MAX_TIMEOUT_MS:
         return f"{name} {value} ms is above the maximum of {MAX_TIMEOUT_MS} ms"
+    return ""
+
+
+# ShellArgs.env, all names and values together: it travels in the session's request header.
+MAX_ENV_BYTES = 64 * 1024
+
+
+def env_problem(args: ShellArgs, redaction_enabled: bool) -> str:
+    """Why the call's own variables (ShellArgs.env, secret_env) cannot be set, or ""."""
+    size = 0
+    for name, value in args.env.items():
+        if not valid_env_name(name):
+            return f"env: {name!r} is not a shell variable name"
+        if name.startswith("__ed_") or name == CALL_MARK_VARIABLE:
+            return f"env: {name} is the daemon's own variable"
+        if "\0" in value:
+            return f"env: the value of {name} contains a NUL character"
+        size += len(name.encode()) + len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ENV_BYTES:
+        return f"env: {size} bytes of names and values, above the limit of {MAX_ENV_BYTES}"
+    for name in args.secret_env:
+        if name not in args.env:
+            return f"secret_env: {name!r} is not a variable of env"
+    if args.secret_env and not redaction_enabled:
+        return "secret_env: the daemon redacts nothing (start it with --secret-redaction-enabled)"
     return ""
 
 
@@ -86,6 +118,9 @@ async def shell_tool_call(args: ShellArgs, ctx: CallContext) -> ShellResult:
             args, terminals, "the command contains a NUL character, which bash cannot run"
         )
     problem = _timeout_problem(args.HasField("timeout"), args.timeout, "timeout")
+    if problem:
+        return results.rejected(args, terminals, problem)
+    problem = env_problem(args, ctx.daemon.config.secret_redaction_enabled)
     if problem:
         return results.rejected(args, terminals, problem)
     cwd, problem = resolve_directory(ctx.daemon.workspace, args.working_directory)
@@ -163,7 +198,12 @@ async def _run_in_session(
     call = ForegroundCall(ctx, capture, service.spawn_task)
     try:
         done = await session.submit(
-            args.command, cwd, call.sink, service.env_script(session), service.pinned_script
+            args.command,
+            cwd,
+            call.sink,
+            service.env_script(session),
+            service.pinned_script,
+            command_env_script(args.env),
         )
     except BaseException:
         service.release_session(session)
@@ -207,6 +247,7 @@ async def _run_one_shot(
             confinement=confinement,
             sink=sink,
             interactive=args.is_interactive,
+            command_env=command_env_script(args.env),
         )
     except OSError as exc:
         log.warning("starting a shell failed: %s", exc)
@@ -270,6 +311,7 @@ async def _start_background(
             confinement=confinement,
             sink=lambda _stream, _data: None,
             background=True,
+            command_env=command_env_script(args.env),
         )
     except OSError as exc:
         log.warning("starting a background shell failed: %s", exc)

@@ -266,8 +266,10 @@ class ShellService:
         sink: Sink,
         background: bool = False,
         interactive: bool = False,
+        command_env: str = "",
     ) -> ShellJob:
-        """Starts a shell beside the agent's session, from the session's state."""
+        """Starts a shell beside the agent's session, from the session's state; `command_env`
+        (bash code: the call's own variables) runs after the pinned variables."""
         shell_id = self.next_id()
         session = self.session_of(agent_id, confinement)
         state_copy = await self._copy_state(session, shell_id)
@@ -298,7 +300,7 @@ class ShellService:
             interactive=interactive,
             log_path=log_path,
             meta_path=meta_path if background else None,
-            pinned=self.pinned_script,
+            pinned=self.pinned_script + command_env,
         )
         try:
             job = await start_one_shot(spec, sink)

@@ -130,6 +130,11 @@ def valid_env_name(name: str) -> bool:
     return bool(name) and not name[0].isdigit() and set(name) <= _ENV_NAME_CHARS
 
 
+def command_env_script(env: Mapping[str, str]) -> str:
+    """bash code exporting a call's own variables (names already checked: valid_env_name)."""
+    return "".join(f"builtin export {name}={shlex.quote(value)};" for name, value in env.items())
+
+
 def env_diff_script(old: Mapping[str, str], new: Mapping[str, str]) -> str:
     """bash code that turns the exported environment `old` into `new`."""
     lines = [
@@ -280,11 +285,19 @@ class ShellSession:
     # -- running a command --------------------------------------------------------------------
 
     async def submit(
-        self, command: str, working_directory: str, sink: Sink, env_script: str, pinned: str = ""
+        self,
+        command: str,
+        working_directory: str,
+        sink: Sink,
+        env_script: str,
+        pinned: str = "",
+        command_env: str = "",
     ) -> asyncio.Future[ExitStatus]:
         """Sends `command` to the session; the future resolves once it ended and its output
         went to `sink` (stream name, bytes). `pinned`: bash code run before every command
-        (variables the daemon sets again whatever an earlier command did to them)."""
+        (variables the daemon sets again whatever an earlier command did to them).
+        `command_env`: bash code setting the call's own variables (command_env_script); the
+        command then runs in a subshell holding them, so the session never sees them."""
         assert self._command_fd is not None and self._running is None and not self.ended
         self._seq += 1
         mark = new_call_mark()
@@ -297,6 +310,8 @@ class ShellSession:
         header += pinned
         if working_directory:
             header += f"__ed_wd={shlex.quote(working_directory)};"
+        if command_env:
+            header += f"__ed_env={shlex.quote(command_env)};"
         body = command.encode()
         if len(body) > INLINE_COMMAND_BYTES:
             command_file = self.directory / f"command.{self._seq % 2}"

@@ -65,7 +65,14 @@ class ShellParsingResult(_message.Message):
     def __init__(self, parsing_failed: _Optional[bool] = ..., executable_commands: _Optional[_Iterable[str]] = ..., has_redirects: _Optional[bool] = ..., has_command_substitution: _Optional[bool] = ...) -> None: ...
 
 class ShellArgs(_message.Message):
-    __slots__ = ("command", "working_directory", "timeout", "tool_call_id", "simple_commands", "has_input_redirect", "has_output_redirect", "parsing_result", "requested_sandbox_policy", "file_output_threshold_bytes", "is_background", "description", "is_interactive")
+    __slots__ = ("command", "working_directory", "timeout", "tool_call_id", "simple_commands", "has_input_redirect", "has_output_redirect", "parsing_result", "requested_sandbox_policy", "file_output_threshold_bytes", "is_background", "description", "is_interactive", "env", "secret_env")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     WORKING_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +86,8 @@ class ShellArgs(_message.Message):
     IS_BACKGROUND_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     IS_INTERACTIVE_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    SECRET_ENV_FIELD_NUMBER: _ClassVar[int]
     command: str
     working_directory: str
     timeout: int
@@ -92,7 +101,9 @@ class ShellArgs(_message.Message):
     is_background: bool
     description: str
     is_interactive: bool
-    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., timeout: _Optional[int] = ..., tool_call_id: _Optional[str] = ..., simple_commands: _Optional[_Iterable[str]] = ..., has_input_redirect: _Optional[bool] = ..., has_output_redirect: _Optional[bool] = ..., parsing_result: _Optional[_Union[ShellParsingResult, _Mapping]] = ..., requested_sandbox_policy: _Optional[_Union[SandboxPolicy, _Mapping]] = ..., file_output_threshold_bytes: _Optional[int] = ..., is_background: _Optional[bool] = ..., description: _Optional[str] = ..., is_interactive: _Optional[bool] = ...) -> None: ...
+    env: _containers.ScalarMap[str, str]
+    secret_env: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, command: _Optional[str] = ..., working_directory: _Optional[str] = ..., timeout: _Optional[int] = ..., tool_call_id: _Optional[str] = ..., simple_commands: _Optional[_Iterable[str]] = ..., has_input_redirect: _Optional[bool] = ..., has_output_redirect: _Optional[bool] = ..., parsing_result: _Optional[_Union[ShellParsingResult, _Mapping]] = ..., requested_sandbox_policy: _Optional[_Union[SandboxPolicy, _Mapping]] = ..., file_output_threshold_bytes: _Optional[int] = ..., is_background: _Optional[bool] = ..., description: _Optional[str] = ..., is_interactive: _Optional[bool] = ..., env: _Optional[_Mapping[str, str]] = ..., secret_env: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OutputLocation(_message.Message):
     __slots__ = ("file_path", "size_bytes")

@@ -26,7 +26,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agent/v1/control.proto.
  */
 export const file_agent_v1_control: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudC92MS9jb250cm9sLnByb3RvEghhZ2VudC52MSINCgtQaW5nUmVxdWVzdCJSCgxQaW5nUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIRCgl1cHRpbWVfbXMYAiABKAQSCwoDcGlkGAMgASgNEhEKCXdvcmtzcGFjZRgEIAEoCSJrCgtFeGVjUmVxdWVzdBIlCgl0b29sX2NhbGwYASABKAsyEi5hZ2VudC52MS5Ub29sQ2FsbBIQCghhZ2VudF9pZBgCIAEoCRIjCghydW5fbW9kZRgDIAEoDjIRLmFnZW50LnYxLlJ1bk1vZGUiJAoUTGlzdERpcmVjdG9yeVJlcXVlc3QSDAoEcGF0aBgBIAEoCSJ5Cg5EaXJlY3RvcnlFbnRyeRIMCgRuYW1lGAEgASgJEhQKDGlzX2RpcmVjdG9yeRgCIAEoCBISCgppc19zeW1saW5rGAMgASgIEgwKBHNpemUYBCABKAQSEwoLbW9kaWZpZWRfbXMYBSABKAMSDAoEbW9kZRgGIAEoDSJCChVMaXN0RGlyZWN0b3J5UmVzcG9uc2USKQoHZW50cmllcxgBIAMoCzIYLmFnZW50LnYxLkRpcmVjdG9yeUVudHJ5IkMKE1JlYWRUZXh0RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDgoGbGVuZ3RoGAMgASgEIl0KFFJlYWRUZXh0RmlsZVJlc3BvbnNlEg8KB2NvbnRlbnQYASABKAkSEgoKdG90YWxfc2l6ZRgCIAEoBBILCgNlb2YYAyABKAgSEwoLbmV4dF9vZmZzZXQYBCABKAQiNQoUV3JpdGVUZXh0RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgJIi4KFVdyaXRlVGV4dEZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgEIkUKFVJlYWRCaW5hcnlGaWxlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg4KBm9mZnNldBgCIAEoBBIOCgZsZW5ndGgYAyABKAQiRwoWUmVhZEJpbmFyeUZpbGVSZXNwb25zZRIMCgRkYXRhGAEgASgMEhIKCnRvdGFsX3NpemUYAiABKAQSCwoDZW9mGAMgASgIIkQKFldyaXRlQmluYXJ5RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIMCgRkYXRhGAIgASgMEg4KBmFwcGVuZBgDIAEoCCJEChdXcml0ZUJpbmFyeUZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgEEhIKCnRvdGFsX3NpemUYAiABKAQiHQoOR2V0RGlmZlJlcXVlc3QSCwoDcmVmGAEgASgJIh8KD0dldERpZmZSZXNwb25zZRIMCgRkaWZmGAEgASgJIiAKHkdldFdvcmtzcGFjZUNoYW5nZXNIYXNoUmVxdWVzdCIvCh9HZXRXb3Jrc3BhY2VDaGFuZ2VzSGFzaFJlc3BvbnNlEgwKBGhhc2gYASABKAkiNwofUmVmcmVzaEdpdGh1YkFjY2Vzc1Rva2VuUmVxdWVzdBIUCgxhY2Nlc3NfdG9rZW4YASABKAkiMwogUmVmcmVzaEdpdGh1YkFjY2Vzc1Rva2VuUmVzcG9uc2USDwoHdXBkYXRlZBgBIAEoCCIvCh1XYXJtUmVtb3RlQWNjZXNzU2VydmVyUmVxdWVzdBIOCgZjb21taXQYASABKAkiQAoeV2FybVJlbW90ZUFjY2Vzc1NlcnZlclJlc3BvbnNlEg0KBXJlYWR5GAEgASgIEg8KB21lc3NhZ2UYAiABKAkiOgobRG93bmxvYWRDdXJzb3JTZXJ2ZXJSZXF1ZXN0Eg4KBmNvbW1pdBgBIAEoCRILCgN1cmwYAiABKAkiUAocRG93bmxvYWRDdXJzb3JTZXJ2ZXJSZXNwb25zZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAQSDgoGc2hhMjU2GAMgASgJImYKCEFydGlmYWN0EgwKBHBhdGgYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBBIRCgltaW1lX3R5cGUYAyABKAkSEwoLbW9kaWZpZWRfbXMYBCABKAMSEAoIdXBsb2FkZWQYBSABKAgiFgoUTGlzdEFydGlmYWN0c1JlcXVlc3QiPgoVTGlzdEFydGlmYWN0c1Jlc3BvbnNlEiUKCWFydGlmYWN0cxgBIAMoCzISLmFnZW50LnYxLkFydGlmYWN0IjsKFlVwbG9hZEFydGlmYWN0c1JlcXVlc3QSDQoFcGF0aHMYASADKAkSEgoKdXBsb2FkX3VybBgCIAEoCSIvCg9BcnRpZmFjdEZhaWx1cmUSDAoEcGF0aBgBIAEoCRIOCgZyZWFzb24YAiABKAkifAoXVXBsb2FkQXJ0aWZhY3RzUmVzcG9uc2USJAoIdXBsb2FkZWQYASADKAsyEi5hZ2VudC52MS5BcnRpZmFjdBIOCgZmYWlsZWQYAiADKAkSKwoIZmFpbHVyZXMYAyADKAsyGS5hZ2VudC52MS5BcnRpZmFjdEZhaWx1cmUiHAoaR2V0TWNwUmVmcmVzaFRva2Vuc1JlcXVlc3QirQEKG0dldE1jcFJlZnJlc2hUb2tlbnNSZXNwb25zZRJBCgZ0b2tlbnMYASADKAsyMS5hZ2VudC52MS5HZXRNY3BSZWZyZXNoVG9rZW5zUmVzcG9uc2UuVG9rZW5zRW50cnkaSwoLVG9rZW5zRW50cnkSCwoDa2V5GAEgASgJEisKBXZhbHVlGAIgASgLMhwuYWdlbnQudjEuTWNwT0F1dGhTdG9yZWREYXRhOgI4ASKyAQohVXBkYXRlRW52aXJvbm1lbnRWYXJpYWJsZXNSZXF1ZXN0EkEKA2VudhgBIAMoCzI0LmFnZW50LnYxLlVwZGF0ZUVudmlyb25tZW50VmFyaWFibGVzUmVxdWVzdC5FbnZFbnRyeRIPCgdyZXBsYWNlGAIgASgIEg0KBXVuc2V0GAMgAygJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoiVXBkYXRlRW52aXJvbm1lbnRWYXJpYWJsZXNSZXNwb25zZRIWCg52YXJpYWJsZV9jb3VudBgBIAEoDTLeEAoOQ29udHJvbFNlcnZpY2USNQoEUGluZxIVLmFnZW50LnYxLlBpbmdSZXF1ZXN0GhYuYWdlbnQudjEuUGluZ1Jlc3BvbnNlEjwKBEV4ZWMSFS5hZ2VudC52MS5FeGVjUmVxdWVzdBobLmFnZW50LnYxLkV4ZWNTZXJ2ZXJNZXNzYWdlMAESUAoNTGlzdERpcmVjdG9yeRIeLmFnZW50LnYxLkxpc3REaXJlY3RvcnlSZXF1ZXN0Gh8uYWdlbnQudjEuTGlzdERpcmVjdG9yeVJlc3BvbnNlEk0KDFJlYWRUZXh0RmlsZRIdLmFnZW50LnYxLlJlYWRUZXh0RmlsZVJlcXVlc3QaHi5hZ2VudC52MS5SZWFkVGV4dEZpbGVSZXNwb25zZRJQCg1Xcml0ZVRleHRGaWxlEh4uYWdlbnQudjEuV3JpdGVUZXh0RmlsZVJlcXVlc3QaHy5hZ2VudC52MS5Xcml0ZVRleHRGaWxlUmVzcG9uc2USUwoOUmVhZEJpbmFyeUZpbGUSHy5hZ2VudC52MS5SZWFkQmluYXJ5RmlsZVJlcXVlc3QaIC5hZ2VudC52MS5SZWFkQmluYXJ5RmlsZVJlc3BvbnNlElYKD1dyaXRlQmluYXJ5RmlsZRIgLmFnZW50LnYxLldyaXRlQmluYXJ5RmlsZVJlcXVlc3QaIS5hZ2VudC52MS5Xcml0ZUJpbmFyeUZpbGVSZXNwb25zZRI+CgdHZXREaWZmEhguYWdlbnQudjEuR2V0RGlmZlJlcXVlc3QaGS5hZ2VudC52MS5HZXREaWZmUmVzcG9uc2USbgoXR2V0V29ya3NwYWNlQ2hhbmdlc0hhc2gSKC5hZ2VudC52MS5HZXRXb3Jrc3BhY2VDaGFuZ2VzSGFzaFJlcXVlc3QaKS5hZ2VudC52MS5HZXRXb3Jrc3BhY2VDaGFuZ2VzSGFzaFJlc3BvbnNlEnEKGFJlZnJlc2hHaXRodWJBY2Nlc3NUb2tlbhIpLmFnZW50LnYxLlJlZnJlc2hHaXRodWJBY2Nlc3NUb2tlblJlcXVlc3QaKi5hZ2VudC52MS5SZWZyZXNoR2l0aHViQWNjZXNzVG9rZW5SZXNwb25zZRJrChZXYXJtUmVtb3RlQWNjZXNzU2VydmVyEicuYWdlbnQudjEuV2FybVJlbW90ZUFjY2Vzc1NlcnZlclJlcXVlc3QaKC5hZ2VudC52MS5XYXJtUmVtb3RlQWNjZXNzU2VydmVyUmVzcG9uc2USZQoURG93bmxvYWRDdXJzb3JTZXJ2ZXISJS5hZ2VudC52MS5Eb3dubG9hZEN1cnNvclNlcnZlclJlcXVlc3QaJi5hZ2VudC52MS5Eb3dubG9hZEN1cnNvclNlcnZlclJlc3BvbnNlElAKDUxpc3RBcnRpZmFjdHMSHi5hZ2VudC52MS5MaXN0QXJ0aWZhY3RzUmVxdWVzdBofLmFnZW50LnYxLkxpc3RBcnRpZmFjdHNSZXNwb25zZRJWCg9VcGxvYWRBcnRpZmFjdHMSIC5hZ2VudC52MS5VcGxvYWRBcnRpZmFjdHNSZXF1ZXN0GiEuYWdlbnQudjEuVXBsb2FkQXJ0aWZhY3RzUmVzcG9uc2USYgoTR2V0TWNwUmVmcmVzaFRva2VucxIkLmFnZW50LnYxLkdldE1jcFJlZnJlc2hUb2tlbnNSZXF1ZXN0GiUuYWdlbnQudjEuR2V0TWNwUmVmcmVzaFRva2Vuc1Jlc3BvbnNlEncKGlVwZGF0ZUVudmlyb25tZW50VmFyaWFibGVzEisuYWdlbnQudjEuVXBkYXRlRW52aXJvbm1lbnRWYXJpYWJsZXNSZXF1ZXN0GiwuYWdlbnQudjEuVXBkYXRlRW52aXJvbm1lbnRWYXJpYWJsZXNSZXNwb25zZRJWCg9HZXRBZ2VudENvbnRleHQSIC5hZ2VudC52MS5HZXRBZ2VudENvbnRleHRSZXF1ZXN0GiEuYWdlbnQudjEuR2V0QWdlbnRDb250ZXh0UmVzcG9uc2USTQoMTGlzdE1jcFRvb2xzEh0uYWdlbnQudjEuTGlzdE1jcFRvb2xzUmVxdWVzdBoeLmFnZW50LnYxLkxpc3RNY3BUb29sc1Jlc3BvbnNlElcKEVdhdGNoQWdlbnRDb250ZXh0EiIuYWdlbnQudjEuV2F0Y2hBZ2VudENvbnRleHRSZXF1ZXN0GhwuYWdlbnQudjEuQWdlbnRDb250ZXh0Q2hhbmdlMAESZQoUTGlzdFBlbmRpbmdRdWVzdGlvbnMSJS5hZ2VudC52MS5MaXN0UGVuZGluZ1F1ZXN0aW9uc1JlcXVlc3QaJi5hZ2VudC52MS5MaXN0UGVuZGluZ1F1ZXN0aW9uc1Jlc3BvbnNlElMKDkFuc3dlclF1ZXN0aW9uEh8uYWdlbnQudjEuQW5zd2VyUXVlc3Rpb25SZXF1ZXN0GiAuYWdlbnQudjEuQW5zd2VyUXVlc3Rpb25SZXNwb25zZRJcChFHZXREZXNrdG9wQ29udHJvbBIiLmFnZW50LnYxLkdldERlc2t0b3BDb250cm9sUmVxdWVzdBojLmFnZW50LnYxLkdldERlc2t0b3BDb250cm9sUmVzcG9uc2USSgoLSW5pdFNhbmRib3gSHC5hZ2VudC52MS5Jbml0U2FuZGJveFJlcXVlc3QaHS5hZ2VudC52MS5Jbml0U2FuZGJveFJlc3BvbnNlElMKDkdldFNhbmRib3hJbmZvEh8uYWdlbnQudjEuR2V0U2FuZGJveEluZm9SZXF1ZXN0GiAuYWdlbnQudjEuR2V0U2FuZGJveEluZm9SZXNwb25zZWIGcHJvdG8z", [file_agent_v1_common, file_agent_v1_context, file_agent_v1_exec, file_agent_v1_mcp, file_agent_v1_pool, file_agent_v1_questions, file_agent_v1_takeover, file_agent_v1_tool_call]);
+  fileDesc("ChZhZ2VudC92MS9jb250cm9sLnByb3RvEghhZ2VudC52MSINCgtQaW5nUmVxdWVzdCJSCgxQaW5nUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIRCgl1cHRpbWVfbXMYAiABKAQSCwoDcGlkGAMgASgNEhEKCXdvcmtzcGFjZRgEIAEoCSJrCgtFeGVjUmVxdWVzdBIlCgl0b29sX2NhbGwYASABKAsyEi5hZ2VudC52MS5Ub29sQ2FsbBIQCghhZ2VudF9pZBgCIAEoCRIjCghydW5fbW9kZRgDIAEoDjIRLmFnZW50LnYxLlJ1bk1vZGUiJAoUTGlzdERpcmVjdG9yeVJlcXVlc3QSDAoEcGF0aBgBIAEoCSJ5Cg5EaXJlY3RvcnlFbnRyeRIMCgRuYW1lGAEgASgJEhQKDGlzX2RpcmVjdG9yeRgCIAEoCBISCgppc19zeW1saW5rGAMgASgIEgwKBHNpemUYBCABKAQSEwoLbW9kaWZpZWRfbXMYBSABKAMSDAoEbW9kZRgGIAEoDSJCChVMaXN0RGlyZWN0b3J5UmVzcG9uc2USKQoHZW50cmllcxgBIAMoCzIYLmFnZW50LnYxLkRpcmVjdG9yeUVudHJ5IkMKE1JlYWRUZXh0RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDgoGbGVuZ3RoGAMgASgEIl0KFFJlYWRUZXh0RmlsZVJlc3BvbnNlEg8KB2NvbnRlbnQYASABKAkSEgoKdG90YWxfc2l6ZRgCIAEoBBILCgNlb2YYAyABKAgSEwoLbmV4dF9vZmZzZXQYBCABKAQiNQoUV3JpdGVUZXh0RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgJIi4KFVdyaXRlVGV4dEZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgEIkUKFVJlYWRCaW5hcnlGaWxlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg4KBm9mZnNldBgCIAEoBBIOCgZsZW5ndGgYAyABKAQiRwoWUmVhZEJpbmFyeUZpbGVSZXNwb25zZRIMCgRkYXRhGAEgASgMEhIKCnRvdGFsX3NpemUYAiABKAQSCwoDZW9mGAMgASgIIkQKFldyaXRlQmluYXJ5RmlsZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIMCgRkYXRhGAIgASgMEg4KBmFwcGVuZBgDIAEoCCJEChdXcml0ZUJpbmFyeUZpbGVSZXNwb25zZRIVCg1ieXRlc193cml0dGVuGAEgASgEEhIKCnRvdGFsX3NpemUYAiABKAQiLAoOR2V0RGlmZlJlcXVlc3QSCwoDcmVmGAEgASgJEg0KBXBhdGhzGAIgAygJIk4KD0dldERpZmZSZXNwb25zZRIMCgRkaWZmGAEgASgJEi0KB29taXR0ZWQYAiADKAsyHC5hZ2VudC52MS5HZXREaWZmT21pdHRlZEZpbGUiQAoSR2V0RGlmZk9taXR0ZWRGaWxlEgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoBBIOCgZyZWFzb24YAyABKAkiIAoeR2V0V29ya3NwYWNlQ2hhbmdlc0hhc2hSZXF1ZXN0Ii8KH0dldFdvcmtzcGFjZUNoYW5nZXNIYXNoUmVzcG9uc2USDAoEaGFzaBgBIAEoCSI3Ch9SZWZyZXNoR2l0aHViQWNjZXNzVG9rZW5SZXF1ZXN0EhQKDGFjY2Vzc190b2tlbhgBIAEoCSIzCiBSZWZyZXNoR2l0aHViQWNjZXNzVG9rZW5SZXNwb25zZRIPCgd1cGRhdGVkGAEgASgIIi8KHVdhcm1SZW1vdGVBY2Nlc3NTZXJ2ZXJSZXF1ZXN0Eg4KBmNvbW1pdBgBIAEoCSJACh5XYXJtUmVtb3RlQWNjZXNzU2VydmVyUmVzcG9uc2USDQoFcmVhZHkYASABKAgSDwoHbWVzc2FnZRgCIAEoCSI6ChtEb3dubG9hZEN1cnNvclNlcnZlclJlcXVlc3QSDgoGY29tbWl0GAEgASgJEgsKA3VybBgCIAEoCSJQChxEb3dubG9hZEN1cnNvclNlcnZlclJlc3BvbnNlEgwKBHBhdGgYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZzaGEyNTYYAyABKAkiZgoIQXJ0aWZhY3QSDAoEcGF0aBgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEEhEKCW1pbWVfdHlwZRgDIAEoCRITCgttb2RpZmllZF9tcxgEIAEoAxIQCgh1cGxvYWRlZBgFIAEoCCIWChRMaXN0QXJ0aWZhY3RzUmVxdWVzdCI+ChVMaXN0QXJ0aWZhY3RzUmVzcG9uc2USJQoJYXJ0aWZhY3RzGAEgAygLMhIuYWdlbnQudjEuQXJ0aWZhY3QiOwoWVXBsb2FkQXJ0aWZhY3RzUmVxdWVzdBINCgVwYXRocxgBIAMoCRISCgp1cGxvYWRfdXJsGAIgASgJIi8KD0FydGlmYWN0RmFpbHVyZRIMCgRwYXRoGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJ8ChdVcGxvYWRBcnRpZmFjdHNSZXNwb25zZRIkCgh1cGxvYWRlZBgBIAMoCzISLmFnZW50LnYxLkFydGlmYWN0Eg4KBmZhaWxlZBgCIAMoCRIrCghmYWlsdXJlcxgDIAMoCzIZLmFnZW50LnYxLkFydGlmYWN0RmFpbHVyZSIcChpHZXRNY3BSZWZyZXNoVG9rZW5zUmVxdWVzdCKtAQobR2V0TWNwUmVmcmVzaFRva2Vuc1Jlc3BvbnNlEkEKBnRva2VucxgBIAMoCzIxLmFnZW50LnYxLkdldE1jcFJlZnJlc2hUb2tlbnNSZXNwb25zZS5Ub2tlbnNFbnRyeRpLCgtUb2tlbnNFbnRyeRILCgNrZXkYASABKAkSKwoFdmFsdWUYAiABKAsyHC5hZ2VudC52MS5NY3BPQXV0aFN0b3JlZERhdGE6AjgBIrIBCiFVcGRhdGVFbnZpcm9ubWVudFZhcmlhYmxlc1JlcXVlc3QSQQoDZW52GAEgAygLMjQuYWdlbnQudjEuVXBkYXRlRW52aXJvbm1lbnRWYXJpYWJsZXNSZXF1ZXN0LkVudkVudHJ5Eg8KB3JlcGxhY2UYAiABKAgSDQoFdW5zZXQYAyADKAkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8CiJVcGRhdGVFbnZpcm9ubWVudFZhcmlhYmxlc1Jlc3BvbnNlEhYKDnZhcmlhYmxlX2NvdW50GAEgASgNMt4QCg5Db250cm9sU2VydmljZRI1CgRQaW5nEhUuYWdlbnQudjEuUGluZ1JlcXVlc3QaFi5hZ2VudC52MS5QaW5nUmVzcG9uc2USPAoERXhlYxIVLmFnZW50LnYxLkV4ZWNSZXF1ZXN0GhsuYWdlbnQudjEuRXhlY1NlcnZlck1lc3NhZ2UwARJQCg1MaXN0RGlyZWN0b3J5Eh4uYWdlbnQudjEuTGlzdERpcmVjdG9yeVJlcXVlc3QaHy5hZ2VudC52MS5MaXN0RGlyZWN0b3J5UmVzcG9uc2USTQoMUmVhZFRleHRGaWxlEh0uYWdlbnQudjEuUmVhZFRleHRGaWxlUmVxdWVzdBoeLmFnZW50LnYxLlJlYWRUZXh0RmlsZVJlc3BvbnNlElAKDVdyaXRlVGV4dEZpbGUSHi5hZ2VudC52MS5Xcml0ZVRleHRGaWxlUmVxdWVzdBofLmFnZW50LnYxLldyaXRlVGV4dEZpbGVSZXNwb25zZRJTCg5SZWFkQmluYXJ5RmlsZRIfLmFnZW50LnYxLlJlYWRCaW5hcnlGaWxlUmVxdWVzdBogLmFnZW50LnYxLlJlYWRCaW5hcnlGaWxlUmVzcG9uc2USVgoPV3JpdGVCaW5hcnlGaWxlEiAuYWdlbnQudjEuV3JpdGVCaW5hcnlGaWxlUmVxdWVzdBohLmFnZW50LnYxLldyaXRlQmluYXJ5RmlsZVJlc3BvbnNlEj4KB0dldERpZmYSGC5hZ2VudC52MS5HZXREaWZmUmVxdWVzdBoZLmFnZW50LnYxLkdldERpZmZSZXNwb25zZRJuChdHZXRXb3Jrc3BhY2VDaGFuZ2VzSGFzaBIoLmFnZW50LnYxLkdldFdvcmtzcGFjZUNoYW5nZXNIYXNoUmVxdWVzdBopLmFnZW50LnYxLkdldFdvcmtzcGFjZUNoYW5nZXNIYXNoUmVzcG9uc2UScQoYUmVmcmVzaEdpdGh1YkFjY2Vzc1Rva2VuEikuYWdlbnQudjEuUmVmcmVzaEdpdGh1YkFjY2Vzc1Rva2VuUmVxdWVzdBoqLmFnZW50LnYxLlJlZnJlc2hHaXRodWJBY2Nlc3NUb2tlblJlc3BvbnNlEmsKFldhcm1SZW1vdGVBY2Nlc3NTZXJ2ZXISJy5hZ2VudC52MS5XYXJtUmVtb3RlQWNjZXNzU2VydmVyUmVxdWVzdBooLmFnZW50LnYxLldhcm1SZW1vdGVBY2Nlc3NTZXJ2ZXJSZXNwb25zZRJlChREb3dubG9hZEN1cnNvclNlcnZlchIlLmFnZW50LnYxLkRvd25sb2FkQ3Vyc29yU2VydmVyUmVxdWVzdBomLmFnZW50LnYxLkRvd25sb2FkQ3Vyc29yU2VydmVyUmVzcG9uc2USUAoNTGlzdEFydGlmYWN0cxIeLmFnZW50LnYxLkxpc3RBcnRpZmFjdHNSZXF1ZXN0Gh8uYWdlbnQudjEuTGlzdEFydGlmYWN0c1Jlc3BvbnNlElYKD1VwbG9hZEFydGlmYWN0cxIgLmFnZW50LnYxLlVwbG9hZEFydGlmYWN0c1JlcXVlc3QaIS5hZ2VudC52MS5VcGxvYWRBcnRpZmFjdHNSZXNwb25zZRJiChNHZXRNY3BSZWZyZXNoVG9rZW5zEiQuYWdlbnQudjEuR2V0TWNwUmVmcmVzaFRva2Vuc1JlcXVlc3QaJS5hZ2VudC52MS5HZXRNY3BSZWZyZXNoVG9rZW5zUmVzcG9uc2USdwoaVXBkYXRlRW52aXJvbm1lbnRWYXJpYWJsZXMSKy5hZ2VudC52MS5VcGRhdGVFbnZpcm9ubWVudFZhcmlhYmxlc1JlcXVlc3QaLC5hZ2VudC52MS5VcGRhdGVFbnZpcm9ubWVudFZhcmlhYmxlc1Jlc3BvbnNlElYKD0dldEFnZW50Q29udGV4dBIgLmFnZW50LnYxLkdldEFnZW50Q29udGV4dFJlcXVlc3QaIS5hZ2VudC52MS5HZXRBZ2VudENvbnRleHRSZXNwb25zZRJNCgxMaXN0TWNwVG9vbHMSHS5hZ2VudC52MS5MaXN0TWNwVG9vbHNSZXF1ZXN0Gh4uYWdlbnQudjEuTGlzdE1jcFRvb2xzUmVzcG9uc2USVwoRV2F0Y2hBZ2VudENvbnRleHQSIi5hZ2VudC52MS5XYXRjaEFnZW50Q29udGV4dFJlcXVlc3QaHC5hZ2VudC52MS5BZ2VudENvbnRleHRDaGFuZ2UwARJlChRMaXN0UGVuZGluZ1F1ZXN0aW9ucxIlLmFnZW50LnYxLkxpc3RQZW5kaW5nUXVlc3Rpb25zUmVxdWVzdBomLmFnZW50LnYxLkxpc3RQZW5kaW5nUXVlc3Rpb25zUmVzcG9uc2USUwoOQW5zd2VyUXVlc3Rpb24SHy5hZ2VudC52MS5BbnN3ZXJRdWVzdGlvblJlcXVlc3QaIC5hZ2VudC52MS5BbnN3ZXJRdWVzdGlvblJlc3BvbnNlElwKEUdldERlc2t0b3BDb250cm9sEiIuYWdlbnQudjEuR2V0RGVza3RvcENvbnRyb2xSZXF1ZXN0GiMuYWdlbnQudjEuR2V0RGVza3RvcENvbnRyb2xSZXNwb25zZRJKCgtJbml0U2FuZGJveBIcLmFnZW50LnYxLkluaXRTYW5kYm94UmVxdWVzdBodLmFnZW50LnYxLkluaXRTYW5kYm94UmVzcG9uc2USUwoOR2V0U2FuZGJveEluZm8SHy5hZ2VudC52MS5HZXRTYW5kYm94SW5mb1JlcXVlc3QaIC5hZ2VudC52MS5HZXRTYW5kYm94SW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_agent_v1_common, file_agent_v1_context, file_agent_v1_exec, file_agent_v1_mcp, file_agent_v1_pool, file_agent_v1_questions, file_agent_v1_takeover, file_agent_v1_tool_call]);
 
 /**
  * @generated from message agent.v1.PingRequest
@@ -401,6 +401,14 @@ export type GetDiffRequest = Message<"agent.v1.GetDiffRequest"> & {
    * @generated from field: string ref = 1;
    */
   ref: string;
+
+  /**
+   * Only these files or folders (relative to the workspace, or absolute inside it); empty = the
+   * whole workspace. Taken literally (no globs); a path outside the workspace is refused.
+   *
+   * @generated from field: repeated string paths = 2;
+   */
+  paths: string[];
 };
 
 /**
@@ -415,9 +423,19 @@ export const GetDiffRequestSchema: GenMessage<GetDiffRequest> = /*@__PURE__*/
  */
 export type GetDiffResponse = Message<"agent.v1.GetDiffResponse"> & {
   /**
+   * The diff (git's unified format, `git apply`-able), untracked files included except those
+   * in `omitted`, which a comment line at its end names too.
+   *
    * @generated from field: string diff = 1;
    */
   diff: string;
+
+  /**
+   * Untracked files left out of `diff`: binary, or larger than the daemon shows (1 MiB).
+   *
+   * @generated from field: repeated agent.v1.GetDiffOmittedFile omitted = 2;
+   */
+  omitted: GetDiffOmittedFile[];
 };
 
 /**
@@ -426,6 +444,37 @@ export type GetDiffResponse = Message<"agent.v1.GetDiffResponse"> & {
  */
 export const GetDiffResponseSchema: GenMessage<GetDiffResponse> = /*@__PURE__*/
   messageDesc(file_agent_v1_control, 15);
+
+/**
+ * @generated from message agent.v1.GetDiffOmittedFile
+ */
+export type GetDiffOmittedFile = Message<"agent.v1.GetDiffOmittedFile"> & {
+  /**
+   * Relative to the workspace.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: uint64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * "binary" or "too_large".
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agent.v1.GetDiffOmittedFile.
+ * Use `create(GetDiffOmittedFileSchema)` to create a new message.
+ */
+export const GetDiffOmittedFileSchema: GenMessage<GetDiffOmittedFile> = /*@__PURE__*/
+  messageDesc(file_agent_v1_control, 16);
 
 /**
  * @generated from message agent.v1.GetWorkspaceChangesHashRequest
@@ -438,7 +487,7 @@ export type GetWorkspaceChangesHashRequest = Message<"agent.v1.GetWorkspaceChang
  * Use `create(GetWorkspaceChangesHashRequestSchema)` to create a new message.
  */
 export const GetWorkspaceChangesHashRequestSchema: GenMessage<GetWorkspaceChangesHashRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 16);
+  messageDesc(file_agent_v1_control, 17);
 
 /**
  * @generated from message agent.v1.GetWorkspaceChangesHashResponse
@@ -455,7 +504,7 @@ export type GetWorkspaceChangesHashResponse = Message<"agent.v1.GetWorkspaceChan
  * Use `create(GetWorkspaceChangesHashResponseSchema)` to create a new message.
  */
 export const GetWorkspaceChangesHashResponseSchema: GenMessage<GetWorkspaceChangesHashResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 17);
+  messageDesc(file_agent_v1_control, 18);
 
 /**
  * @generated from message agent.v1.RefreshGithubAccessTokenRequest
@@ -472,7 +521,7 @@ export type RefreshGithubAccessTokenRequest = Message<"agent.v1.RefreshGithubAcc
  * Use `create(RefreshGithubAccessTokenRequestSchema)` to create a new message.
  */
 export const RefreshGithubAccessTokenRequestSchema: GenMessage<RefreshGithubAccessTokenRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 18);
+  messageDesc(file_agent_v1_control, 19);
 
 /**
  * @generated from message agent.v1.RefreshGithubAccessTokenResponse
@@ -489,7 +538,7 @@ export type RefreshGithubAccessTokenResponse = Message<"agent.v1.RefreshGithubAc
  * Use `create(RefreshGithubAccessTokenResponseSchema)` to create a new message.
  */
 export const RefreshGithubAccessTokenResponseSchema: GenMessage<RefreshGithubAccessTokenResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 19);
+  messageDesc(file_agent_v1_control, 20);
 
 /**
  * @generated from message agent.v1.WarmRemoteAccessServerRequest
@@ -508,7 +557,7 @@ export type WarmRemoteAccessServerRequest = Message<"agent.v1.WarmRemoteAccessSe
  * Use `create(WarmRemoteAccessServerRequestSchema)` to create a new message.
  */
 export const WarmRemoteAccessServerRequestSchema: GenMessage<WarmRemoteAccessServerRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 20);
+  messageDesc(file_agent_v1_control, 21);
 
 /**
  * @generated from message agent.v1.WarmRemoteAccessServerResponse
@@ -532,7 +581,7 @@ export type WarmRemoteAccessServerResponse = Message<"agent.v1.WarmRemoteAccessS
  * Use `create(WarmRemoteAccessServerResponseSchema)` to create a new message.
  */
 export const WarmRemoteAccessServerResponseSchema: GenMessage<WarmRemoteAccessServerResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 21);
+  messageDesc(file_agent_v1_control, 22);
 
 /**
  * @generated from message agent.v1.DownloadCursorServerRequest
@@ -559,7 +608,7 @@ export type DownloadCursorServerRequest = Message<"agent.v1.DownloadCursorServer
  * Use `create(DownloadCursorServerRequestSchema)` to create a new message.
  */
 export const DownloadCursorServerRequestSchema: GenMessage<DownloadCursorServerRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 22);
+  messageDesc(file_agent_v1_control, 23);
 
 /**
  * @generated from message agent.v1.DownloadCursorServerResponse
@@ -589,7 +638,7 @@ export type DownloadCursorServerResponse = Message<"agent.v1.DownloadCursorServe
  * Use `create(DownloadCursorServerResponseSchema)` to create a new message.
  */
 export const DownloadCursorServerResponseSchema: GenMessage<DownloadCursorServerResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 23);
+  messageDesc(file_agent_v1_control, 24);
 
 /**
  * @generated from message agent.v1.Artifact
@@ -626,7 +675,7 @@ export type Artifact = Message<"agent.v1.Artifact"> & {
  * Use `create(ArtifactSchema)` to create a new message.
  */
 export const ArtifactSchema: GenMessage<Artifact> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 24);
+  messageDesc(file_agent_v1_control, 25);
 
 /**
  * @generated from message agent.v1.ListArtifactsRequest
@@ -639,7 +688,7 @@ export type ListArtifactsRequest = Message<"agent.v1.ListArtifactsRequest"> & {
  * Use `create(ListArtifactsRequestSchema)` to create a new message.
  */
 export const ListArtifactsRequestSchema: GenMessage<ListArtifactsRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 25);
+  messageDesc(file_agent_v1_control, 26);
 
 /**
  * @generated from message agent.v1.ListArtifactsResponse
@@ -656,7 +705,7 @@ export type ListArtifactsResponse = Message<"agent.v1.ListArtifactsResponse"> & 
  * Use `create(ListArtifactsResponseSchema)` to create a new message.
  */
 export const ListArtifactsResponseSchema: GenMessage<ListArtifactsResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 26);
+  messageDesc(file_agent_v1_control, 27);
 
 /**
  * @generated from message agent.v1.UploadArtifactsRequest
@@ -684,7 +733,7 @@ export type UploadArtifactsRequest = Message<"agent.v1.UploadArtifactsRequest"> 
  * Use `create(UploadArtifactsRequestSchema)` to create a new message.
  */
 export const UploadArtifactsRequestSchema: GenMessage<UploadArtifactsRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 27);
+  messageDesc(file_agent_v1_control, 28);
 
 /**
  * @generated from message agent.v1.ArtifactFailure
@@ -706,7 +755,7 @@ export type ArtifactFailure = Message<"agent.v1.ArtifactFailure"> & {
  * Use `create(ArtifactFailureSchema)` to create a new message.
  */
 export const ArtifactFailureSchema: GenMessage<ArtifactFailure> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 28);
+  messageDesc(file_agent_v1_control, 29);
 
 /**
  * @generated from message agent.v1.UploadArtifactsResponse
@@ -735,7 +784,7 @@ export type UploadArtifactsResponse = Message<"agent.v1.UploadArtifactsResponse"
  * Use `create(UploadArtifactsResponseSchema)` to create a new message.
  */
 export const UploadArtifactsResponseSchema: GenMessage<UploadArtifactsResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 29);
+  messageDesc(file_agent_v1_control, 30);
 
 /**
  * @generated from message agent.v1.GetMcpRefreshTokensRequest
@@ -748,7 +797,7 @@ export type GetMcpRefreshTokensRequest = Message<"agent.v1.GetMcpRefreshTokensRe
  * Use `create(GetMcpRefreshTokensRequestSchema)` to create a new message.
  */
 export const GetMcpRefreshTokensRequestSchema: GenMessage<GetMcpRefreshTokensRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 30);
+  messageDesc(file_agent_v1_control, 31);
 
 /**
  * @generated from message agent.v1.GetMcpRefreshTokensResponse
@@ -765,7 +814,7 @@ export type GetMcpRefreshTokensResponse = Message<"agent.v1.GetMcpRefreshTokensR
  * Use `create(GetMcpRefreshTokensResponseSchema)` to create a new message.
  */
 export const GetMcpRefreshTokensResponseSchema: GenMessage<GetMcpRefreshTokensResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 31);
+  messageDesc(file_agent_v1_control, 32);
 
 /**
  * @generated from message agent.v1.UpdateEnvironmentVariablesRequest
@@ -794,7 +843,7 @@ export type UpdateEnvironmentVariablesRequest = Message<"agent.v1.UpdateEnvironm
  * Use `create(UpdateEnvironmentVariablesRequestSchema)` to create a new message.
  */
 export const UpdateEnvironmentVariablesRequestSchema: GenMessage<UpdateEnvironmentVariablesRequest> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 32);
+  messageDesc(file_agent_v1_control, 33);
 
 /**
  * @generated from message agent.v1.UpdateEnvironmentVariablesResponse
@@ -811,7 +860,7 @@ export type UpdateEnvironmentVariablesResponse = Message<"agent.v1.UpdateEnviron
  * Use `create(UpdateEnvironmentVariablesResponseSchema)` to create a new message.
  */
 export const UpdateEnvironmentVariablesResponseSchema: GenMessage<UpdateEnvironmentVariablesResponse> = /*@__PURE__*/
-  messageDesc(file_agent_v1_control, 33);
+  messageDesc(file_agent_v1_control, 34);
 
 /**
  * The daemon's management API. Relative paths are relative to the workspace.
