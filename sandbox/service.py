@@ -109,6 +109,8 @@ class SandboxService:
             str(path)
             for path in (config.state_root, config.terminals_folder, config.artifacts_folder)
         )
+        if config.record_folder is not None:
+            self._private[str(config.record_folder)] = None
         # Its sockets (tmux, code-server): masked in every sandbox, whenever they are bound.
         self._masked = [str(sockets_folder(config.state_root))]
 

@@ -1,0 +1,605 @@
+"""The session record (--record, --record-folder): every tool call, guard decision, terminal
+byte, edit and connection, one timeline per workspace that outlives the daemon.
+
+Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Unix ns), `agent`,
+`parent` (a subagent's parent agent), `kind` and the kind's fields:
+- `call`: a call began: `call_id`, `tool` (the ToolCall variant), `args`, `run_mode`.
+- `result`: it ended: `call_id`, `tool`, `outcome` (the result's case, `error <code>`,
+  `aborted`), `refused` (rejected, permission denied, or an ExecError permission_denied) and
+  `reason`, `ms`, `result` (the result message), `guards` (`run_mode`, `args_run`: the args a
+  hook or the sandbox policy changed, `hook_feedback`).
+- `cast`: a shell call's output as an asciicast v2 recording (`asciicast`, its text).
+- `edit`: a file a call changed: `path`, `diff` (unified).
+- `egress`: a connection a call asked for: `tool`, `url`, `host`, `allowed`.
+- `pty`: output of a terminal of the PTY port: `terminal`, `events` ([seconds since the
+  terminal started, text] pairs, asciicast's timing).
+- `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap.
+
+Secrets: every string is passed through the daemon's redaction (exec_daemon/guards/redaction.py,
+handed in by the composition root) before it is written, whether or not
+--secret-redaction-enabled redacts what calls answer; output split into pieces is checked whole
+too (a secret printed a byte at a time). Strings longer than INLINE_CHARS are written to
+`blobs/` and referenced (`{"ref", "chars", "head"}`).
+
+Cost on the event loop: a call's args and result are serialized (protobuf's C code) and queued;
+everything else (parsing, JSON, redaction, writing) is done by the `session-record` thread.
+The queue is bounded (MAX_WAITING): past it, entries are dropped and counted.
+
+On disk: `segment-<first seq>.jsonl` files, a new one past `max_bytes // SEGMENTS`; the oldest
+are removed (and their entries counted in a `dropped` entry) while the folder holds more than
+`max_bytes`. One daemon writes a folder at a time (a lock on `.lock`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from agent.v1.tool_call_pb2 import ToolCallDelta
+from exec_daemon.kernel.agents import SubagentSessions
+from exec_daemon.kernel.context import Invocation, Middleware, Next, call_run_mode
+from exec_daemon.kernel.errors import CodedError
+from exec_daemon.kernel.state import Daemon
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+SEGMENTS = 8
+MIN_SEGMENT_BYTES = 64 * 1024
+SEGMENT_PREFIX = "segment-"
+BLOBS = "blobs"
+LOCK_FILE = ".lock"
+# Strings longer than this go to blobs/ and are referenced.
+INLINE_CHARS = 16 * 1024
+HEAD_CHARS = 512
+# A shell call's recorded output, at most; the rest is counted.
+MAX_CAST_CHARS = 4 * 1024 * 1024
+MAX_WAITING = 65_536
+WAKE_AT = 512
+WRITE_EVERY_SECONDS = 0.25
+REFUSED_CASES = frozenset({"rejected", "permission_denied"})
+EGRESS_TOOLS = {"fetch_tool_call", "web_fetch_tool_call"}
+
+# A queued message decoded into the entry's `guards` object.
+GUARDS_PREFIX = "guards_"
+
+Redact = Callable[[str], str]
+Entry = dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """An entry as queued by the loop: its fields, and the messages still to be decoded."""
+
+    time_ns: int
+    agent: str
+    kind: str
+    fields: Entry
+    # Field name -> (message class, serialized bytes): decoded on the thread.
+    messages: dict[str, tuple[type[Message], bytes]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Flush:
+    done: threading.Event
+
+
+class SessionRecord:
+    """The record of one workspace's sessions (a `daemon.service`, provided by the composition
+    root); `enabled` False when the daemon runs without it (every method then does nothing)."""
+
+    def __init__(
+        self,
+        folder: Path | None,
+        *,
+        redact: Redact = str,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        parents: Callable[[str], str] = lambda _agent: "",
+    ) -> None:
+        self.folder = folder
+        self.enabled = folder is not None
+        self.max_bytes = max_bytes
+        self.segment_bytes = max(MIN_SEGMENT_BYTES, max_bytes // SEGMENTS)
+        self._redact = redact
+        self._parents = parents
+        self._queue: deque[_Pending | _Flush] = deque()
+        self.dropped_waiting = 0
+        self._wake = threading.Event()
+        self._closed = False
+        self._lock_fd: int | None = None
+        self._seq = 0
+        self._segment: Any = None
+        self._segment_size = 0
+        self._thread: threading.Thread | None = None
+        self._pty_started: dict[str, float] = {}
+
+    # -- on the event loop --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Takes the folder's lock and starts the writer (blocking: call it off the loop)."""
+        if self.folder is None or self._thread is not None:
+            return
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (self.folder / BLOBS).mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            log.warning(
+                "session record: %s is in use by another daemon; not recording", self.folder
+            )
+            self.enabled = False
+            return
+        self._lock_fd = fd
+        self._seq = _last_seq(self.folder)
+        self._thread = threading.Thread(target=self._run, name="session-record", daemon=True)
+        self._thread.start()
+
+    def add(
+        self,
+        kind: str,
+        agent: str,
+        fields: Entry,
+        messages: dict[str, tuple[type[Message], bytes]] | None = None,
+    ) -> None:
+        if not self.enabled:
+            return
+        queue = self._queue
+        if len(queue) >= MAX_WAITING:
+            self.dropped_waiting += 1
+            return
+        queue.append(_Pending(time.time_ns(), agent, kind, fields, messages or {}))
+        if len(queue) >= WAKE_AT:
+            self._wake.set()
+
+    def terminal_output(self, terminal_id: str, data: bytes) -> None:
+        """A PTY terminal's output (exec_daemon/terminals/pty.py calls it as bytes arrive)."""
+        if not self.enabled:
+            return
+        started = self._pty_started.setdefault(terminal_id, time.monotonic())
+        self.add(
+            "pty",
+            "",
+            {"terminal": terminal_id, "at": time.monotonic() - started, "data": data},
+        )
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Waits (blocking: off the loop) until what was added so far is written."""
+        if not self.enabled or self._thread is None:
+            return
+        done = threading.Event()
+        self._queue.append(_Flush(done))
+        self._wake.set()
+        done.wait(timeout)
+
+    def read(self, agent_id: str = "", since: int = 0) -> Iterator[tuple[Entry, str]]:
+        """The entries after `since`, oldest first, each with its line; of `agent_id` and its
+        subagents when given (blocking: off the loop)."""
+        if self.folder is None:
+            return
+        agents = {agent_id}
+        for path in _segments(self.folder):
+            try:
+                lines = path.read_bytes().decode("utf-8", "surrogateescape").splitlines()
+            except FileNotFoundError:  # removed by the cap meanwhile
+                continue
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # a line cut by a crash
+                    continue
+                if agent_id:
+                    if entry.get("parent") in agents:
+                        agents.add(entry.get("agent", ""))
+                    if entry.get("agent") not in agents:
+                        continue
+                if entry.get("seq", 0) > since:
+                    yield entry, line
+
+    def read_batch(
+        self, entries: Iterator[tuple[Entry, str]], size: int
+    ) -> list[tuple[Entry, str]]:
+        """Up to `size` more of `entries` (blocking)."""
+        return list(itertools.islice(entries, size))
+
+    def blob(self, name: str) -> str | None:
+        """A referenced string's text (blocking), or None when unknown or removed."""
+        if self.folder is None or not _is_blob_name(name):
+            return None
+        try:
+            return (self.folder / BLOBS / name).read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def aclose(self) -> None:
+        self.close()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._closed = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- on the writer thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(WRITE_EVERY_SECONDS)
+            self._wake.clear()
+            try:
+                self._write_waiting()
+            except Exception:
+                log.exception("session record: writing failed")
+            if self._closed:
+                return
+
+    def _write_waiting(self) -> None:
+        queue = self._queue
+        lines: list[bytes] = []
+        flushes: list[_Flush] = []
+        pty: dict[str, list[tuple[int, float, bytes]]] = {}
+        while queue:
+            item = queue.popleft()
+            if isinstance(item, _Flush):
+                flushes.append(item)
+                continue
+            if item.kind == "pty":
+                fields = item.fields
+                pty.setdefault(fields["terminal"], []).append(
+                    (item.time_ns, fields["at"], fields["data"])
+                )
+                continue
+            lines.append(self._line(self._entry(item)))
+        for terminal, chunks in pty.items():
+            lines.append(self._line(self._pty_entry(terminal, chunks)))
+        if lines:
+            self._append(lines)
+        for flush in flushes:
+            flush.done.set()
+
+    def _entry(self, item: _Pending) -> Entry:
+        fields = item.fields
+        for name, (cls, data) in item.messages.items():
+            message = cls.FromString(data)
+            decoded = json_format.MessageToDict(message, preserving_proto_field_name=True)
+            if name.startswith(GUARDS_PREFIX):
+                fields.setdefault("guards", {})[name[len(GUARDS_PREFIX) :]] = decoded
+            else:
+                fields[name] = decoded
+        if "events" in fields:  # a cast's output
+            fields = self._cast(fields)
+        self._seq += 1
+        entry: Entry = {
+            "seq": self._seq,
+            "t": item.time_ns,
+            "agent": item.agent,
+            "parent": self._parents(item.agent) if item.agent else "",
+            "kind": item.kind,
+        }
+        entry.update(fields)
+        return self._clean(entry)
+
+    def _cast(self, fields: Entry) -> Entry:
+        events: list[tuple[float, str]] = fields.pop("events")
+        texts = self._redact_pieces([text for _at, text in events])
+        if len(texts) != len(events):  # a secret crossed pieces: one event for all
+            events = [(events[0][0], texts[0])]
+        else:
+            events = [(at, text) for (at, _), text in zip(events, texts, strict=True)]
+        header = {
+            "version": 2,
+            "width": 80,
+            "height": 24,
+            "timestamp": fields.pop("started"),
+            "title": fields.get("command", "")[:200],
+        }
+        cast = [json.dumps(header, ensure_ascii=False)]
+        cast.extend(
+            json.dumps([round(at, 6), "o", text], ensure_ascii=False) for at, text in events
+        )
+        fields["asciicast"] = "\n".join(cast) + "\n"
+        return fields
+
+    def _pty_entry(self, terminal: str, chunks: list[tuple[int, float, bytes]]) -> Entry:
+        texts = [data.decode("utf-8", "replace") for _t, _at, data in chunks]
+        cleaned = self._redact_pieces(texts)
+        if len(cleaned) == len(chunks):
+            events = [
+                [round(at, 6), text] for (_t, at, _d), text in zip(chunks, cleaned, strict=True)
+            ]
+        else:
+            events = [[round(chunks[0][1], 6), cleaned[0]]]
+        self._seq += 1
+        return self._clean(
+            {
+                "seq": self._seq,
+                "t": chunks[0][0],
+                "agent": "",
+                "parent": "",
+                "kind": "pty",
+                "terminal": terminal,
+                "events": events,
+            }
+        )
+
+    def _redact_pieces(self, texts: list[str]) -> list[str]:
+        """Each piece redacted; one piece, all of them redacted together, when a secret is only
+        found whole."""
+        redact = self._redact
+        each = [redact(text) for text in texts]
+        whole = redact("".join(texts))
+        return each if "".join(each) == whole else [whole]
+
+    def _clean(self, value: Any) -> Any:
+        """Every string redacted; long ones written to blobs/ and referenced."""
+        if isinstance(value, str):
+            text = self._redact(value)
+            return self._blob_ref(text) if len(text) > INLINE_CHARS else text
+        if isinstance(value, dict):
+            return {self._redact(str(k)): self._clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._clean(item) for item in value]
+        return value
+
+    def _blob_ref(self, text: str) -> Entry:
+        assert self.folder is not None
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        name = f"{self._seq:020d}-{digest}.txt"
+        path = self.folder / BLOBS / name
+        with contextlib.suppress(OSError):
+            path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        return {"ref": name, "chars": len(text), "head": text[:HEAD_CHARS]}
+
+    def _line(self, entry: Entry) -> bytes:
+        return (
+            json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode(
+                "utf-8", "surrogatepass"
+            )
+            + b"\n"
+        )
+
+    def _append(self, lines: list[bytes]) -> None:
+        assert self.folder is not None
+        if self._segment is None or self._segment_size >= self.segment_bytes:
+            self._rotate(first_seq=json.loads(lines[0])["seq"])
+        data = b"".join(lines)
+        self._segment.write(data)
+        self._segment.flush()
+        self._segment_size += len(data)
+
+    def _rotate(self, first_seq: int) -> None:
+        assert self.folder is not None
+        if self._segment is not None:
+            self._segment.close()
+        path = self.folder / f"{SEGMENT_PREFIX}{first_seq:020d}.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._segment = os.fdopen(fd, "ab")
+        self._segment_size = os.fstat(fd).st_size
+        self._enforce_cap(path)
+
+    def _enforce_cap(self, current: Path) -> None:
+        """Removes the oldest segments (and their blobs) while the folder is over its cap."""
+        assert self.folder is not None
+        dropped = 0
+        while True:
+            segments = [path for path in _segments(self.folder) if path != current]
+            if not segments or _folder_bytes(self.folder) <= self.max_bytes:
+                break
+            oldest = segments[0]
+            with contextlib.suppress(OSError):
+                dropped += oldest.read_bytes().count(b"\n")
+                oldest.unlink()
+            following = segments[1] if len(segments) > 1 else current
+            _remove_blobs_before(self.folder / BLOBS, _first_seq(following))
+        if dropped:
+            self._seq += 1
+            entry = {"seq": self._seq, "t": time.time_ns(), "agent": "", "parent": ""}
+            entry.update({"kind": "dropped", "count": dropped})
+            line = self._line(entry)
+            self._segment.write(line)
+            self._segment_size += len(line)
+
+
+def _segments(folder: Path) -> list[Path]:
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith(SEGMENT_PREFIX))
+    except OSError:
+        return []
+    return [folder / name for name in names]
+
+
+def _first_seq(segment: Path) -> int:
+    try:
+        return int(segment.name[len(SEGMENT_PREFIX) :].split(".")[0])
+    except ValueError:
+        return 0
+
+
+def _last_seq(folder: Path) -> int:
+    """The highest seq written in `folder` (0 for a new one)."""
+    for path in reversed(_segments(folder)):
+        with contextlib.suppress(OSError, ValueError):
+            for line in reversed(path.read_bytes().splitlines()):
+                with contextlib.suppress(ValueError):
+                    return int(json.loads(line)["seq"])
+    return 0
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for base in (folder, folder / BLOBS):
+        with contextlib.suppress(OSError), os.scandir(base) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _remove_blobs_before(blobs: Path, seq: int) -> None:
+    with contextlib.suppress(OSError), os.scandir(blobs) as entries:
+        for entry in entries:
+            with contextlib.suppress(ValueError, OSError):
+                if int(entry.name.split("-")[0]) < seq:
+                    os.unlink(entry.path)
+
+
+def _is_blob_name(name: str) -> bool:
+    stem, _, suffix = name.partition(".")
+    number, _, digest = stem.partition("-")
+    return (
+        suffix == "txt"
+        and number.isdigit()
+        and len(digest) == 32
+        and all(c in "0123456789abcdef" for c in digest)
+    )
+
+
+# -- the middleware ----------------------------------------------------------------------------
+
+
+def _outcome(result: Message) -> tuple[str, str]:
+    """The result's case and its reason (rejections, errors)."""
+    if "result" not in result.DESCRIPTOR.oneofs_by_name:
+        return "success", ""
+    case = result.WhichOneof("result") or "success"
+    if case == "success":
+        return case, ""
+    detail = getattr(result, case)
+    reason = ""
+    for name in ("reason", "message", "error"):
+        value = getattr(detail, name, None)
+        if isinstance(value, str) and value:
+            reason = value
+            break
+    if case == "error":
+        code = getattr(detail, "code", "")
+        case = f"error {code}" if code else "error"
+    return case, reason
+
+
+def _changes(tool: str, args: Message, result: Message) -> Iterable[tuple[str, Entry]]:
+    """The edits and connections a call's args and result show."""
+    case = result.WhichOneof("result") if "result" in result.DESCRIPTOR.oneofs_by_name else None
+    if tool == "edit_tool_call" and case == "success":
+        success = result.success  # type: ignore[attr-defined]
+        yield "edit", {"path": success.path, "diff": success.diff, "created": success.created}
+    elif tool == "apply_agent_diff_tool_call" and case == "success":
+        yield "edit", {"path": "", "diff": args.diff}  # type: ignore[attr-defined]
+    elif tool in EGRESS_TOOLS:
+        url = args.url  # type: ignore[attr-defined]
+        allowed = case not in REFUSED_CASES and case != "error"
+        yield "egress", {"url": url, "host": urlsplit(url).hostname or "", "allowed": allowed}
+
+
+def record_middleware(daemon: Daemon) -> Middleware:
+    record = daemon.service(SessionRecord)
+
+    async def record_call(inv: Invocation, call_next: Next) -> Message:
+        ctx = inv.ctx
+        agent, call_id, tool = ctx.agent_id, ctx.call_id, inv.tool
+        run_mode = call_run_mode(ctx)
+        args_type = type(inv.args)
+        record.add(
+            "call",
+            agent,
+            {"call_id": call_id, "tool": tool, "run_mode": run_mode},
+            {"args": (args_type, inv.args.SerializeToString())},
+        )
+        started = time.perf_counter()
+        started_unix = time.time()
+        events: list[tuple[float, str]] = []
+        kept = [0]
+        emit = ctx.emit
+
+        async def recording_emit(delta: ToolCallDelta) -> None:
+            if delta.WhichOneof("delta") == "shell_tool_call_delta":
+                shell = delta.shell_tool_call_delta
+                stream = shell.WhichOneof("delta")
+                if stream in ("stdout", "stderr") and kept[0] < MAX_CAST_CHARS:
+                    text = getattr(shell, stream)
+                    kept[0] += len(text)
+                    events.append((time.perf_counter() - started, text))
+            await emit(delta)
+
+        fields: Entry = {"call_id": call_id, "tool": tool}
+        result: Message | None = None
+        try:
+            result = await call_next(replace(inv, ctx=ctx.with_emit(recording_emit)))
+        except CodedError as exc:
+            fields["outcome"] = f"error {exc.code.value}"
+            fields["reason"] = exc.message[:2000]
+            fields["refused"] = exc.code.value == "permission_denied"
+            raise
+        except BaseException as exc:
+            fields["outcome"] = "aborted" if isinstance(exc, asyncio.CancelledError) else "internal"
+            raise
+        else:
+            outcome, reason = _outcome(result)
+            fields["outcome"], fields["reason"] = outcome, reason
+            fields["refused"] = outcome in REFUSED_CASES
+            return result
+        finally:
+            fields["ms"] = round((time.perf_counter() - started) * 1000, 3)
+            report = ctx.report
+            guards: Entry = {"run_mode": run_mode}
+            messages: dict[str, tuple[type[Message], bytes]] = {}
+            if report.args_run is not None:
+                messages[f"{GUARDS_PREFIX}args_run"] = (
+                    type(report.args_run),
+                    report.args_run.SerializeToString(),
+                )
+            if report.feedback.ListFields():
+                messages[f"{GUARDS_PREFIX}hook_feedback"] = (
+                    type(report.feedback),
+                    report.feedback.SerializeToString(),
+                )
+            fields["guards"] = guards
+            if result is not None:
+                messages["result"] = (type(result), result.SerializeToString())
+            record.add("result", agent, fields, messages)
+            if events:
+                cast = {"call_id": call_id, "tool": tool, "started": int(started_unix)}
+                cast["command"] = getattr(inv.args, "command", "")
+                cast["events"] = events
+                record.add("cast", agent, cast)
+            if result is not None:
+                for kind, change in _changes(tool, inv.args, result):
+                    record.add(kind, agent, {"call_id": call_id, "tool": tool, **change})
+
+    return record_call
+
+
+def subagent_parent(daemon: Daemon) -> Callable[[str], str]:
+    """The parent agent of a subagent the Task tool started ("" for others)."""
+    sessions = daemon.service(SubagentSessions)
+
+    def parent(agent_id: str) -> str:
+        subagent = sessions.get(agent_id)
+        return subagent.parent_agent_id if subagent is not None else ""
+
+    return parent
