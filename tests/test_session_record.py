@@ -1,0 +1,211 @@
+"""The session record (--record): a scripted session (shell, edit, a refused call, a subagent,
+a fetch, a PTY terminal) comes back from ControlService.GetSessionRecord complete and in order,
+outlives a restart of the daemon, is exported by `exec-daemon record export`, and never holds
+a declared secret (exec_daemon/telemetry/session_record.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+from connectrpc.errors import ConnectError
+
+from agent.v1.common_pb2 import RunMode
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import ExecDaemonClient
+from exec_daemon.kernel.state_root import default_record_folder
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.loopback_http import serving_http
+from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
+from tests.test_model_tools import run_task, task_call
+from tests.test_pty_server import connect
+
+SECRET = "s3cr3t-hunter2-value"
+SECRET_ENV = {"RECORD_SECRET": SECRET, "CLOUD_AGENT_INJECTED_SECRET_NAMES": "RECORD_SECRET"}
+
+
+class Hello(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = b"hello from loopback\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def record_folder(tmp_path: Path) -> Iterator[Path]:
+    """The workspace's default record folder (beside the state roots), removed afterwards."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    folder = default_record_folder(workspace)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[ScriptedModel, str]]:
+    scripted = ScriptedModel()
+    with serving_model(scripted) as server:
+        yield scripted, url_of(server, "/v1")
+
+
+@contextlib.contextmanager
+def recording_daemon(tmp_path: Path, endpoint: str, *extra: str) -> Iterator[RunningDaemon]:
+    flags = ["--record", "--model-endpoint", endpoint, "--model", "main-model"]
+    flags += ["--fetch-allow-private", "127.0.0.0/8", *extra]
+    with running_daemon(tmp_path / "ws", tmp_path / "state", *flags, env=SECRET_ENV) as daemon:
+        yield daemon
+
+
+def shell(command: str) -> ToolCall:
+    return ToolCall(shell_tool_call={"args": {"command": command}})
+
+
+def case(outcome: Any) -> str:
+    result = getattr(outcome.result, outcome.result.WhichOneof("tool")).result
+    return str(result.WhichOneof("result"))
+
+
+async def entries(client: ExecDaemonClient, agent_id: str = "", since: int = 0) -> list[Any]:
+    return [json.loads(e.json) async for e in client.session_record(agent_id, since)]
+
+
+def files_holding(folder: Path, needle: bytes) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def calls_of(record: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [entry for entry in record if entry["kind"] == kind]
+
+
+async def run_scripted_session(
+    daemon: RunningDaemon, scripted: ScriptedModel, fetch_url: str
+) -> None:
+    workspace = daemon.workspace
+    async with daemon.client() as client:
+        assert case(await client.run(shell("echo out-$RECORD_SECRET"), agent_id="main")) == (
+            "success"
+        )
+        edit = ToolCall(
+            edit_tool_call={"args": {"path": str(workspace / "notes.txt"), "contents": "tea\n"}}
+        )
+        assert case(await client.run(edit, agent_id="main")) == "success"
+        refused = await client.run(
+            shell("touch refused-marker"), agent_id="main", run_mode=RunMode.RUN_MODE_ALLOWLIST
+        )
+        assert case(refused) == "rejected"
+        assert not (workspace / "refused-marker").exists()
+        fetch = ToolCall(fetch_tool_call={"args": {"url": fetch_url}})
+        assert case(await client.run(fetch, agent_id="main")) == "success"
+        scripted.turns = [
+            ToolCalls((("shell", {"command": "echo from-the-subagent"}),)),
+            Final("done"),
+        ]
+        result, _ = await run_task(client, task_call("Say hi", agent_id="sub-1"))
+        assert result.WhichOneof("result") == "success", result
+    async with connect(daemon, "/terminals/new?cols=80&rows=24") as session:
+        # Typed: the terminal echoes the secret back, and the command prints it again.
+        await session.ws.send(f"echo pty-{SECRET}-end\r".encode())
+        await session.until(b"-end\r\n")
+
+
+async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_restart(
+    tmp_path: Path, record_folder: Path, model: tuple[ScriptedModel, str]
+) -> None:
+    scripted, endpoint = model
+    with serving_http(Hello) as server:
+        fetch_url = f"http://127.0.0.1:{server.server_address[1]}/hello"
+        with recording_daemon(tmp_path, endpoint) as daemon:
+            await run_scripted_session(daemon, scripted, fetch_url)
+            async with daemon.client() as client:
+                record = await entries(client)
+
+    seqs = [entry["seq"] for entry in record]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    main_calls = [(e["kind"], e["tool"]) for e in record if e["agent"] == "main"]
+    assert main_calls[:3] == [
+        ("call", "shell_tool_call"),
+        ("result", "shell_tool_call"),
+        ("cast", "shell_tool_call"),
+    ]
+    tools_called = [e["tool"] for e in calls_of(record, "call") if e["agent"] == "main"]
+    assert tools_called == [
+        "shell_tool_call",
+        "edit_tool_call",
+        "shell_tool_call",
+        "fetch_tool_call",
+        "task_tool_call",
+    ]
+    [cast] = [e for e in calls_of(record, "cast") if e["agent"] == "main"]
+    header, *events = cast["asciicast"].splitlines()
+    assert json.loads(header)["version"] == 2
+    assert "out-[REDACTED]" in "".join(json.loads(event)[2] for event in events)
+
+    [edit] = calls_of(record, "edit")
+    assert edit["path"].endswith("notes.txt") and "+tea" in edit["diff"]
+    [refusal] = [e for e in calls_of(record, "result") if e["refused"]]
+    assert refusal["outcome"] == "rejected" and refusal["reason"]
+    assert refusal["guards"]["run_mode"] == "allowlist"
+    [egress] = calls_of(record, "egress")
+    assert egress["host"] == "127.0.0.1" and egress["allowed"] is True
+
+    sub = [e for e in record if e["agent"] == "sub-1"]
+    assert [e["kind"] for e in sub][:2] == ["call", "result"]
+    assert all(e["parent"] == "main" for e in sub)
+    assert sub[0]["args"]["command"] == "echo from-the-subagent"
+    task_result = next(e for e in calls_of(record, "result") if e["tool"] == "task_tool_call")
+    assert sub[-1]["seq"] < task_result["seq"]
+
+    pty_text = "".join(text for e in calls_of(record, "pty") for _at, text in e["events"])
+    assert "pty-[REDACTED]-end" in pty_text
+
+    # The secret is in no entry, and in no file of the record folder.
+    assert SECRET not in json.dumps(record)
+    assert not files_holding(record_folder, SECRET.encode())
+
+    # A restart on the same workspace: the record goes on where it stopped.
+    with recording_daemon(tmp_path, endpoint) as daemon:
+        async with daemon.client() as client:
+            assert case(await client.run(shell("echo after-restart"), agent_id="other")) == (
+                "success"
+            )
+            after = await entries(client)
+            since = await entries(client, since=seqs[-1])
+            only_main = await entries(client, agent_id="main")
+        exported = tmp_path / "export.jsonl"
+        export = subprocess.run(
+            [sys.executable, "-m", "exec_daemon", "record", "export", "--url", daemon.url,
+             "-o", str(exported)],
+            env={"EXEC_DAEMON_AUTH_TOKEN": daemon.token, "PATH": "/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert [e["seq"] for e in after[: len(record)]] == seqs
+    assert [e["args"]["command"] for e in calls_of(since, "call")] == ["echo after-restart"]
+    assert all(e["seq"] > seqs[-1] for e in since)
+    assert {e["agent"] for e in only_main} == {"main", "sub-1"}
+    assert export.returncode == 0, export.stderr
+    lines = exported.read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == [e["seq"] for e in after]
+    assert SECRET not in exported.read_text()
+
+
+async def test_a_daemon_without_record_answers_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    with running_daemon(tmp_path / "ws", tmp_path / "state") as daemon:
+        async with daemon.client() as client:
+            with pytest.raises(ConnectError) as refused:
+                await entries(client)
+    assert refused.value.code.value == "failed_precondition"
+    assert "--record" in refused.value.message
