@@ -13,7 +13,8 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `egress`: a connection a call asked for: `tool`, `url`, `host`, `allowed`.
 - `pty`: output of a terminal of the PTY port: `terminal`, `events` ([seconds since the
   terminal started, text] pairs, asciicast's timing).
-- `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap.
+- `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap
+  (`total`: over the folder's life).
 
 Secrets: every string is passed through the daemon's redaction (exec_daemon/guards/redaction.py,
 handed in by the composition root) before it is written, whether or not
@@ -66,6 +67,7 @@ MIN_SEGMENT_BYTES = 64 * 1024
 SEGMENT_PREFIX = "segment-"
 BLOBS = "blobs"
 LOCK_FILE = ".lock"
+DROPPED_MARK = b'"kind":"dropped"'
 # Strings longer than this go to blobs/ and are referenced.
 INLINE_CHARS = 16 * 1024
 HEAD_CHARS = 512
@@ -121,6 +123,9 @@ class SessionRecord:
         self._parents = parents
         self._queue: deque[_Pending | _Flush] = deque()
         self.dropped_waiting = 0
+        # Entries removed to keep the cap, over the folder's life.
+        self.dropped_total = 0
+        self._dropped_unsaid = 0
         self._wake = threading.Event()
         self._closed = False
         self._lock_fd: int | None = None
@@ -149,7 +154,7 @@ class SessionRecord:
             self.enabled = False
             return
         self._lock_fd = fd
-        self._seq = _last_seq(self.folder)
+        self._seq, self.dropped_total = _last_seq_and_dropped(self.folder)
         self._thread = threading.Thread(target=self._run, name="session-record", daemon=True)
         self._thread.start()
 
@@ -260,7 +265,7 @@ class SessionRecord:
 
     def _write_waiting(self) -> None:
         queue = self._queue
-        lines: list[bytes] = []
+        lines: list[tuple[int, bytes]] = []
         flushes: list[_Flush] = []
         pty: dict[str, list[tuple[int, float, bytes]]] = {}
         while queue:
@@ -274,9 +279,9 @@ class SessionRecord:
                     (item.time_ns, fields["at"], fields["data"])
                 )
                 continue
-            lines.append(self._line(self._entry(item)))
+            lines.append(self._numbered(self._entry(item)))
         for terminal, chunks in pty.items():
-            lines.append(self._line(self._pty_entry(terminal, chunks)))
+            lines.append(self._numbered(self._pty_entry(terminal, chunks)))
         if lines:
             self._append(lines)
         for flush in flushes:
@@ -383,14 +388,36 @@ class SessionRecord:
             + b"\n"
         )
 
-    def _append(self, lines: list[bytes]) -> None:
-        assert self.folder is not None
-        if self._segment is None or self._segment_size >= self.segment_bytes:
-            self._rotate(first_seq=json.loads(lines[0])["seq"])
-        data = b"".join(lines)
-        self._segment.write(data)
-        self._segment.flush()
-        self._segment_size += len(data)
+    def _numbered(self, entry: Entry) -> tuple[int, bytes]:
+        return entry["seq"], self._line(entry)
+
+    def _append(self, lines: list[tuple[int, bytes]]) -> None:
+        """Writes `lines`, starting a new segment whenever the current one is full."""
+        pending: list[bytes] = []
+        for seq, line in lines:
+            if self._segment is None or self._segment_size >= self.segment_bytes:
+                self._write(pending)
+                pending = []
+                self._rotate(first_seq=seq)
+            pending.append(line)
+            self._segment_size += len(line)
+        if self._dropped_unsaid:
+            # Said after the batch: its seqs were given before the segments were removed.
+            self.dropped_total += self._dropped_unsaid
+            self._seq += 1
+            entry = {"seq": self._seq, "t": time.time_ns(), "agent": "", "parent": ""}
+            entry["kind"] = "dropped"
+            entry.update({"count": self._dropped_unsaid, "total": self.dropped_total})
+            self._dropped_unsaid = 0
+            line = self._line(entry)
+            pending.append(line)
+            self._segment_size += len(line)
+        self._write(pending)
+
+    def _write(self, lines: list[bytes]) -> None:
+        if lines:
+            self._segment.write(b"".join(lines))
+            self._segment.flush()
 
     def _rotate(self, first_seq: int) -> None:
         assert self.folder is not None
@@ -412,17 +439,12 @@ class SessionRecord:
                 break
             oldest = segments[0]
             with contextlib.suppress(OSError):
-                dropped += oldest.read_bytes().count(b"\n")
+                data = oldest.read_bytes()
+                dropped += data.count(b"\n") - data.count(DROPPED_MARK)
                 oldest.unlink()
             following = segments[1] if len(segments) > 1 else current
             _remove_blobs_before(self.folder / BLOBS, _first_seq(following))
-        if dropped:
-            self._seq += 1
-            entry = {"seq": self._seq, "t": time.time_ns(), "agent": "", "parent": ""}
-            entry.update({"kind": "dropped", "count": dropped})
-            line = self._line(entry)
-            self._segment.write(line)
-            self._segment_size += len(line)
+        self._dropped_unsaid += dropped
 
 
 def _segments(folder: Path) -> list[Path]:
@@ -440,14 +462,22 @@ def _first_seq(segment: Path) -> int:
         return 0
 
 
-def _last_seq(folder: Path) -> int:
-    """The highest seq written in `folder` (0 for a new one)."""
+def _last_seq_and_dropped(folder: Path) -> tuple[int, int]:
+    """The highest seq written in `folder` and the entries dropped so far (0s for a new one)."""
+    seq = dropped = 0
+    for path in _segments(folder):
+        with contextlib.suppress(OSError):
+            for line in path.read_bytes().splitlines():
+                if DROPPED_MARK in line:
+                    with contextlib.suppress(ValueError, KeyError):
+                        dropped = int(json.loads(line)["total"])
     for path in reversed(_segments(folder)):
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError):
             for line in reversed(path.read_bytes().splitlines()):
-                with contextlib.suppress(ValueError):
-                    return int(json.loads(line)["seq"])
-    return 0
+                with contextlib.suppress(ValueError, KeyError):
+                    seq = int(json.loads(line)["seq"])
+                    return seq, dropped
+    return seq, dropped
 
 
 def _folder_bytes(folder: Path) -> int:
