@@ -5,11 +5,14 @@ a declared secret (exec_daemon/telemetry/session_record.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -199,6 +202,58 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
     lines = exported.read_text().splitlines()
     assert [json.loads(line)["seq"] for line in lines] == [e["seq"] for e in after]
     assert SECRET not in exported.read_text()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+BROWSER_READY = (
+    Path("/usr/bin/chromium").exists()
+    and shutil.which("node") is not None
+    and (ROOT / "node_modules" / "playwright-core").is_dir()
+)
+
+
+@pytest.mark.skipif(
+    not BROWSER_READY, reason="needs chromium, node, playwright-core: scripts/setup"
+)
+async def test_the_record_replays_in_a_browser(
+    tmp_path: Path, record_folder: Path, model: tuple[ScriptedModel, str]
+) -> None:
+    scripted, endpoint = model
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with serving_http(Hello) as server:
+        fetch_url = f"http://127.0.0.1:{server.server_address[1]}/hello"
+        with recording_daemon(tmp_path, endpoint) as daemon:
+            await run_scripted_session(daemon, scripted, fetch_url)
+            entries_url = f"http://127.0.0.1:{daemon.pty_port}/record/entries"
+            assert await asyncio.to_thread(http_status, entries_url) == 401
+            assert await asyncio.to_thread(http_status, entries_url + "?token=wrong") == 401
+            browser = await asyncio.to_thread(
+                subprocess.run,
+                ["node", str(ROOT / "tests" / "web" / "record.mjs"),
+                 f"http://127.0.0.1:{daemon.pty_port}", daemon.token, str(shots)],
+                capture_output=True, text=True, timeout=180, cwd=ROOT,
+            )  # fmt: skip
+    assert browser.returncode == 0, browser.stderr
+    seen = json.loads(browser.stdout.splitlines()[-1])
+    assert "token=" not in seen["address"]
+    assert seen["rows"] >= 15
+    assert seen["refusedRows"] == 1 and seen["allRefused"]
+    assert "out-[REDACTED]" in seen["cast"]
+    assert "+tea" in seen["diffAdded"][0]
+    assert "pty-[REDACTED]-end" in seen["pty"]
+    assert SECRET not in browser.stdout
+    assert seen["errors"] == []
 
 
 async def test_a_daemon_without_record_answers_a_clear_error(tmp_path: Path) -> None:
