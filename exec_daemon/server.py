@@ -20,7 +20,7 @@ from agent.v1 import control_pb2, exec_pb2, health_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
-from exec_daemon.guards.redaction import SecretStore
+from exec_daemon.guards.redaction import SecretStore, json_text_redaction
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
@@ -132,6 +132,7 @@ def new_daemon(config: DaemonConfig, lifecycle: Lifecycle | None = None) -> Daem
         lambda daemon: SessionRecord(
             daemon.config.record_folder,
             redact=lambda text: secrets.matcher.redact(text),
+            redact_json=json_text_redaction(secrets),
             max_bytes=daemon.config.record_max_bytes,
             parents=subagent_parent(daemon),
         ),

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+from exec_daemon.guards.redaction import SecretMatcher, json_text_redaction
 from exec_daemon.telemetry.session_record import INLINE_CHARS, SessionRecord
 
 SECRET = "split-secret-value"
@@ -88,3 +90,23 @@ def test_a_second_writer_of_a_folder_records_nothing(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_secret_json_escapes_is_redacted_as_json_writes_it(tmp_path: Path) -> None:
+    quoted = 'pa"ss\\word-with-quote'
+    store = SimpleNamespace(matcher=SecretMatcher([quoted]))
+    values = []
+    for name, redact_json in (("plain", None), ("escaped", json_text_redaction(store))):  # type: ignore[arg-type]
+        record = SessionRecord(
+            tmp_path / name, redact=store.matcher.redact, redact_json=redact_json
+        )
+        record.start()
+        try:
+            record.add("call", "main", {"args": {"command": f"echo {quoted}"}})
+            record.flush()
+            [(entry, _line)] = list(record.read())
+            values.append(entry["args"]["command"])
+        finally:
+            record.close()
+    # The raw text's matcher does not see the secret inside JSON (the control); the JSON one does.
+    assert values == [f"echo {quoted}", "echo [REDACTED]"]

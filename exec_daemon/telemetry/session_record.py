@@ -6,7 +6,8 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `call`: a call began: `call_id`, `tool` (the ToolCall variant), `args`, `run_mode`.
 - `result`: it ended: `call_id`, `tool`, `outcome` (the result's case, `error <code>`,
   `aborted`), `refused` (rejected, permission denied, or an ExecError permission_denied) and
-  `reason`, `ms`, `result` (the result message), `guards` (`run_mode`, `args_run`: the args a
+  `reason`, `ms`, `result` (the result message summed up: strings cut to SUMMARY_CHARS; a
+  shell's output is in its `cast`, an edit's change in its `edit`), `guards` (`run_mode`, `args_run`: the args a
   hook or the sandbox policy changed, `hook_feedback`).
 - `cast`: a shell call's output as an asciicast v2 recording (`asciicast`, its text).
 - `edit`: a file a call changed: `path`, `diff` (unified).
@@ -16,8 +17,9 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap
   (`total`: over the folder's life).
 
-Secrets: every string is passed through the daemon's redaction (exec_daemon/guards/redaction.py,
-handed in by the composition root) before it is written, whether or not
+Secrets: every line is passed through the daemon's redaction (exec_daemon/guards/redaction.py,
+handed in by the composition root: `redact_json` finds secrets as JSON writes them, a quote or
+a backslash in one escaped) before it is written, whether or not
 --secret-redaction-enabled redacts what calls answer; output split into pieces is checked whole
 too (a secret printed a byte at a time). Strings longer than INLINE_CHARS are written to
 `blobs/` and referenced (`{"ref", "chars", "head"}`).
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from agent.v1.tool_call_pb2 import ToolCallDelta
@@ -71,6 +73,9 @@ DROPPED_MARK = b'"kind":"dropped"'
 # Strings longer than this go to blobs/ and are referenced.
 INLINE_CHARS = 16 * 1024
 HEAD_CHARS = 512
+# A result is summed up: its strings cut to this many characters, its lists to SUMMARY_ITEMS.
+SUMMARY_CHARS = 300
+SUMMARY_ITEMS = 50
 # A shell call's recorded output, at most; the rest is counted.
 MAX_CAST_CHARS = 4 * 1024 * 1024
 MAX_WAITING = 65_536
@@ -112,6 +117,7 @@ class SessionRecord:
         folder: Path | None,
         *,
         redact: Redact = str,
+        redact_json: Redact | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         parents: Callable[[str], str] = lambda _agent: "",
     ) -> None:
@@ -120,6 +126,7 @@ class SessionRecord:
         self.max_bytes = max_bytes
         self.segment_bytes = max(MIN_SEGMENT_BYTES, max_bytes // SEGMENTS)
         self._redact = redact
+        self._redact_json = redact_json or redact
         self._parents = parents
         self._queue: deque[_Pending | _Flush] = deque()
         self.dropped_waiting = 0
@@ -290,8 +297,8 @@ class SessionRecord:
     def _entry(self, item: _Pending) -> Entry:
         fields = item.fields
         for name, (cls, data) in item.messages.items():
-            message = cls.FromString(data)
-            decoded = json_format.MessageToDict(message, preserving_proto_field_name=True)
+            limit = SUMMARY_CHARS if name == "result" else None
+            decoded = message_fields(cls.FromString(data), limit)
             if name.startswith(GUARDS_PREFIX):
                 fields.setdefault("guards", {})[name[len(GUARDS_PREFIX) :]] = decoded
             else:
@@ -307,7 +314,7 @@ class SessionRecord:
             "kind": item.kind,
         }
         entry.update(fields)
-        return self._clean(entry)
+        return entry
 
     def _cast(self, fields: Entry) -> Entry:
         events: list[tuple[float, str]] = fields.pop("events")
@@ -321,7 +328,7 @@ class SessionRecord:
             "width": 80,
             "height": 24,
             "timestamp": fields.pop("started"),
-            "title": fields.get("command", "")[:200],
+            "title": self._redact(fields.get("command", "")[:200]),
         }
         cast = [json.dumps(header, ensure_ascii=False)]
         cast.extend(
@@ -340,17 +347,15 @@ class SessionRecord:
         else:
             events = [[round(chunks[0][1], 6), cleaned[0]]]
         self._seq += 1
-        return self._clean(
-            {
-                "seq": self._seq,
-                "t": chunks[0][0],
-                "agent": "",
-                "parent": "",
-                "kind": "pty",
-                "terminal": terminal,
-                "events": events,
-            }
-        )
+        return {
+            "seq": self._seq,
+            "t": chunks[0][0],
+            "agent": "",
+            "parent": "",
+            "kind": "pty",
+            "terminal": terminal,
+            "events": events,
+        }
 
     def _redact_pieces(self, texts: list[str]) -> list[str]:
         """Each piece redacted; one piece, all of them redacted together, when a secret is only
@@ -360,15 +365,14 @@ class SessionRecord:
         whole = redact("".join(texts))
         return each if "".join(each) == whole else [whole]
 
-    def _clean(self, value: Any) -> Any:
-        """Every string redacted; long ones written to blobs/ and referenced."""
+    def _long_strings_by_reference(self, value: Any) -> Any:
+        """Strings longer than INLINE_CHARS written (redacted) to blobs/ and referenced."""
         if isinstance(value, str):
-            text = self._redact(value)
-            return self._blob_ref(text) if len(text) > INLINE_CHARS else text
+            return self._blob_ref(self._redact(value)) if len(value) > INLINE_CHARS else value
         if isinstance(value, dict):
-            return {self._redact(str(k)): self._clean(v) for k, v in value.items()}
+            return {k: self._long_strings_by_reference(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self._clean(item) for item in value]
+            return [self._long_strings_by_reference(item) for item in value]
         return value
 
     def _blob_ref(self, text: str) -> Entry:
@@ -381,12 +385,12 @@ class SessionRecord:
         return {"ref": name, "chars": len(text), "head": text[:HEAD_CHARS]}
 
     def _line(self, entry: Entry) -> bytes:
-        return (
-            json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode(
-                "utf-8", "surrogatepass"
-            )
-            + b"\n"
-        )
+        """The entry's line: long strings by reference, every secret redacted (in the JSON text,
+        in one pass: `redact_json` finds secrets as JSON writes them, quotes escaped)."""
+        text = _json(entry)
+        if len(text) > INLINE_CHARS:
+            text = _json(self._long_strings_by_reference(entry))
+        return self._redact_json(text).encode("utf-8", "surrogatepass") + b"\n"
 
     def _numbered(self, entry: Entry) -> tuple[int, bytes]:
         return entry["seq"], self._line(entry)
@@ -445,6 +449,13 @@ class SessionRecord:
             following = segments[1] if len(segments) > 1 else current
             _remove_blobs_before(self.folder / BLOBS, _first_seq(following))
         self._dropped_unsaid += dropped
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _json(entry: Entry) -> str:
+    return _ENCODER.encode(entry)
 
 
 def _segments(folder: Path) -> list[Path]:
@@ -507,6 +518,50 @@ def _is_blob_name(name: str) -> bool:
         and len(digest) == 32
         and all(c in "0123456789abcdef" for c in digest)
     )
+
+
+def message_fields(message: Message, limit: int | None) -> Entry:
+    """A message's set fields as JSON values (enums by name, bytes by size); with `limit`, a
+    summary: strings cut to `limit` characters (and their length said), lists to SUMMARY_ITEMS."""
+    fields: Entry = {}
+    for descriptor, value in message.ListFields():
+        entry_type = descriptor.message_type
+        if descriptor.type == FieldDescriptor.TYPE_MESSAGE and entry_type is not None:
+            if entry_type.GetOptions().map_entry:
+                value_field = entry_type.fields_by_name["value"]
+                fields[descriptor.name] = {
+                    str(k): _field_value(value_field, value[k], limit) for k in value
+                }
+            elif descriptor.is_repeated:
+                items = list(value) if limit is None else list(value[:SUMMARY_ITEMS])
+                fields[descriptor.name] = [message_fields(item, limit) for item in items]
+                if len(items) < len(value):
+                    fields[f"{descriptor.name}_count"] = len(value)
+            else:
+                fields[descriptor.name] = message_fields(value, limit)
+        elif descriptor.is_repeated:
+            items = list(value) if limit is None else list(value[:SUMMARY_ITEMS])
+            fields[descriptor.name] = [_field_value(descriptor, item, limit) for item in items]
+            if len(items) < len(value):
+                fields[f"{descriptor.name}_count"] = len(value)
+        else:
+            fields[descriptor.name] = _field_value(descriptor, value, limit)
+    return fields
+
+
+def _field_value(field: FieldDescriptor, value: Any, limit: int | None) -> Any:
+    if isinstance(value, Message):
+        return message_fields(value, limit)
+    if isinstance(value, str):
+        if limit is not None and len(value) > limit:
+            return f"{value[:limit]}… ({len(value)} characters)"
+        return value
+    if isinstance(value, bytes):
+        return {"bytes": len(value)}
+    if field.type == FieldDescriptor.TYPE_ENUM and field.enum_type is not None:
+        known = field.enum_type.values_by_number.get(value)
+        return known.name if known is not None else value
+    return value
 
 
 # -- the middleware ----------------------------------------------------------------------------
