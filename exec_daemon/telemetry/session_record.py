@@ -81,6 +81,7 @@ MAX_CAST_CHARS = 4 * 1024 * 1024
 MAX_WAITING = 65_536
 WAKE_AT = 512
 WRITE_EVERY_SECONDS = 0.25
+CAST_TOOLS = frozenset({"shell_tool_call"})
 REFUSED_CASES = frozenset({"rejected", "permission_denied"})
 EGRESS_TOOLS = {"fetch_tool_call", "web_fetch_tool_call"}
 
@@ -634,7 +635,11 @@ def record_middleware(daemon: Daemon) -> Middleware:
         fields: Entry = {"call_id": call_id, "tool": tool}
         result: Message | None = None
         try:
-            result = await call_next(replace(inv, ctx=ctx.with_emit(recording_emit)))
+            # Only a shell call's output is cast; the others run with their context as it is.
+            recorded = (
+                replace(inv, ctx=ctx.with_emit(recording_emit)) if tool in CAST_TOOLS else inv
+            )
+            result = await call_next(recorded)
         except CodedError as exc:
             fields["outcome"] = f"error {exc.code.value}"
             fields["reason"] = exc.message[:2000]
