@@ -85,6 +85,10 @@ async def entries(client: ExecDaemonClient, agent_id: str = "", since: int = 0) 
     return [json.loads(e.json) async for e in client.session_record(agent_id, since)]
 
 
+def segments(folder: Path) -> list[Path]:
+    return sorted(folder.glob("segment-*.jsonl"))
+
+
 def files_holding(folder: Path, needle: bytes) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
@@ -264,3 +268,43 @@ async def test_a_daemon_without_record_answers_a_clear_error(tmp_path: Path) -> 
                 await entries(client)
     assert refused.value.code.value == "failed_precondition"
     assert "--record" in refused.value.message
+
+
+async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder: Path) -> None:
+    rw = {"type": "TYPE_WORKSPACE_READWRITE"}
+    with running_daemon(tmp_path / "ws", tmp_path / "state", "--record", "--sandbox-enabled") as d:
+        async with d.client() as client:
+            assert case(await client.run(shell("echo first"), agent_id="main")) == "success"
+            await entries(client)  # written
+            [segment] = [p.name for p in segments(record_folder)]
+            script = (
+                f"echo forged >> {record_folder}/{segment}; echo append=$?; "
+                f"touch {record_folder}/planted; echo touch=$?; "
+                f"mkdir {record_folder.parent}/forged; echo sibling=$?; "
+                f"cat {record_folder}/{segment} >/dev/null; echo read=$?"
+            )
+            confined = ToolCall(
+                shell_tool_call={"args": {"command": script, "requested_sandbox_policy": rw}}
+            )
+            answer = await client.run(confined, agent_id="main")
+            printed = answer.result.shell_tool_call.result.success.stdout
+            assert "append=1" in printed and "touch=1" in printed, printed
+            assert "sibling=1" in printed and "read=0" in printed, printed
+            edit = ToolCall(
+                edit_tool_call={"args": {"path": str(record_folder / "planted"), "contents": "x"}}
+            )
+            assert case(await client.run(edit, agent_id="main")) != "success"
+            assert not (record_folder / "planted").exists()
+            assert b"forged" not in (record_folder / segment).read_bytes()
+            # Positive control: unconfined, the same command does write there.
+            none = {"type": "TYPE_INSECURE_NONE"}
+            unconfined = ToolCall(
+                shell_tool_call={
+                    "args": {
+                        "command": f"touch {record_folder}/planted; echo touch=$?",
+                        "requested_sandbox_policy": none,
+                    }
+                }
+            )
+            answer = await client.run(unconfined, agent_id="main")
+            assert "touch=0" in answer.result.shell_tool_call.result.success.stdout
