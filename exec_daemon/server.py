@@ -326,6 +326,7 @@ async def _start_record(daemon: Daemon) -> None:
     record = daemon.service(SessionRecord)
     await asyncio.to_thread(record.start)
     daemon.service(PtyManager).on_output = record.terminal_output
+    daemon.service(SandboxService).on_egress = record.proxy_egress
     log.info("session record: %s", folder)
 
 

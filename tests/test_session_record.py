@@ -25,6 +25,7 @@ from agent.v1.common_pb2 import RunMode
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.state_root import default_record_folder
+from sandbox.proxy import ALLOW_PRIVATE_ENV
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.loopback_http import serving_http
 from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
@@ -272,8 +273,31 @@ async def test_a_daemon_without_record_answers_a_clear_error(tmp_path: Path) -> 
 
 async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder: Path) -> None:
     rw = {"type": "TYPE_WORKSPACE_READWRITE"}
-    with running_daemon(tmp_path / "ws", tmp_path / "state", "--record", "--sandbox-enabled") as d:
+    flags = ("--record", "--sandbox-enabled")
+    # The sandbox's proxy may reach loopback (the operator's switch), so its answers are real.
+    env = {ALLOW_PRIVATE_ENV: "127.0.0.0/8"}
+    with (
+        serving_http(Hello) as server,
+        running_daemon(tmp_path / "ws", tmp_path / "state", *flags, env=env) as d,
+    ):
+        port = server.server_address[1]
         async with d.client() as client:
+            curls = (
+                f"curl -sS -m 10 http://localhost:{port}/allowed; "
+                f"curl -sS -m 10 http://127.0.0.1:{port}/refused; true"
+            )
+            networked = {**rw, "network_allow": ["localhost"]}
+            proxied = ToolCall(
+                shell_tool_call={"args": {"command": curls, "requested_sandbox_policy": networked}}
+            )
+            answer = await client.run(proxied, agent_id="main")
+            assert "hello from loopback" in str(answer.result), answer.result
+            egress = [e for e in await entries(client) if e["kind"] == "egress"]
+            assert [(e["tool"], e["host"], e["allowed"]) for e in egress] == [
+                ("sandbox_proxy", "localhost", True),
+                ("sandbox_proxy", "127.0.0.1", False),
+            ]
+            assert "allowlist" in egress[1]["reason"]
             assert case(await client.run(shell("echo first"), agent_id="main")) == "success"
             await entries(client)  # written
             [segment] = [p.name for p in segments(record_folder)]

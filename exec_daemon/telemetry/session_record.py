@@ -11,7 +11,9 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
   hook or the sandbox policy changed, `hook_feedback`).
 - `cast`: a shell call's output as an asciicast v2 recording (`asciicast`, its text).
 - `edit`: a file a call changed: `path`, `diff` (unified).
-- `egress`: a connection a call asked for: `tool`, `url`, `host`, `allowed`.
+- `egress`: a connection a call asked for (`tool`, `url`, `host`, `allowed`), or one a
+  sandboxed command asked the sandbox's proxy for (`tool` "sandbox_proxy", `host`, `port`,
+  `allowed`, `reason`).
 - `pty`: output of a terminal of the PTY port: `terminal`, `events` ([seconds since the
   terminal started, text] pairs, asciicast's timing).
 - `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap
@@ -193,6 +195,11 @@ class SessionRecord:
             "",
             {"terminal": terminal_id, "at": time.monotonic() - started, "data": data},
         )
+
+    def proxy_egress(self, host: str, port: int, allowed: bool, reason: str) -> None:
+        """A request a sandbox's network proxy let through or refused (sandbox/proxy.py)."""
+        fields = {"tool": "sandbox_proxy", "host": host, "port": port, "allowed": allowed}
+        self.add("egress", "", {**fields, "reason": reason})
 
     def flush(self, timeout: float = 10.0) -> None:
         """Waits (blocking: off the loop) until what was added so far is written."""
