@@ -327,6 +327,7 @@ async def _start_record(daemon: Daemon) -> None:
     await asyncio.to_thread(record.start)
     daemon.service(PtyManager).on_output = record.terminal_output
     daemon.service(SandboxService).on_egress = record.proxy_egress
+    daemon.service(SemanticIndex).on_changes = record.workspace_changes
     log.info("session record: %s", folder)
 
 

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from sandbox.proxy import ALLOW_PRIVATE_ENV
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.loopback_http import serving_http
 from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
+from tests.polling import WAIT_SECONDS, generous
 from tests.test_model_tools import run_task, task_call
 from tests.test_pty_server import connect
 
@@ -98,14 +100,25 @@ def calls_of(record: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [entry for entry in record if entry["kind"] == kind]
 
 
+async def changed_by_command(client: ExecDaemonClient) -> list[dict[str, Any]]:
+    """The record, once the workspace watcher's entry for the shell's file is in it."""
+    deadline = time.monotonic() + generous(WAIT_SECONDS)
+    while True:
+        record = await entries(client)
+        changes = [c for e in calls_of(record, "file_change") for c in e["changes"]]
+        if any(path.endswith("made-by-command.txt") for _kind, path in changes):
+            return record
+        assert time.monotonic() < deadline, f"no file_change for the command's file: {changes}"
+        await asyncio.sleep(0.2)
+
+
 async def run_scripted_session(
     daemon: RunningDaemon, scripted: ScriptedModel, fetch_url: str
 ) -> None:
     workspace = daemon.workspace
     async with daemon.client() as client:
-        assert case(await client.run(shell("echo out-$RECORD_SECRET"), agent_id="main")) == (
-            "success"
-        )
+        made = shell("echo out-$RECORD_SECRET; echo x > made-by-command.txt")
+        assert case(await client.run(made, agent_id="main")) == "success"
         edit = ToolCall(
             edit_tool_call={"args": {"path": str(workspace / "notes.txt"), "contents": "tea\n"}}
         )
@@ -138,7 +151,7 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
         with recording_daemon(tmp_path, endpoint) as daemon:
             await run_scripted_session(daemon, scripted, fetch_url)
             async with daemon.client() as client:
-                record = await entries(client)
+                record = await changed_by_command(client)
 
     seqs = [entry["seq"] for entry in record]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
@@ -148,6 +161,10 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
         ("result", "shell_tool_call"),
         ("cast", "shell_tool_call"),
     ]
+    changed = {
+        path.rsplit("/", 1)[-1] for e in calls_of(record, "file_change") for _, path in e["changes"]
+    }
+    assert {"made-by-command.txt", "notes.txt"} <= changed
     tools_called = [e["tool"] for e in calls_of(record, "call") if e["agent"] == "main"]
     assert tools_called == [
         "shell_tool_call",

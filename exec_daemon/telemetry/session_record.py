@@ -14,6 +14,9 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `egress`: a connection a call asked for (`tool`, `url`, `host`, `allowed`), or one a
   sandboxed command asked the sandbox's proxy for (`tool` "sandbox_proxy", `host`, `port`,
   `allowed`, `reason`).
+- `file_change`: files the workspace watcher saw change, whoever changed them (a command too):
+  `changes` ([added|modified|deleted, path] pairs). Paths only: the watcher keeps no earlier
+  content to diff against (a tool's edit has its diff in `edit`).
 - `pty`: output of a terminal of the PTY port: `terminal`, `events` ([seconds since the
   terminal started, text] pairs, asciicast's timing).
 - `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap
@@ -78,6 +81,8 @@ HEAD_CHARS = 512
 # A result is summed up: its strings cut to this many characters, its lists to SUMMARY_ITEMS.
 SUMMARY_CHARS = 300
 SUMMARY_ITEMS = 50
+# A file_change entry lists this many paths at most (and counts the rest).
+MAX_CHANGES = 1000
 # A shell call's recorded output, at most; the rest is counted.
 MAX_CAST_CHARS = 4 * 1024 * 1024
 MAX_WAITING = 65_536
@@ -200,6 +205,14 @@ class SessionRecord:
         """A request a sandbox's network proxy let through or refused (sandbox/proxy.py)."""
         fields = {"tool": "sandbox_proxy", "host": host, "port": port, "allowed": allowed}
         self.add("egress", "", {**fields, "reason": reason})
+
+    def workspace_changes(self, changes: list[tuple[str, str]]) -> None:
+        """Files the workspace watcher saw change (tools/sem_search.py): by commands too."""
+        listed = sorted(changes)[:MAX_CHANGES]
+        fields: Entry = {"changes": [list(change) for change in listed]}
+        if len(changes) > len(listed):
+            fields["changes_count"] = len(changes)
+        self.add("file_change", "", fields)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Waits (blocking: off the loop) until what was added so far is written."""

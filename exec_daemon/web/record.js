@@ -6,7 +6,7 @@
 import { Terminal } from '/assets/xterm.mjs';
 
 const TOKEN_KEY = 'exec-daemon-token';
-const KINDS_SHOWN = new Set(['call', 'result', 'cast', 'edit', 'egress', 'pty', 'dropped']);
+const KINDS_SHOWN = new Set(['call', 'result', 'cast', 'edit', 'egress', 'file_change', 'pty', 'dropped']);
 const state = { token: takeToken(), entries: [], current: null, playback: null };
 const el = (id) => document.getElementById(id);
 
@@ -105,7 +105,11 @@ function summary(entry) {
     case 'edit':
       return entry.path || 'a diff applied';
     case 'egress':
-      return `${entry.allowed ? 'allowed' : 'refused'} ${entry.url}`;
+      return `${entry.allowed ? 'allowed' : 'refused'} ${entry.url ?? `${entry.host}:${entry.port}`}${
+        entry.reason ? `: ${entry.reason}` : ''
+      }`;
+    case 'file_change':
+      return entry.changes.map(([kind, path]) => `${kind} ${path}`).join(', ');
     case 'pty':
       return `terminal ${entry.terminal}`;
     case 'dropped':
