@@ -10,7 +10,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 
 from hypercorn.asyncio import serve as hypercorn_serve
@@ -58,6 +58,7 @@ from exec_daemon.terminals import environment, tmux
 from exec_daemon.terminals.pty import PtyManager
 from sandbox.service import SandboxService
 from tools import diffs, display, reports
+from tools.mcp_client import McpServers
 from tools.sem_search import SemanticIndex
 from tools.workspace import AgentPaths
 
@@ -153,11 +154,25 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """
     return (
         *tracing_middlewares(daemon),
-        *([record_middleware(daemon)] if daemon.config.record_folder is not None else []),
+        *(
+            [record_middleware(daemon, mcp_server_url(daemon))]
+            if daemon.config.record_folder is not None
+            else []
+        ),
         call_logging(),
         *guard_middlewares(daemon),
         reports.record_agent_edits(daemon),
     )
+
+
+def mcp_server_url(daemon: Daemon) -> Callable[[str], str]:
+    """The URL of a configured MCP server over HTTP, "" for a stdio one or an unknown name."""
+
+    def url(server: str) -> str:
+        spec = daemon.service(McpServers).settings.servers.get(server)
+        return str(getattr(spec, "url", "") or "")
+
+    return url
 
 
 def build_routes(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> dict[str, ASGIApp]:

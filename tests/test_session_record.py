@@ -27,13 +27,15 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.state_root import default_record_folder
 from sandbox.proxy import ALLOW_PRIVATE_ENV
-from tests.daemon_process import RunningDaemon, running_daemon
+from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.loopback_http import serving_http
 from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
 from tests.polling import WAIT_SECONDS, generous
+from tests.test_mcp import SERVER_MODULE, wait_for_port
 from tests.test_model_tools import run_task, task_call
 from tests.test_pty_server import connect
 
+ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cr3t-hunter2-value"
 SECRET_ENV = {"RECORD_SECRET": SECRET, "CLOUD_AGENT_INJECTED_SECRET_NAMES": "RECORD_SECRET"}
 
@@ -67,10 +69,29 @@ def model() -> Iterator[tuple[ScriptedModel, str]]:
         yield scripted, url_of(server, "/v1")
 
 
+@pytest.fixture(scope="module")
+def mcp_port() -> Iterator[int]:
+    """An MCP server over streamable HTTP on loopback (tests/test_mcp.py's demo server)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", SERVER_MODULE, "--http", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
 @contextlib.contextmanager
-def recording_daemon(tmp_path: Path, endpoint: str, *extra: str) -> Iterator[RunningDaemon]:
+def recording_daemon(
+    tmp_path: Path, endpoint: str, mcp_port: int, *extra: str
+) -> Iterator[RunningDaemon]:
+    mcp = {"mcpServers": {"web": {"url": f"http://127.0.0.1:{mcp_port}/mcp"}}}
     flags = ["--record", "--model-endpoint", endpoint, "--model", "main-model"]
-    flags += ["--fetch-allow-private", "127.0.0.0/8", *extra]
+    flags += ["--fetch-allow-private", "127.0.0.0/8", "--mcp-config", json.dumps(mcp), *extra]
     with running_daemon(tmp_path / "ws", tmp_path / "state", *flags, env=SECRET_ENV) as daemon:
         yield daemon
 
@@ -130,6 +151,9 @@ async def run_scripted_session(
         assert not (workspace / "refused-marker").exists()
         fetch = ToolCall(fetch_tool_call={"args": {"url": fetch_url}})
         assert case(await client.run(fetch, agent_id="main")) == "success"
+        over_http = {"provider_identifier": "web", "tool_name": "echo", "args": {"text": "hi"}}
+        mcp = ToolCall(mcp_tool_call={"args": over_http})
+        assert case(await client.run(mcp, agent_id="main")) == "success"
         scripted.turns = [
             ToolCalls((("shell", {"command": "echo from-the-subagent"}),)),
             Final("done"),
@@ -143,12 +167,12 @@ async def run_scripted_session(
 
 
 async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_restart(
-    tmp_path: Path, record_folder: Path, model: tuple[ScriptedModel, str]
+    tmp_path: Path, record_folder: Path, model: tuple[ScriptedModel, str], mcp_port: int
 ) -> None:
     scripted, endpoint = model
     with serving_http(Hello) as server:
         fetch_url = f"http://127.0.0.1:{server.server_address[1]}/hello"
-        with recording_daemon(tmp_path, endpoint) as daemon:
+        with recording_daemon(tmp_path, endpoint, mcp_port) as daemon:
             await run_scripted_session(daemon, scripted, fetch_url)
             async with daemon.client() as client:
                 record = await changed_by_command(client)
@@ -171,6 +195,7 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
         "edit_tool_call",
         "shell_tool_call",
         "fetch_tool_call",
+        "mcp_tool_call",
         "task_tool_call",
     ]
     [cast] = [e for e in calls_of(record, "cast") if e["agent"] == "main"]
@@ -183,8 +208,9 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
     [refusal] = [e for e in calls_of(record, "result") if e["refused"]]
     assert refusal["outcome"] == "rejected" and refusal["reason"]
     assert refusal["guards"]["run_mode"] == "allowlist"
-    [egress] = calls_of(record, "egress")
-    assert egress["host"] == "127.0.0.1" and egress["allowed"] is True
+    [fetched, mcp] = calls_of(record, "egress")
+    assert fetched["host"] == "127.0.0.1" and fetched["allowed"] is True
+    assert mcp["server"] == "web" and mcp["url"].endswith("/mcp") and mcp["host"] == "127.0.0.1"
 
     sub = [e for e in record if e["agent"] == "sub-1"]
     assert [e["kind"] for e in sub][:2] == ["call", "result"]
@@ -201,7 +227,7 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
     assert not files_holding(record_folder, SECRET.encode())
 
     # A restart on the same workspace: the record goes on where it stopped.
-    with recording_daemon(tmp_path, endpoint) as daemon:
+    with recording_daemon(tmp_path, endpoint, mcp_port) as daemon:
         async with daemon.client() as client:
             assert case(await client.run(shell("echo after-restart"), agent_id="other")) == (
                 "success"
@@ -226,9 +252,6 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
     assert SECRET not in exported.read_text()
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def http_status(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
@@ -248,14 +271,14 @@ BROWSER_READY = (
     not BROWSER_READY, reason="needs chromium, node, playwright-core: scripts/setup"
 )
 async def test_the_record_replays_in_a_browser(
-    tmp_path: Path, record_folder: Path, model: tuple[ScriptedModel, str]
+    tmp_path: Path, record_folder: Path, model: tuple[ScriptedModel, str], mcp_port: int
 ) -> None:
     scripted, endpoint = model
     shots = tmp_path / "screenshots"
     shots.mkdir()
     with serving_http(Hello) as server:
         fetch_url = f"http://127.0.0.1:{server.server_address[1]}/hello"
-        with recording_daemon(tmp_path, endpoint) as daemon:
+        with recording_daemon(tmp_path, endpoint, mcp_port) as daemon:
             await run_scripted_session(daemon, scripted, fetch_url)
             entries_url = f"http://127.0.0.1:{daemon.pty_port}/record/entries"
             assert await asyncio.to_thread(http_status, entries_url) == 401

@@ -12,7 +12,8 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `cast`: a shell call's output as an asciicast v2 recording (`asciicast`, its text).
 - `edit`: a file a call changed: `path`, `diff` (unified).
 - `egress`: a connection a call asked for (`tool`, `url`, `host`, `allowed`), or one a
-  sandboxed command asked the sandbox's proxy for (`tool` "sandbox_proxy", `host`, `port`,
+  call to an MCP server over HTTP (`server`), or one a sandboxed command asked the sandbox's
+  proxy for (`tool` "sandbox_proxy", `host`, `port`,
   `allowed`, `reason`).
 - `file_change`: files the workspace watcher saw change, whoever changed them (a command too):
   `changes` ([added|modified|deleted, path] pairs). Paths only: the watcher keeps no earlier
@@ -608,7 +609,9 @@ def _outcome(result: Message) -> tuple[str, str]:
     return case, reason
 
 
-def _changes(tool: str, args: Message, result: Message) -> Iterable[tuple[str, Entry]]:
+def _changes(
+    tool: str, args: Message, result: Message, mcp_url: Callable[[str], str]
+) -> Iterable[tuple[str, Entry]]:
     """The edits and connections a call's args and result show."""
     case = result.WhichOneof("result") if "result" in result.DESCRIPTOR.oneofs_by_name else None
     if tool == "edit_tool_call" and case == "success":
@@ -620,9 +623,18 @@ def _changes(tool: str, args: Message, result: Message) -> Iterable[tuple[str, E
         url = args.url  # type: ignore[attr-defined]
         allowed = case not in REFUSED_CASES and case != "error"
         yield "egress", {"url": url, "host": urlsplit(url).hostname or "", "allowed": allowed}
+    elif tool == "mcp_tool_call":
+        server = args.provider_identifier  # type: ignore[attr-defined]
+        url = mcp_url(server) if server else ""
+        if url:  # a server over HTTP (a stdio one connects nowhere)
+            host = urlsplit(url).hostname or ""
+            yield "egress", {"url": url, "host": host, "server": server, "allowed": True}
 
 
-def record_middleware(daemon: Daemon) -> Middleware:
+def record_middleware(
+    daemon: Daemon, mcp_url: Callable[[str], str] = lambda _server: ""
+) -> Middleware:
+    """The calls into the session record; `mcp_url`: an MCP server's URL ("" for a stdio one)."""
     record = daemon.service(SessionRecord)
 
     async def record_call(inv: Invocation, call_next: Next) -> Message:
@@ -698,7 +710,7 @@ def record_middleware(daemon: Daemon) -> Middleware:
                 cast["events"] = events
                 record.add("cast", agent, cast)
             if result is not None:
-                for kind, change in _changes(tool, inv.args, result):
+                for kind, change in _changes(tool, inv.args, result, mcp_url):
                     record.add(kind, agent, {"call_id": call_id, "tool": tool, **change})
 
     return record_call
