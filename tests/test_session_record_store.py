@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+from agent.v1.shell_pb2 import ShellArgs
 from exec_daemon.guards.redaction import SecretMatcher, json_text_redaction
 from exec_daemon.telemetry.session_record import INLINE_CHARS, SessionRecord
 
@@ -110,3 +111,19 @@ def test_a_secret_json_escapes_is_redacted_as_json_writes_it(tmp_path: Path) -> 
             record.close()
     # The raw text's matcher does not see the secret inside JSON (the control); the JSON one does.
     assert values == [f"echo {quoted}", "echo [REDACTED]"]
+
+
+def test_a_huge_result_is_recorded_by_its_size(tmp_path: Path) -> None:
+    record = SessionRecord(tmp_path / "record")
+    record.start()
+    try:
+        small = ShellArgs(command="echo hi").SerializeToString()
+        huge = ShellArgs(command="x" * (2 << 20)).SerializeToString()
+        record.add("result", "main", {"call_id": 1}, {"result": (ShellArgs, small)})
+        record.add("result", "main", {"call_id": 2}, {"result": (ShellArgs, huge)})
+        record.flush()
+        first, second = (entry for entry, _line in record.read())
+    finally:
+        record.close()
+    assert first["result"] == {"command": "echo hi"}
+    assert "result" not in second and second["result_bytes"] == len(huge)

@@ -87,6 +87,9 @@ MAX_CHANGES = 1000
 # A shell call's recorded output, at most; the rest is counted.
 MAX_CAST_CHARS = 4 * 1024 * 1024
 MAX_WAITING = 65_536
+# A call's args or result bigger than this (serialized) is recorded by its size only: the queue
+# holds what waits for the writer.
+MAX_MESSAGE_BYTES = 1 << 20
 WAKE_AT = 512
 WRITE_EVERY_SECONDS = 0.25
 CAST_TOOLS = frozenset({"shell_tool_call"})
@@ -183,6 +186,11 @@ class SessionRecord:
     ) -> None:
         if not self.enabled:
             return
+        if messages:
+            for name, (_cls, data) in list(messages.items()):
+                if len(data) > MAX_MESSAGE_BYTES:  # said by its size only
+                    del messages[name]
+                    fields[f"{name}_bytes"] = len(data)
         queue = self._queue
         if len(queue) >= MAX_WAITING:
             self.dropped_waiting += 1
@@ -263,8 +271,8 @@ class SessionRecord:
         except OSError:
             return None
 
-    def aclose(self) -> None:
-        self.close()
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
 
     def close(self, timeout: float = 5.0) -> None:
         self._closed = True
