@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from agent.v1.shell_pb2 import ShellArgs
 from exec_daemon.guards.redaction import SecretMatcher, json_text_redaction
+from exec_daemon.telemetry import session_record
 from exec_daemon.telemetry.session_record import INLINE_CHARS, SessionRecord
 
 SECRET = "split-secret-value"
@@ -127,3 +130,21 @@ def test_a_huge_result_is_recorded_by_its_size(tmp_path: Path) -> None:
         record.close()
     assert first["result"] == {"command": "echo hi"}
     assert "result" not in second and second["result_bytes"] == len(huge)
+
+
+def test_entries_past_a_full_queue_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_record, "MAX_WAITING", 5)
+    record = SessionRecord(tmp_path / "record")
+    try:
+        for number in range(8):  # queued before the writer starts: 3 find the queue full
+            record.add("call", "main", {"call_id": number})
+        record.start()
+        record.flush()
+        kept = [entry for entry, _line in record.read()]
+    finally:
+        record.close()
+    assert [e["call_id"] for e in kept if e["kind"] == "call"] == [0, 1, 2, 3, 4]
+    [dropped] = [e for e in kept if e["kind"] == "dropped"]
+    assert dropped["count"] == 3 and dropped["reason"] == "queue full"

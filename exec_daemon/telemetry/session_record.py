@@ -21,7 +21,8 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `pty`: output of a terminal of the PTY port: `terminal`, `events` ([seconds since the
   terminal started, text] pairs, asciicast's timing).
 - `dropped`: `count` entries of the oldest segment were removed to keep the record in its cap
-  (`total`: over the folder's life).
+  (`total`: over the folder's life), or (`reason` "queue full") were never written: more than
+  MAX_WAITING waited for the writer.
 
 Secrets: every line is passed through the daemon's redaction (exec_daemon/guards/redaction.py,
 handed in by the composition root: `redact_json` finds secrets as JSON writes them, a quote or
@@ -76,6 +77,7 @@ SEGMENT_PREFIX = "segment-"
 BLOBS = "blobs"
 LOCK_FILE = ".lock"
 DROPPED_MARK = b'"kind":"dropped"'
+PRIVATE_FLAGS = os.O_CLOEXEC | os.O_NOFOLLOW
 # Strings longer than this go to blobs/ and are referenced.
 INLINE_CHARS = 16 * 1024
 HEAD_CHARS = 512
@@ -141,7 +143,9 @@ class SessionRecord:
         self._redact_json = redact_json or redact
         self._parents = parents
         self._queue: deque[_Pending | _Flush] = deque()
+        # Entries not queued (MAX_WAITING were waiting), and how many of them were said.
         self.dropped_waiting = 0
+        self._dropped_waiting_said = 0
         # Entries removed to keep the cap, over the folder's life.
         self.dropped_total = 0
         self._dropped_unsaid = 0
@@ -162,7 +166,7 @@ class SessionRecord:
             return
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         (self.folder / BLOBS).mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | PRIVATE_FLAGS, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -319,6 +323,13 @@ class SessionRecord:
             lines.append(self._numbered(self._entry(item)))
         for terminal, chunks in pty.items():
             lines.append(self._numbered(self._pty_entry(terminal, chunks)))
+        unsaid = self.dropped_waiting - self._dropped_waiting_said
+        if unsaid:
+            self._dropped_waiting_said += unsaid
+            self._seq += 1
+            entry = {"seq": self._seq, "t": time.time_ns(), "agent": "", "parent": ""}
+            entry.update({"kind": "dropped", "count": unsaid, "reason": "queue full"})
+            lines.append(self._numbered(entry))
         if lines:
             self._append(lines)
         for flush in flushes:
@@ -458,7 +469,7 @@ class SessionRecord:
         if self._segment is not None:
             self._segment.close()
         path = self.folder / f"{SEGMENT_PREFIX}{first_seq:020d}.jsonl"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | PRIVATE_FLAGS, 0o600)
         self._segment = os.fdopen(fd, "ab")
         self._segment_size = os.fstat(fd).st_size
         self._enforce_cap(path)
