@@ -28,6 +28,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.state_root import default_record_folder
 from sandbox.proxy import ALLOW_PRIVATE_ENV
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
+from tests.guards_support import hook_script, write_config
 from tests.loopback_http import serving_http
 from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
 from tests.polling import WAIT_SECONDS, generous
@@ -208,6 +209,7 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
     [refusal] = [e for e in calls_of(record, "result") if e["refused"]]
     assert refusal["outcome"] == "rejected" and refusal["reason"]
     assert refusal["guards"]["run_mode"] == "allowlist"
+    assert refusal["refused_by"] == "permissions" and refusal["needs_approval"] is True
     [fetched, mcp] = calls_of(record, "egress")
     assert fetched["host"] == "127.0.0.1" and fetched["allowed"] is True
     assert mcp["server"] == "web" and mcp["url"].endswith("/mcp") and mcp["host"] == "127.0.0.1"
@@ -332,6 +334,17 @@ async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder
             )
             answer = await client.run(proxied, agent_id="main")
             assert "hello from loopback" in str(answer.result), answer.result
+            # A hook's answer: the refusal it makes, and who made it, is in the record.
+            deny = {"permission": "deny", "user_message": "no rm -rf here"}
+            hook = hook_script(tmp_path / "hooks", "deny", f"print(json.dumps({deny!r}))\n")
+            hooks = {"beforeShellExecution": [{"command": hook, "matcher": "rm -rf"}]}
+            write_config(d.workspace / ".cursor" / "hooks.json", {"version": 1, "hooks": hooks})
+            denied = await client.run(shell("rm -rf build"), agent_id="hooked")
+            assert case(denied) == "rejected"
+            [hooked] = [e for e in await entries(client, "hooked") if e["kind"] == "result"]
+            assert hooked["refused"] and hooked["outcome"] == "rejected"
+            assert "no rm -rf here" in json.dumps(hooked["result"]), hooked
+            assert hooked["refused_by"] == "hook" and hooked["needs_approval"] is False
             egress = [e for e in await entries(client) if e["kind"] == "egress"]
             assert [(e["tool"], e["host"], e["allowed"]) for e in egress] == [
                 ("sandbox_proxy", "localhost", True),

@@ -6,7 +6,8 @@ Entries are JSON objects, one a line: `seq` (counts on across restarts), `t` (Un
 - `call`: a call began: `call_id`, `tool` (the ToolCall variant), `args`, `run_mode`.
 - `result`: it ended: `call_id`, `tool`, `outcome` (the result's case, `error <code>`,
   `aborted`), `refused` (rejected, permission denied, or an ExecError permission_denied) and
-  `reason`, `ms`, `result` (the result message summed up: strings cut to SUMMARY_CHARS; a
+  `reason` (a rejection's `refused_by`, e.g. permissions or hook, and `needs_approval`: a
+  person may still approve it), `ms`, `result` (the result message summed up: strings cut to SUMMARY_CHARS; a
   shell's output is in its `cast`, an edit's change in its `edit`), `guards` (`run_mode`, `args_run`: the args a
   hook or the sandbox policy changed, `hook_feedback`).
 - `cast`: a shell call's output as an asciicast v2 recording (`asciicast`, its text).
@@ -628,6 +629,15 @@ def _outcome(result: Message) -> tuple[str, str]:
     return case, reason
 
 
+def _refusal(rejected: Message) -> Entry:
+    """Who refused a call and whether a person may still approve it (agent.v1.Rejected)."""
+    details = getattr(rejected, "details", rejected)
+    return {
+        "refused_by": getattr(details, "source", ""),
+        "needs_approval": bool(getattr(details, "needs_approval", False)),
+    }
+
+
 def _changes(
     tool: str, args: Message, result: Message, mcp_url: Callable[[str], str]
 ) -> Iterable[tuple[str, Entry]]:
@@ -703,6 +713,8 @@ def record_middleware(
             outcome, reason = _outcome(result)
             fields["outcome"], fields["reason"] = outcome, reason
             fields["refused"] = outcome in REFUSED_CASES
+            if outcome == "rejected":
+                fields.update(_refusal(result.rejected))  # type: ignore[attr-defined]
             return result
         finally:
             fields["ms"] = round((time.perf_counter() - started) * 1000, 3)

@@ -99,7 +99,9 @@ function summary(entry) {
     case 'call':
       return entry.args?.command ?? entry.args?.path ?? entry.args?.url ?? '';
     case 'result':
-      return `${entry.outcome}${entry.reason ? `: ${entry.reason}` : ''} (${entry.ms} ms)`;
+      return `${entry.outcome}${entry.refused_by ? ` by ${entry.refused_by}` : ''}${
+        entry.reason ? `: ${entry.reason}` : ''
+      } (${entry.ms} ms)`;
     case 'cast':
       return `output of ${entry.command ?? ''}`;
     case 'edit':
