@@ -43,6 +43,7 @@ from exec_daemon.kernel.secrets import (
     TRACE_TOKEN_VARIABLE,
     keep_secret,
 )
+from exec_daemon.kernel.state_root import default_record_folder
 from exec_daemon.rpc.cors import parse_origin
 from exec_daemon.telemetry.logs import LOG_FORMATS, formatter
 
@@ -217,6 +218,13 @@ def workspace_folder(workspace: Path | None) -> Path:
     if not os.access(folder, os.R_OK | os.X_OK):
         raise click.ClickException(f"--workspace {folder} cannot be read by this user")
     return folder
+
+
+def record_folder(record: bool, folder: Path | None, workspace: Path) -> Path | None:
+    """Where the session record is kept (--record, --record-folder), or None."""
+    if folder is not None:
+        return folder.absolute()
+    return default_record_folder(workspace) if record else None
 
 
 def with_scheme(url: str) -> str:
@@ -559,6 +567,29 @@ def main() -> None:
     help="How long a browser signed in to the desktop page or the IDE stays signed in without "
     "a request (each request in a session's second half renews it).",
 )
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Keep the session record (every call, guard decision, terminal byte, edit and "
+    "connection; ControlService.GetSessionRecord, `exec-daemon record export`, /record on the "
+    "PTY port) in the workspace's private folder beside the state roots, which outlives "
+    "restarts.",
+)
+@click.option(
+    "--record-folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the session record in this folder (implies --record; made 0700, every ancestor "
+    "checked like the state root's).",
+)
+@click.option(
+    "--record-max-bytes",
+    type=click.IntRange(min=1 << 20),
+    default=256 << 20,
+    show_default=True,
+    help="The session record's size on disk, at most: the oldest entries are dropped (and "
+    "counted in a `dropped` entry) beyond it.",
+)
 def serve(
     workspace: Path | None,
     log_level: str,
@@ -603,10 +634,12 @@ def serve(
             )
     if options.get("terminals_folder") is None:
         options.pop("terminals_folder", None)
+    root = workspace_folder(workspace)
+    options["record_folder"] = record_folder(options.pop("record"), options["record_folder"], root)
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,
-        workspace=workspace_folder(workspace),
+        workspace=root,
         log_level=log_level,
         rg_path=resolve_rg_path(rg_path),
         **options,
@@ -841,6 +874,51 @@ def attach(
         click.echo(f"exec-daemon attach: {exc.code}: {exc.message}", err=True)
         code = DAEMON_FAILED
     sys.exit(code)
+
+
+@main.group()
+def record() -> None:
+    """The session record of a daemon serving with --record."""
+
+
+@record.command("export", short_help="Write the session record to one file.")
+@client_options
+@click.option("--agent-id", default="", help="Only this agent and its subagents (default: all).")
+@click.option("--since", type=click.IntRange(min=0), default=0, help="Only entries after this seq.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The file written: one JSON entry a line (a `cast` entry's `asciicast` field is an "
+    "asciicast v2 recording: `jq -r .asciicast`).",
+)
+def record_export(url: str, token: str | None, agent_id: str, since: int, output: Path) -> None:
+    """Write the entries of ControlService.GetSessionRecord to OUTPUT, oldest first."""
+    url = with_scheme(url)
+    found = client_token("record export", url, token)
+    from connectrpc.errors import ConnectError
+
+    from exec_daemon.client import ExecDaemonClient
+
+    async def export() -> int:
+        written = 0
+        async with ExecDaemonClient(url, found) as client:
+            with output.open("w", encoding="utf-8") as out:
+                async for entry in client.session_record(agent_id, since):
+                    out.write(entry.json + "\n")
+                    written += 1
+        return written
+
+    try:
+        written = asyncio.run(export())
+    except ConnectError as exc:
+        click.echo(f"exec-daemon record export: {url}: {exc.code.value}: {exc.message}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        click.echo(f"exec-daemon record export: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"{written} entries written to {output}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from agent.v1.exec_pb2 import (
     Heartbeat,
     StreamClose,
 )
+from agent.v1.record_pb2 import GetSessionRecordRequest, SessionRecordEntry
 from agent.v1.tool_call_pb2 import ToolCall, ToolCallDelta
 
 # Where a token comes from when none is given: the variable `serve` reads, then the file
@@ -180,6 +181,14 @@ class ExecDaemonClient:
         if not outcome.done:
             raise StreamEndedError("the daemon ended the call's stream before it answered")
         return outcome
+
+    def session_record(
+        self, agent_id: str = "", since: int = 0
+    ) -> AsyncIterator[SessionRecordEntry]:
+        """ControlService.GetSessionRecord's entries."""
+        return self.control.get_session_record(
+            GetSessionRecordRequest(agent_id=agent_id, since=since), headers=self.headers
+        )
 
     def exec_stream(self) -> ExecStream:
         return ExecStream(self)

@@ -7,7 +7,7 @@ import gc
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 
 from hypercorn.asyncio import serve as hypercorn_serve
@@ -17,7 +17,7 @@ from agent.v1 import control_pb2, exec_pb2, health_pb2
 from agent.v1.control_connect import ControlServiceASGIApplication
 from agent.v1.exec_connect import ExecServiceASGIApplication
 from exec_daemon.guards import guard_middlewares
-from exec_daemon.guards.redaction import SecretStore
+from exec_daemon.guards.redaction import SecretStore, json_text_redaction
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
@@ -27,7 +27,12 @@ from exec_daemon.kernel.processes import terminate_selected
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
-from exec_daemon.kernel.state_root import StateRootError, prepare_state_root, prune_ended_instances
+from exec_daemon.kernel.state_root import (
+    StateRootError,
+    prepare_private_folder,
+    prepare_state_root,
+    prune_ended_instances,
+)
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.kernel.writable import WritableAreas
 from exec_daemon.registry import SPECS
@@ -45,10 +50,13 @@ from exec_daemon.rpc.pool import Claim, Claims, PoolControlService
 from exec_daemon.rpc.ports import PortReservations, hypercorn_binds, reserve_ports
 from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.call_log import call_logging
+from exec_daemon.telemetry.session_record import SessionRecord, record_middleware, subagent_parent
 from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
+from exec_daemon.terminals.pty import PtyManager
 from sandbox.service import SandboxService
 from tools import diffs, display, reports
+from tools.mcp_client import McpServers
 from tools.sem_search import SemanticIndex
 from tools.workspace import AgentPaths
 
@@ -80,6 +88,16 @@ def new_daemon(config: DaemonConfig, lifecycle: Lifecycle | None = None) -> Daem
     # Before any layer asks for its Meter: when telemetry is on, the OTLP one.
     secrets = daemon.service(SecretStore)
     start_telemetry(daemon, redact=lambda text: secrets.matcher.redact(text))
+    daemon.provide(
+        SessionRecord,
+        lambda daemon: SessionRecord(
+            daemon.config.record_folder,
+            redact=lambda text: secrets.matcher.redact(text),
+            redact_json=json_text_redaction(secrets),
+            max_bytes=daemon.config.record_max_bytes,
+            parents=subagent_parent(daemon),
+        ),
+    )
     return daemon
 
 
@@ -87,7 +105,8 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """The cross-cutting wrappers of every tool call, outermost first.
 
     Tracing (only when on: exec_daemon/telemetry/tracing.py) goes first, so a span covers the
-    guards too; then the call's log records (exec_daemon/telemetry/call_log.py), inside the span
+    guards too; then the session record (only with --record: exec_daemon/telemetry/session_record.py),
+    outside the guards so it sees their refusals and what redaction left of results and deltas; then the call's log records (exec_daemon/telemetry/call_log.py), inside the span
     so they carry its ids, outside the guards so a refusal is logged;
     then the guards: redaction, permissions, hooks (why this order: exec_daemon/guards/__init__.py);
     innermost, the record of the agent's edits (for ai_attribution: tools/reports.py), which
@@ -95,10 +114,25 @@ def middlewares(daemon: Daemon) -> Sequence[Middleware]:
     """
     return (
         *tracing_middlewares(daemon),
+        *(
+            [record_middleware(daemon, mcp_server_url(daemon))]
+            if daemon.config.record_folder is not None
+            else []
+        ),
         call_logging(),
         *guard_middlewares(daemon),
         reports.record_agent_edits(daemon),
     )
+
+
+def mcp_server_url(daemon: Daemon) -> Callable[[str], str]:
+    """The URL of a configured MCP server over HTTP, "" for a stdio one or an unknown name."""
+
+    def url(server: str) -> str:
+        spec = daemon.service(McpServers).settings.servers.get(server)
+        return str(getattr(spec, "url", "") or "")
+
+    return url
 
 
 def build_routes(daemon: Daemon, specs: Iterable[ToolSpec] = SPECS) -> dict[str, ASGIApp]:
@@ -267,6 +301,23 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
         await terminate_selected(marked_by_this_daemon())
 
 
+async def _start_record(daemon: Daemon) -> None:
+    """With --record: its private folder made and its writer started; terminals' output goes to it."""
+    folder = daemon.config.record_folder
+    if folder is None:
+        return
+    try:
+        await asyncio.to_thread(prepare_private_folder, folder)
+    except StateRootError as exc:
+        raise SystemExit(f"exec-daemon: no private folder for the session record: {exc}") from None
+    record = daemon.service(SessionRecord)
+    await asyncio.to_thread(record.start)
+    daemon.service(PtyManager).on_output = record.terminal_output
+    daemon.service(SandboxService).on_egress = record.proxy_egress
+    daemon.service(SemanticIndex).on_changes = record.workspace_changes
+    log.info("session record: %s", folder)
+
+
 async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     """What the daemon prepares before it serves its agent; its RPC routes."""
     config = daemon.config
@@ -281,6 +332,7 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     for ended in prune_ended_instances(config.state_root):
         log.info("removed the state of an ended daemon: %s", ended)
     log.info("state root: %s", config.state_root)
+    await _start_record(daemon)
     try:
         ensure_daemon_folder(config.terminals_folder)
     except OSError as exc:

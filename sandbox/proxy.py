@@ -25,7 +25,7 @@ import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -210,11 +210,18 @@ async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         pass
 
 
+# Told each request's answer: (host, port, allowed, why refused); the session record's hook.
+Egress = Callable[[str, int, bool, str], None]
+
+
 class ProxyServer:
     """Serves one confined command's proxy listener until closed."""
 
-    def __init__(self, listener: socket.socket, rules: ProxyRules) -> None:
+    def __init__(
+        self, listener: socket.socket, rules: ProxyRules, on_egress: Egress | None = None
+    ) -> None:
         self.rules = rules
+        self._on_egress = on_egress
         self._listener = listener
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -238,6 +245,7 @@ class ProxyServer:
         assert task is not None
         self._connections.add(task)
         upstream_writer: asyncio.StreamWriter | None = None
+        host, port = "", 0
         try:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_SECONDS)
@@ -246,9 +254,12 @@ class ProxyServer:
             except (asyncio.IncompleteReadError, TimeoutError):
                 return
             request = _parse_head(head)
+            host, port = request.host, request.port
             addresses = await self.rules.addresses_for(request.host, request.port)
             upstream_reader, upstream_writer = await _open_upstream(addresses, request.port)
             log.debug("sandbox proxy: %s %s:%d allowed", request.method, request.host, request.port)
+            if self._on_egress is not None:
+                self._on_egress(host, port, True, "")
             if request.method == "CONNECT":
                 writer.write(f"{request.version} 200 Connection established\r\n\r\n".encode())
                 await writer.drain()
@@ -257,6 +268,8 @@ class ProxyServer:
             await asyncio.gather(_relay(reader, upstream_writer), _relay(upstream_reader, writer))
         except Refused as refused:
             log.info("sandbox proxy refused a request: %s", refused.reason)
+            if self._on_egress is not None:
+                self._on_egress(host, port, False, refused.reason)
             await _refuse(writer, refused.status, refused.reason)
         except OSError as exc:
             log.debug("sandbox proxy connection failed: %s", exc)

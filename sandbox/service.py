@@ -56,7 +56,7 @@ from sandbox.policy import (
 )
 from sandbox.probe import KernelSupport, probe_kernel, probe_kernel_sync
 from sandbox.protected import outside_targets
-from sandbox.proxy import ProxyRules, ProxyServer, private_exceptions_from_env
+from sandbox.proxy import Egress, ProxyRules, ProxyServer, private_exceptions_from_env
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,10 @@ class SandboxService:
             str(path)
             for path in (config.state_root, config.terminals_folder, config.artifacts_folder)
         )
+        if config.record_folder is not None:
+            self._private[str(config.record_folder)] = None
+        # Told every request the sandboxes' proxies answer (the session record, when kept).
+        self.on_egress: Egress | None = None
         # Its sockets (tmux, code-server): masked in every sandbox, whenever they are bound.
         self._masked = [str(sockets_folder(config.state_root))]
         self._own_ports = config.own_ports()
@@ -564,7 +568,9 @@ class SandboxRun:
         if self._proxy is not None:
             listener.close()
             return
-        self._proxy = ProxyServer(listener, self.service.proxy_rules(self.policy))
+        self._proxy = ProxyServer(
+            listener, self.service.proxy_rules(self.policy), self.service.on_egress
+        )
         await self._proxy.start()
 
     async def _watch_until_exit(self) -> None:

@@ -47,6 +47,10 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("end_to_end", "read_todos", "ghost_mode", "median_us"),
         ("end_to_end", "read_todos", "live", "over_ghost_ratio"),
     ),
+    "bench_record": (
+        ("read_todos", "record_off", "median_us"),
+        ("verdict", "record_on_cpu_over_off"),
+    ),
     "bench_computer_use": (
         ("end_to_end_daemon", "screenshot", "median_ms"),
         ("in_process", "click", "xdotool_over_xtest"),

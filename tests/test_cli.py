@@ -121,7 +121,15 @@ def test_help_names_every_command_whole_and_every_serve_option_says_what_it_does
     summaries = dict(
         line.split(None, 1) for line in overview.split("Commands:")[1].splitlines() if line.strip()
     )
-    assert set(summaries) == {"attach", "generate-token", "install", "ping", "run", "serve"}
+    assert set(summaries) == {
+        "attach",
+        "generate-token",
+        "install",
+        "ping",
+        "record",
+        "run",
+        "serve",
+    }
     assert not any(summary.rstrip().endswith("...") for summary in summaries.values()), summaries
     serve_help = CliRunner().invoke(main, ["serve", "--help"], terminal_width=200).output
     options = re.findall(r"^  (-\S.*?)(?:\s{2,}(.*))?$", serve_help, re.MULTILINE)

@@ -575,6 +575,9 @@ class SemanticIndex:
         self._full_update_asked = False
         self._touched: set[str] = set()  # indexed files the watcher saw change
         self._watch_task: asyncio.Task[None] | None = None
+        # Told each batch of the watcher's changes as (added|modified|deleted, path): the
+        # session record's hook (set by the composition root when it is kept).
+        self.on_changes: Callable[[list[tuple[str, str]]], None] | None = None
         self._stop = threading.Event()
         self._stop_watching = asyncio.Event()
         self._chunk_count = 0
@@ -670,6 +673,10 @@ class SemanticIndex:
                 touched = {path for _change, path in changes if not path.startswith(git_folder)}
                 if touched:
                     self._schedule_update(touched)
+                    if self.on_changes is not None:
+                        self.on_changes(
+                            [(c.name, p) for c, p in changes if not p.startswith(git_folder)]
+                        )
         except Exception as exc:  # a watch limit reached, the workspace gone: searches refresh
             log.warning("sem_search index: not following changes (%s)", exc)
             self._watch_task = None

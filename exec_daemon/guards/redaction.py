@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import json
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -453,6 +454,23 @@ class SecretStore:
             self._known |= new
             self.matcher = SecretMatcher(self._known)
             log.info("redacting %d injected secret(s)", len(self._known))
+
+
+def json_text_redaction(store: SecretStore) -> Callable[[str], str]:
+    """Redacts JSON text (the session record's lines): each secret as JSON writes it inside a
+    string, a quote, a backslash or a control character in it escaped, as well as raw."""
+    made: list[SecretMatcher] = [SecretMatcher(()), SecretMatcher(())]
+
+    def redact(text: str) -> str:
+        matcher, escaped = made
+        if matcher is not store.matcher:
+            matcher = store.matcher
+            forms = {json.dumps(s, ensure_ascii=False)[1:-1] for s in matcher.secrets}
+            escaped = SecretMatcher(forms | set(matcher.secrets))
+            made[:] = [matcher, escaped]
+        return escaped.redact(text)
+
+    return redact
 
 
 async def redact_outgoing_text(daemon: Daemon, text: str) -> str:

@@ -75,6 +75,9 @@ class DaemonConfig:
     fetch_allow_private: tuple[str, ...] = ()
     # This daemon instance's private folder (exec_daemon/kernel/state_root.py).
     state_root: Path = field(default_factory=new_state_root)
+    # The session record's folder (exec_daemon/telemetry/session_record.py); None: no record.
+    record_folder: Path | None = None
+    record_max_bytes: int = 256 * 1024 * 1024
     # Where background shells and terminals write their output (the agent can read it back);
     # `<state_root>/terminals` unless given.
     terminals_folder: Path = UNSET_PATH

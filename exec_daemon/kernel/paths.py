@@ -668,6 +668,7 @@ class DeclaredPaths:
                 getattr(config, "terminals_folder", "")
             ): "the daemon's terminal logs and output files",
             str(getattr(config, "artifacts_folder", "")): "the daemon's artifacts",
+            str(getattr(config, "record_folder", "") or ""): "the daemon's session record",
             str(getattr(config, "sandbox_helper_path", "") or ""): "the sandbox helper",
         }
         for path, reason in own.items():

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import secrets
 import shutil
@@ -30,6 +31,8 @@ import stat
 from pathlib import Path
 
 SOCKETS = "sockets"
+# Beside the instances: the session records, one folder per workspace.
+RECORDS = ".records"
 LOCK_FILE = ".lock"
 # Instances being created are named so until they hold their lock: pruning leaves them alone.
 STAGING_PREFIX = ".new-"
@@ -56,6 +59,21 @@ def default_base(env: dict[str, str] | None = None) -> Path:
 def new_state_root(base: Path | None = None) -> Path:
     """A fresh instance's root (a name only: `prepare_state_root` makes it)."""
     return (base or default_base()) / f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def default_record_folder(workspace: Path, base: Path | None = None) -> Path:
+    """The session record's folder of a workspace: beside the instances' roots (so it outlives
+    each instance), named by the workspace's path. Dot-named: pruning leaves it alone."""
+    key = hashlib.sha256(os.fsencode(os.path.realpath(workspace))).hexdigest()[:16]
+    return (base or default_base()) / RECORDS / key
+
+
+def prepare_private_folder(folder: Path) -> Path:
+    """Makes `folder` and its missing ancestors (0700), with every ancestor checked as the
+    state root's are. Raises StateRootError."""
+    _make_private_chain(folder.parent)
+    _make_private_folder(folder)
+    return folder
 
 
 def sockets_folder(root: Path) -> Path:

@@ -69,6 +69,7 @@ from agent.v1.questions_pb2 import (
     ListPendingQuestionsRequest,
     ListPendingQuestionsResponse,
 )
+from agent.v1.record_pb2 import GetSessionRecordRequest, SessionRecordEntry
 from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from exec_daemon import __version__
 from exec_daemon.guards.redaction import (
@@ -86,8 +87,12 @@ from exec_daemon.rpc.exec_service import ExecStreamSession, rpc_extras
 from exec_daemon.rpc.ide import IdeServer, ide_message
 from exec_daemon.rpc.ide import install as ide_install
 from exec_daemon.rpc.pool import ALREADY_CLAIMED, NOT_WAITING, daemon_user
+from exec_daemon.telemetry.session_record import SessionRecord
 from tools import mcp
 from tools.questions import PendingQuestions
+
+# GetSessionRecord reads this many entries at a time off the event loop.
+RECORD_BATCH = 256
 
 
 def _connect_error(failure: CodedError) -> ConnectError:
@@ -427,6 +432,36 @@ class ControlService(ControlServiceBase):
             controllers=state.controllers,
             novnc_port=self._daemon.config.novnc_port,
         )
+
+    def get_session_record(
+        self,
+        request: GetSessionRecordRequest,
+        ctx: RequestContext[GetSessionRecordRequest, SessionRecordEntry],
+    ) -> AsyncIterator[SessionRecordEntry]:
+        return _session_record(self._daemon.service(SessionRecord), request)
+
+
+async def _session_record(
+    record: SessionRecord, request: GetSessionRecordRequest
+) -> AsyncIterator[SessionRecordEntry]:
+    """The record's entries, read a batch at a time off the event loop."""
+    if not record.enabled:
+        raise ConnectError(
+            Code.FAILED_PRECONDITION,
+            "the daemon keeps no session record: serve it with --record or --record-folder",
+        )
+    await asyncio.to_thread(record.flush)
+    entries = record.read(request.agent_id, request.since)
+    while batch := await asyncio.to_thread(record.read_batch, entries, RECORD_BATCH):
+        for entry, line in batch:
+            yield SessionRecordEntry(
+                seq=entry.get("seq", 0),
+                time_unix_ns=entry.get("t", 0),
+                agent_id=entry.get("agent", ""),
+                parent_agent_id=entry.get("parent", ""),
+                kind=entry.get("kind", ""),
+                json=line,
+            )
 
 
 def _artifact(info: artifacts.ArtifactInfo) -> Artifact:

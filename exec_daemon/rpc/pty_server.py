@@ -3,6 +3,10 @@
 - `GET /` and `/assets/...`: the web terminal (public files: no data, no token needed; the
   page asks for the token and sends it with every data request).
 - `GET /terminals`: the terminals as JSON.
+- `GET /record` (a public page, like `/`) replays the session record (--record); its data,
+  behind the token: `GET /record/entries?since=SEQ[&agent=ID]` ({"more", "entries"}, at most
+  RECORD_PAGE entries after `since`) and `GET /record/blob/NAME` (a long string an entry
+  references).
 - WebSocket `/terminals/new?cols=&rows=[&command=][&cwd=][&name=][&shared=1]` creates a
   terminal and attaches (`shared=1`: in a tmux session the agent can read and type into,
   exec_daemon/terminals/tmux.py); `/terminals/{id}[?since=OFFSET]` attaches to one (no `since`:
@@ -48,6 +52,7 @@ from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.browser_auth import bearer_token, secret_matches
 from exec_daemon.rpc.ports import serve_kwargs
+from exec_daemon.telemetry.session_record import SessionRecord
 from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Terminal
 from exec_daemon.terminals.tmux import SharedTerminals
 
@@ -82,13 +87,20 @@ ASSETS: dict[str, Path] = {
     "/assets/addon-fit.mjs": NODE_MODULES / "@xterm/addon-fit/lib/addon-fit.mjs",
     "/assets/addon-search.mjs": NODE_MODULES / "@xterm/addon-search/lib/addon-search.mjs",
     "/assets/addon-web-links.mjs": NODE_MODULES / "@xterm/addon-web-links/lib/addon-web-links.mjs",
+    "/record": WEB_DIR / "record.html",
+    "/assets/record.js": WEB_DIR / "record.js",
+    "/assets/record.css": WEB_DIR / "record.css",
 }
+# The pages (their Content-Security-Policy is PAGE_POLICY).
+PAGES = ("/", "/record")
 # Scripts only from this origin (the token is in its storage: SECURITY.md); xterm.js styles
 # its rows inline; never framed.
 PAGE_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+# The replay page reads the record this many entries at a time.
+RECORD_PAGE = 2000
 TERMINAL_PATH = re.compile(r"^/terminals/([A-Za-z0-9_-]{1,64})$")
 
 
@@ -135,6 +147,18 @@ def _int_param(query: dict[str, str], name: str, default: int | None) -> int | N
         return int(value)
     except ValueError:
         raise BadRequest(f"{name} must be an integer, got {value[:40]!r}") from None
+
+
+def _record_page(record: SessionRecord, agent: str, since: int) -> bytes:
+    """Up to RECORD_PAGE entries after `since`, as JSON (blocking: off the loop)."""
+    record.flush()
+    entries = record.read(agent, since)
+    lines = [line for _entry, line in record.read_batch(entries, RECORD_PAGE + 1)]
+    more = len(lines) > RECORD_PAGE
+    body = ",".join(lines[:RECORD_PAGE])
+    return f'{{"more":{"true" if more else "false"},"entries":[{body}]}}'.encode(
+        "utf-8", "surrogatepass"
+    )
 
 
 class PtyWebSocketServer:
@@ -186,6 +210,8 @@ class PtyWebSocketServer:
             listing = [terminal.info() for terminal in self.manager.list()]
             body = json.dumps(listing).encode()
             return _response(connection, http.HTTPStatus.OK, body, "application/json")
+        if path.startswith("/record/") and not _is_upgrade(request.headers):
+            return await self._record(connection, path, query)
         if path == "/terminals/new":
             self._routes[connection] = Route(True, "", query)
             return None
@@ -193,6 +219,31 @@ class PtyWebSocketServer:
         if match:
             self._routes[connection] = Route(False, match.group(1), query)
             return None
+        return connection.respond(http.HTTPStatus.NOT_FOUND, f"no such path: {path}\n")
+
+    async def _record(
+        self, connection: ServerConnection, path: str, query: dict[str, str]
+    ) -> Response:
+        """`/record/entries?since=&agent=`: the session record's next entries, as
+        {"entries", "more"}; `/record/blob/NAME`: a long string an entry references."""
+        record = self.daemon.service(SessionRecord)
+        if not record.enabled:
+            return connection.respond(
+                http.HTTPStatus.NOT_FOUND, "the daemon keeps no session record (--record)\n"
+            )
+        if path == "/record/entries":
+            try:
+                since = _int_param(query, "since", 0) or 0
+            except BadRequest as exc:
+                return connection.respond(http.HTTPStatus.BAD_REQUEST, f"{exc}\n")
+            body = await asyncio.to_thread(_record_page, record, query.get("agent", ""), since)
+            return _response(connection, http.HTTPStatus.OK, body, "application/json")
+        if path.startswith("/record/blob/"):
+            text = await asyncio.to_thread(record.blob, path[len("/record/blob/") :])
+            if text is None:
+                return connection.respond(http.HTTPStatus.NOT_FOUND, "no such blob\n")
+            body = text.encode("utf-8", "surrogatepass")
+            return _response(connection, http.HTTPStatus.OK, body, "text/plain; charset=utf-8")
         return connection.respond(http.HTTPStatus.NOT_FOUND, f"no such path: {path}\n")
 
     async def _asset(self, connection: ServerConnection, path: str) -> Response:
@@ -210,7 +261,7 @@ class PtyWebSocketServer:
         if ASSETS[path].suffix in (".mjs", ".js"):
             content_type = "text/javascript"
         response = _response(connection, http.HTTPStatus.OK, body, f"{content_type}; charset=utf-8")
-        if path == "/":
+        if path in PAGES:
             response.headers["Content-Security-Policy"] = PAGE_POLICY
         return response
 

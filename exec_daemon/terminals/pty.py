@@ -333,6 +333,8 @@ class Terminal:
         # (a shared terminal's program runs in tmux, behind the client on this PTY).
         self.foreground_group: Callable[[], int | None] | None = None
         self.scrollback = Scrollback()
+        # Told every chunk of output (the session record: exec_daemon/telemetry/session_record.py).
+        self.on_output: Callable[[str, bytes], None] | None = None
         self.attachments: set[Attachment] = set()
         self.exit_code: int | None = None
         self.started_at = time.time()
@@ -412,6 +414,8 @@ class Terminal:
 
     def _publish(self, data: bytes) -> None:
         self.scrollback.append(data)
+        if self.on_output is not None:
+            self.on_output(self.id, data)
         if self.file is not None:
             self.file.append(data)
         for attachment in list(self.attachments):
@@ -644,6 +648,8 @@ class PtyManager:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         self._terminals: dict[str, Terminal] = {}
+        # Given to every terminal made from now on (Terminal.on_output).
+        self.on_output: Callable[[str, bytes], None] | None = None
         daemon.service(Meter).watch(Metric.LIVE_TERMINALS, self._live_terminals)
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -694,6 +700,7 @@ class PtyManager:
         )
         terminal_id = terminal_id or new_terminal_id()
         terminal = Terminal(terminal_id, spec, self.folder)
+        terminal.on_output = self.on_output
         self._terminals[terminal_id] = terminal
         self._forget_old_exited()
         log.info("terminal %s (%s) started: pid %d", terminal_id, terminal.name, terminal.pid)

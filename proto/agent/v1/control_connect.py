@@ -15,6 +15,7 @@ from agent.v1.context_pb2 import AgentContextChange, GetAgentContextRequest, Get
 from agent.v1.exec_pb2 import ExecServerMessage
 from agent.v1.pool_pb2 import GetSandboxInfoRequest, GetSandboxInfoResponse, InitSandboxRequest, InitSandboxResponse
 from agent.v1.questions_pb2 import AnswerQuestionRequest, AnswerQuestionResponse, ListPendingQuestionsRequest, ListPendingQuestionsResponse
+from agent.v1.record_pb2 import GetSessionRecordRequest, SessionRecordEntry
 from agent.v1.takeover_pb2 import GetDesktopControlRequest, GetDesktopControlResponse
 from connectrpc.client import ConnectClient, ConnectClientSync
 from connectrpc.code import Code
@@ -140,6 +141,13 @@ class ControlService(Protocol):
     async def get_sandbox_info(self, request: GetSandboxInfoRequest, ctx: RequestContext[GetSandboxInfoRequest, GetSandboxInfoResponse], /) -> GetSandboxInfoResponse:
         """
         Version, uptime, claim state and metadata, CPU, memory, disk and processes (pool.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_session_record(self, request: GetSessionRecordRequest, ctx: RequestContext[GetSessionRecordRequest, SessionRecordEntry], /) -> AsyncIterator[SessionRecordEntry]:
+        """
+        The session record's entries after `since`, oldest first, then the stream ends (record.proto).
+        failed_precondition when the daemon runs without --record / --record-folder.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -420,6 +428,17 @@ class ControlServiceASGIApplication(ConnectASGIApplication[ControlService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.get_sandbox_info,
+                ),
+                "/agent.v1.ControlService/GetSessionRecord": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="GetSessionRecord",
+                        service_name="agent.v1.ControlService",
+                        input=GetSessionRecordRequest,
+                        output=SessionRecordEntry,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.get_session_record,
                 ),
             },
             interceptors=interceptors,
@@ -967,6 +986,30 @@ class ControlServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def get_session_record(
+        self,
+        request: GetSessionRecordRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[SessionRecordEntry]:
+        """
+        The session record's entries after `since`, oldest first, then the stream ends (record.proto).
+        failed_precondition when the daemon runs without --record / --record-folder.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="GetSessionRecord",
+                service_name="agent.v1.ControlService",
+                input=GetSessionRecordRequest,
+                output=SessionRecordEntry,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class ControlServiceSync(Protocol):
     """
@@ -1066,6 +1109,13 @@ class ControlServiceSync(Protocol):
     def get_sandbox_info(self, request: GetSandboxInfoRequest, ctx: RequestContext[GetSandboxInfoRequest, GetSandboxInfoResponse], /) -> GetSandboxInfoResponse:
         """
         Version, uptime, claim state and metadata, CPU, memory, disk and processes (pool.proto).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def get_session_record(self, request: GetSessionRecordRequest, ctx: RequestContext[GetSessionRecordRequest, SessionRecordEntry], /) -> Iterator[SessionRecordEntry]:
+        """
+        The session record's entries after `since`, oldest first, then the stream ends (record.proto).
+        failed_precondition when the daemon runs without --record / --record-folder.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1344,6 +1394,17 @@ class ControlServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.get_sandbox_info,
+                ),
+                "/agent.v1.ControlService/GetSessionRecord": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="GetSessionRecord",
+                        service_name="agent.v1.ControlService",
+                        input=GetSessionRecordRequest,
+                        output=SessionRecordEntry,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.get_session_record,
                 ),
             },
             interceptors=interceptors,
@@ -1887,6 +1948,30 @@ class ControlServiceClientSync(ConnectClientSync):
                 output=GetSandboxInfoResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def get_session_record(
+        self,
+        request: GetSessionRecordRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[SessionRecordEntry]:
+        """
+        The session record's entries after `since`, oldest first, then the stream ends (record.proto).
+        failed_precondition when the daemon runs without --record / --record-folder.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="GetSessionRecord",
+                service_name="agent.v1.ControlService",
+                input=GetSessionRecordRequest,
+                output=SessionRecordEntry,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

@@ -4,6 +4,7 @@ from agent.v1 import exec_pb2 as _exec_pb2
 from agent.v1 import mcp_pb2 as _mcp_pb2
 from agent.v1 import pool_pb2 as _pool_pb2
 from agent.v1 import questions_pb2 as _questions_pb2
+from agent.v1 import record_pb2 as _record_pb2
 from agent.v1 import takeover_pb2 as _takeover_pb2
 from agent.v1 import tool_call_pb2 as _tool_call_pb2
 from google.protobuf.internal import containers as _containers
