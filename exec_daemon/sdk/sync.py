@@ -14,9 +14,11 @@ the tool call on the daemon.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import builtins
 import os
 import threading
+import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -69,6 +71,18 @@ class _LoopThread:
             self.loop.close()
 
 
+# Sandboxes not closed yet. A script that ends without close() would otherwise exit with the
+# HTTP client's runtime threads still calling back into a finalizing interpreter, which aborts
+# the process (SIGABRT after the script's last line; cf. pyqwest issue #164).
+_open_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sandboxes() -> None:
+    for sandbox in list(_open_sandboxes):
+        sandbox.close()
+
+
 class Sandbox:
     """A connection to one daemon; made by `connect`. Namespaces: `shell`, `files`, `git`,
     `mcp`, `terminals`; `context()`, `call()`, `ping()`, `close()`. Use it in a `with` block, or
@@ -85,6 +99,7 @@ class Sandbox:
         except BaseException:
             self._loop.stop()
             raise
+        _open_sandboxes.add(self)
         self.url = self.aio.url
         self.shell = Shell(self)
         self.files = Files(self)
@@ -108,6 +123,7 @@ class Sandbox:
 
     def close(self) -> None:
         """Ends the connection (calls still running are aborted by the daemon)."""
+        _open_sandboxes.discard(self)
         if not self._loop.loop.is_closed():
             try:
                 self._run(self.aio.close())
