@@ -61,6 +61,8 @@ from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.state import Daemon
 
 log = logging.getLogger(__name__)
+# pygls logs every message it sends at INFO, file contents included.
+logging.getLogger("pygls").setLevel(logging.WARNING)
 
 PROJECT = Path(__file__).resolve().parents[1]
 NODE_MODULES = PROJECT / "node_modules"
@@ -391,7 +393,9 @@ class LanguageServer:
         await asyncio.wait_for(
             client.initialize_async(
                 types.InitializeParams(
-                    process_id=os.getpid(),
+                    # No pid: a server watching it would find none inside the sandbox's PID
+                    # namespace and exit.
+                    process_id=None,
                     root_uri=from_fs_path(workspace),
                     workspace_folders=[
                         types.WorkspaceFolder(uri=from_fs_path(workspace) or "", name="workspace")
@@ -485,22 +489,17 @@ class LanguageServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(child.wait(), 5.0)
         if client is not None:
-            await _close_client(client)
+            await _close_client(client, reason or f"{self.kind.name} stopped")
         async with self.changed:
             self.changed.notify_all()
 
     async def stop(self) -> None:
+        """Ends the server (SIGTERM to its session, SIGKILL soon after): quick enough for the
+        daemon's bounded shutdown, and a server holds nothing a polite shutdown would save."""
         self._stopping = True
         try:
             if self._restart is not None:
                 self._restart.cancel()
-            client = self.client
-            if self.running and client is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(client.shutdown_async(None), 2.0)
-                    client.exit(None)
-                    if self.child is not None:
-                        await asyncio.wait_for(self.child.wait(), 2.0)
             await self._discard()
             for task in list(self._tasks):
                 task.cancel()
@@ -655,7 +654,11 @@ class LanguageServer:
         return found, skipped
 
 
-async def _close_client(client: DiagnosticsClient) -> None:
+async def _close_client(client: DiagnosticsClient, reason: str) -> None:
+    """Stops pygls's reader and fails the requests still waiting for an answer."""
+    for future in client.protocol._request_futures.values():
+        if not future.done():
+            future.set_exception(ServerUnavailable(reason))
     client._stop_event.set()
     writer = client.protocol.writer
     if isinstance(writer, asyncio.WriteTransport):
