@@ -86,19 +86,6 @@ def found(success: Any, source: str) -> dict[str, set[tuple[int, str]]]:
     }
 
 
-def server_pids(daemon: RunningDaemon, script: str) -> list[int]:
-    """The daemon's child processes running `script` (a language server)."""
-    pids = []
-    for children in Path(f"/proc/{daemon.process.pid}/task").glob("*/children"):
-        for child in children.read_text().split():
-            try:
-                if script.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
-                    pids.append(int(child))
-            except OSError:
-                continue
-    return pids
-
-
 async def test_pyright_finds_the_seeded_type_errors_beside_ruff(
     client: ExecDaemonClient, space: Path
 ) -> None:
@@ -160,7 +147,7 @@ async def test_a_killed_server_is_restarted_and_its_files_skipped_meanwhile(
     (space / "prices.py").write_text(PYTHON_TYPES)
     name = f"{space.name}/prices.py"
     await settled(client, name)
-    [old] = server_pids(daemon, "pyright")
+    [old] = daemon.children_running("pyright")
     os.kill(old, signal.SIGKILL)
     reasons: list[str] = []
 
@@ -173,7 +160,7 @@ async def test_a_killed_server_is_restarted_and_its_files_skipped_meanwhile(
     while not await answered_again():
         assert time.monotonic() < deadline, reasons[-3:]
     assert all("pyright" in reason for reason in reasons), reasons
-    new = await eventually(lambda: server_pids(daemon, "pyright"), what="a pyright process")
+    new = await eventually(lambda: daemon.children_running("pyright"), what="a pyright process")
     assert new != [old]
     assert ruff_still_answered(await read_lints(client, name), name)
 
