@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -120,11 +121,7 @@ class ServerKind:
     asks_tsserver: bool = False
 
     def label(self) -> str:
-        """The name and version of its npm package (named like the server)."""
-        with contextlib.suppress(OSError, ValueError):
-            manifest = json.loads((NODE_MODULES / self.name / "package.json").read_text())
-            return f"{self.name} {manifest['version']}"
-        return self.name
+        return _package_label(self.name)
 
     def language_id(self, path: str) -> str:
         return LANGUAGE_IDS.get(os.path.splitext(path)[1].lower(), self.default_language)
@@ -166,6 +163,16 @@ SERVER_FOR_KIND = {
     "javascript": TYPESCRIPT,
     "shell": BASH,
 }
+
+
+@functools.cache
+def _package_label(name: str) -> str:
+    """The name and version of an npm package of the project (a server is named like its
+    package), read once."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        manifest = json.loads((NODE_MODULES / name / "package.json").read_text())
+        return f"{name} {manifest['version']}"
+    return name
 
 
 def typescript_lib(workspace: str) -> Path:
@@ -341,7 +348,9 @@ class LanguageServer:
     async def _start(self) -> DiagnosticsClient:
         daemon = self.owner.daemon
         env = daemon.env.snapshot()
-        argv = server_argv(self.kind, env, daemon.config.language_server_memory_mb)
+        argv = await asyncio.to_thread(
+            server_argv, self.kind, env, daemon.config.language_server_memory_mb
+        )
         if argv is None:
             raise ServerUnavailable(f"{self.kind.name} is not installed")
         decision = await daemon.service(Sandboxing).decide(None)
@@ -390,6 +399,7 @@ class LanguageServer:
         self._track(self._watch(self.child, client))
         self._track(self._cap_memory(self.child))
         workspace = daemon.workspace
+        options = await asyncio.to_thread(self.kind.initialization_options, workspace)
         await asyncio.wait_for(
             client.initialize_async(
                 types.InitializeParams(
@@ -400,7 +410,7 @@ class LanguageServer:
                     workspace_folders=[
                         types.WorkspaceFolder(uri=from_fs_path(workspace) or "", name="workspace")
                     ],
-                    initialization_options=self.kind.initialization_options(workspace),
+                    initialization_options=options,
                     capabilities=types.ClientCapabilities(
                         workspace=types.WorkspaceClientCapabilities(configuration=True),
                         text_document=types.TextDocumentClientCapabilities(
@@ -446,6 +456,10 @@ class LanguageServer:
 
     async def _restart_after(self, delay: float) -> None:
         await asyncio.sleep(delay)
+        idle = self.owner.daemon.config.language_server_idle_minutes * 60.0
+        if time.monotonic() - self.last_used > idle:
+            self._restart = None  # started again on next need
+            return
         with contextlib.suppress(ServerUnavailable):
             await self.ensure_running_now()
 
@@ -597,7 +611,7 @@ class LanguageServer:
         with contextlib.suppress(TimeoutError):
             async with self.changed:
                 await asyncio.wait_for(self.changed.wait_for(ready), within)
-        self.last_used = time.monotonic()
+        self._answered()
         found: dict[str, list[LintDiagnostic]] = {}
         skipped: dict[str, str] = {}
         for path in files:
@@ -650,8 +664,13 @@ class LanguageServer:
                 )
 
         await asyncio.gather(*(bounded(path) for path in paths))
-        self.last_used = time.monotonic()
+        self._answered()
         return found, skipped
+
+    def _answered(self) -> None:
+        self.last_used = time.monotonic()
+        if self.running:
+            self.crashes = 0
 
 
 async def _close_client(client: DiagnosticsClient, reason: str) -> None:
@@ -682,20 +701,21 @@ class LanguageServers:
         self._session_files: dict[str, None] = {}
         self._idle: asyncio.Task[None] | None = None
 
-    def server_for(self, kind: str) -> LanguageServer | None:
+    async def server_for(self, kind: str) -> LanguageServer | None:
         """The server for a file kind of tools/lints.py, None when no server covers it or it is
         not installed."""
         spec = SERVER_FOR_KIND.get(kind)
         config = self.daemon.config
-        if (
-            not config.language_servers_enabled
-            or spec is None
-            or server_argv(spec, self.daemon.env.snapshot(), config.language_server_memory_mb)
-            is None
-        ):
+        if not config.language_servers_enabled or spec is None:
             return None
         if spec.name not in self.servers:
-            self.servers[spec.name] = LanguageServer(spec, self)
+            env = self.daemon.env.snapshot()
+            argv = await asyncio.to_thread(server_argv, spec, env, config.language_server_memory_mb)
+            if argv is None:
+                return None
+            # Label read now, off the event loop (cached).
+            await asyncio.to_thread(spec.label)
+            self.servers.setdefault(spec.name, LanguageServer(spec, self))
             if self._idle is None:
                 self._idle = asyncio.create_task(self._stop_idle())
         return self.servers[spec.name]

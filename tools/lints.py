@@ -485,7 +485,7 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     env = daemon.env.snapshot()
     kinds = await asyncio.to_thread(lambda: [file_kind(path) for path in selection.files])
     servers = daemon.service(LanguageServers)
-    found = {kind: servers.server_for(kind) for kind in set(kinds) if kind}
+    found = {kind: await servers.server_for(kind) for kind in set(kinds) if kind}
     # Python keeps ruff beside pyright; a server replaces the other kinds' linter.
     tools = {
         kind: _tool_for(kind, daemon.workspace, env)
