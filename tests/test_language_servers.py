@@ -228,3 +228,27 @@ async def test_a_tsconfig_plugin_runs_confined_and_cannot_write_outside(
     outcome = await eventually(lambda: witness.exists() and witness.read_text())
     assert outcome in ("EACCES", "EROFS", "EPERM"), outcome
     assert not await asyncio.to_thread(escape_target.exists)
+
+
+async def test_a_server_past_its_memory_cap_is_stopped_and_its_files_skipped(
+    tmp_path: Path,
+) -> None:
+    """pyright needs ~100 MB resident to start; the shared daemon's (2048 MB cap) answers."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "prices.py").write_text(PYTHON_TYPES + "import os\n")
+    capped = ("--language-server-memory-mb", "64")
+    with running_daemon(workspace, tmp_path / "state", *capped) as running:
+        async with running.client() as client:
+            reasons: list[str] = []
+
+            async def stopped_for_memory() -> bool:
+                success = await read_lints(client, "prices.py")
+                assert (11, "F401") in found(success, "ruff")["prices.py"], "ruff still answers"
+                reasons.extend(s.reason for s in success.skipped)
+                return any("more than 64 MB" in reason for reason in reasons)
+
+            deadline = time.monotonic() + generous(SETTLE_SECONDS)
+            while not await stopped_for_memory():
+                assert time.monotonic() < deadline, reasons[-3:]
+    assert all(reason.startswith("pyright") for reason in reasons), reasons
