@@ -24,7 +24,7 @@ from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import eventually, generous
 from tests.shared_daemon import client, daemon, space
-from tests.workspace_support import replace_call, result_of, write_call
+from tests.workspace_support import diff_call, replace_call, result_of, write_call
 
 __all__ = ["client", "daemon", "space"]
 
@@ -139,6 +139,19 @@ async def test_an_edit_then_read_lints_answers_from_the_fresh_text(
     await result_of(client, replace_call(path, 'return "one"', "return 2"))
     fixed = await settled(client, shown)
     assert found(fixed, "pyright")[shown] == set()
+
+
+async def test_a_diff_the_agent_applied_is_linted_with_no_paths(
+    client: ExecDaemonClient, space: Path
+) -> None:
+    diff = (
+        f"--- /dev/null\n+++ b/{space.name}/patched.py\n@@ -0,0 +1,2 @@\n"
+        "+def f() -> int:\n+    return 'x'\n"
+    )
+    applied = await result_of(client, diff_call(diff))
+    assert applied.WhichOneof("result") == "success", applied
+    success = await settled(client)
+    assert found(success, "pyright")[f"{space.name}/patched.py"] == {(2, "reportReturnType")}
 
 
 async def test_a_killed_server_is_restarted_and_its_files_skipped_meanwhile(
