@@ -2,7 +2,7 @@
 """read_lints from warm language servers vs the command-line path, printed as JSON (issue #31).
 
 In one run, on a generated Python repository (10k files; --quick: 200) and a generated
-TypeScript project (300 files; --quick: 60) with seeded type errors, two real daemons serve
+TypeScript project (300 files; --quick: 40) with seeded type errors, two real daemons serve
 the same workspace: one with its language servers (tools/language_servers.py), one with
 --no-language-servers (the command-line linters of before: ruff; tsc --noEmit per call).
 For each language:
@@ -169,7 +169,6 @@ async def measure_language(
     async with servers.client() as fast, cli.client() as slow:
         target = seeded[0][0]
         first = await first_call_ms(fast, target)
-        await read_lints(slow, [target])
         warm: list[float] = []
         baseline: list[float] = []
         for round_ in range(rounds):
@@ -219,7 +218,7 @@ def main() -> None:
     add_quick_flag(parser)
     options = parser.parse_args()
     if options.quick:
-        options.python_files, options.typescript_files, options.rounds = 200, 60, 3
+        options.python_files, options.typescript_files, options.rounds = 200, 40, 3
     options.files = {"python": options.python_files, "typescript": options.typescript_files}
     with tempfile.TemporaryDirectory(prefix="bench-lints-") as root:
         workspace = Path(root) / "workspace"
