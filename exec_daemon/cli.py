@@ -26,6 +26,8 @@ from exec_daemon.kernel.config import (
     DEFAULT_IDE_FOLDER,
     DEFAULT_IDE_PORT,
     DEFAULT_IMAGE_MODEL,
+    DEFAULT_LANGUAGE_SERVER_IDLE_MINUTES,
+    DEFAULT_LANGUAGE_SERVER_MEMORY_MB,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
     DEFAULT_PTY_WEBSOCKET_PORT,
@@ -496,6 +498,28 @@ def main() -> None:
     default=DEFAULT_QUESTION_TIMEOUT_SECONDS,
     show_default=True,
     help="How long ask_question waits for an AnswerQuestion.",
+)
+@click.option(
+    "--language-servers/--no-language-servers",
+    "language_servers_enabled",
+    default=True,
+    show_default=True,
+    help="read_lints asks warm language servers (pyright, typescript-language-server, "
+    "bash-language-server); off: command-line linters only.",
+)
+@click.option(
+    "--language-server-idle-minutes",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_LANGUAGE_SERVER_IDLE_MINUTES,
+    show_default=True,
+    help="A language server read_lints has not used for this long is stopped.",
+)
+@click.option(
+    "--language-server-memory-mb",
+    type=click.IntRange(min=64),
+    default=DEFAULT_LANGUAGE_SERVER_MEMORY_MB,
+    show_default=True,
+    help="Resident memory a language server (with its children) may use before it is stopped.",
 )
 @click.option(
     "--ide-port",

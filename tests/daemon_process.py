@@ -111,11 +111,15 @@ class RunningDaemon:
     def own_processes(self) -> list[int]:
         """The daemon's pid and its semantic index process's, whose CPU and memory are the
         daemon's (tools/sem_search.py: INDEX_PROCESS_CODE)."""
-        pids = [self.process.pid]
+        return [self.process.pid, *self.children_running(INDEX_PROCESS_CODE)]
+
+    def children_running(self, text: str) -> list[int]:
+        """The daemon's child processes whose command line holds `text`."""
+        pids = []
         for children in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
             for child in children.read_text().split():
                 with contextlib.suppress(OSError):
-                    if INDEX_PROCESS_CODE.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
+                    if text.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
                         pids.append(int(child))
         return pids
 

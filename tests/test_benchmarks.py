@@ -66,6 +66,7 @@ FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("stalled_h2_client", "ping_p50_idle_ms"),
         ("stalled_h2_client", "ping_p50_during_over_idle_ratio"),
     ),
+    "bench_lints": (("typescript", "warm_p50_ms"), ("typescript", "cli_over_warm_ratio")),
     "bench_scale": (
         ("summary", "ls_small_p50_ms"),
         ("summary", "glob_ratio_same_work"),

@@ -1,9 +1,12 @@
-"""read_lints_tool_call (tools/lints.py) on the real daemon with the real linters."""
+"""read_lints_tool_call (tools/lints.py) on the real daemon with the real command-line linters
+(--no-language-servers: what read_lints falls back to where no language server is installed;
+tests/test_language_servers.py covers the servers)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 from agent.v1.files_pb2 import ReadLintsArgs
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
+from tests.daemon_process import RunningDaemon, running_daemon
 
 REPO = Path(__file__).resolve().parent.parent
 BAD_PYTHON = "import os\n\ndef f(:\n    pass\n"
@@ -19,6 +23,12 @@ UNDEFINED_NAME = "def f():\n    return undefined_name\n"
 BAD_SHELL = "#!/bin/bash\nrm -rf $1/*\n"
 BAD_JS = "const a = 1;\nconst b = ;\n"
 BAD_JSON = '{\n  "a": 1,\n  "b": \n}\n'
+
+
+@pytest.fixture
+def daemon(workspace: Path, tmp_path: Path) -> Iterator[RunningDaemon]:
+    with running_daemon(workspace, tmp_path / "state", "--no-language-servers") as running:
+        yield running
 
 
 async def read_lints(client: ExecDaemonClient, *paths: str) -> Any:

@@ -113,6 +113,9 @@ async def test_no_child_of_the_daemon_sees_the_token(
         "linter": (dumps / "lint.env").read_text(),
         "ripgrep": (dumps / "rg.env").read_text(),
         "MCP server": proc_entry(mcp_server_pid, "environ").replace("\0", "\n"),
+        "language server": proc_entry(
+            daemon.children_running("bash-language-server")[0], "environ"
+        ).replace("\0", "\n"),
     }
     for child, environment in seen.items():
         assert "GIVEN_LATER=yes" in environment, child

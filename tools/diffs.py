@@ -47,6 +47,7 @@ from exec_daemon.kernel.paths import (
 )
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from tools import reports
+from tools.language_servers import LanguageServers
 from tools.workspace import atomic_write, display_path, resolve_path, write_failure, write_rules
 
 log = logging.getLogger(__name__)
@@ -582,8 +583,13 @@ def _permission_check(planned: list[PlannedChange], rules: PathRules) -> PathRef
 
 
 def _apply(
-    args: ApplyAgentDiffArgs, workspace: Path, rules: PathRules, journal_root: Path
+    args: ApplyAgentDiffArgs,
+    workspace: Path,
+    rules: PathRules,
+    journal_root: Path,
+    applied: list[PlannedChange],
 ) -> ApplyAgentDiffResult:
+    """Applies the diff; the changes it made are added to `applied`."""
     base = resolve_path(workspace, args.base_directory)
     try:
         patches = parse_unified_diff(args.diff)
@@ -629,13 +635,24 @@ def _apply(
         )
         for change in planned
     ]
+    applied.extend(planned)
     return ApplyAgentDiffResult(success=ApplyAgentDiffSuccess(files=files))
 
 
 async def apply_agent_diff(args: ApplyAgentDiffArgs, ctx: CallContext) -> ApplyAgentDiffResult:
     rules = write_rules(ctx)
     journal_root = ctx.daemon.config.terminals_folder / JOURNAL_FOLDER
-    return await asyncio.to_thread(_apply, args, Path(ctx.daemon.workspace), rules, journal_root)
+    applied: list[PlannedChange] = []
+    result = await asyncio.to_thread(
+        _apply, args, Path(ctx.daemon.workspace), rules, journal_root, applied
+    )
+    servers = ctx.daemon.service(LanguageServers)
+    for change in applied:
+        if change.new_text is None:
+            await servers.file_deleted(change.path)
+        else:
+            await servers.file_written(change.path, change.new_text)
+    return result
 
 
 def _diff_subject(args: ApplyAgentDiffArgs) -> Subject:

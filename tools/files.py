@@ -57,6 +57,7 @@ from exec_daemon.kernel.paths import (
 from exec_daemon.kernel.spec import Effect, HookEvents, Hooks, RunModeRule, Subject, ToolSpec
 from tools import notebooks, reports
 from tools.diffs import replace_text, unified_diff
+from tools.language_servers import LanguageServers
 from tools.workspace import (
     AgentPaths,
     atomic_write,
@@ -690,6 +691,7 @@ async def _write_edit(
         written, created = await _write_streaming(path, _encode(new), ctx, stream=large)
     except CodedError as failure:
         return _edit_failure(path, failure)
+    await ctx.daemon.service(LanguageServers).file_written(path, new)
     stats = await asyncio.to_thread(
         unified_diff, old, new, display_path(ctx.daemon.workspace, path)
     )
@@ -821,7 +823,10 @@ async def delete(args: DeleteArgs, ctx: CallContext) -> DeleteResult:
     if not args.path:
         return DeleteResult(error=ToolError(code="invalid_argument", message="path is empty"))
     path = resolve_path(ctx.daemon.workspace, args.path)
-    return await asyncio.to_thread(_delete_sync, path, write_rules(ctx))
+    result = await asyncio.to_thread(_delete_sync, path, write_rules(ctx))
+    if result.HasField("success"):
+        await ctx.daemon.service(LanguageServers).file_deleted(path)
+    return result
 
 
 DELETE = ToolSpec(

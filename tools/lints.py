@@ -1,18 +1,20 @@
-"""read_lints_tool_call (ReadLints): diagnostics from the real linters the VM has.
+"""read_lints_tool_call (ReadLints): diagnostics from warm language servers and the real linters.
 
-| files | linter |
-|---|---|
-| .py .pyi | ruff (JSON output; the workspace's ruff config applies) |
-| shell scripts (.sh .bash .ksh, or a sh/bash shebang) | shellcheck |
-| .js .mjs .cjs | `node --check` (syntax errors) |
-| .ts .tsx .mts .cts | tsc --noEmit (the workspace's node_modules/.bin/tsc, else PATH) |
-| .json | the JSON parser |
+| files | language server (tools/language_servers.py), kept warm | command-line linter |
+|---|---|---|
+| .py .pyi | pyright (types, imports) | ruff beside it (lint rules; the workspace's ruff config applies) |
+| shell scripts (.sh .bash .ksh, or a sh/bash shebang) | bash-language-server (shellcheck behind it) | shellcheck, when the server is not installed |
+| .js .mjs .cjs | typescript-language-server | `node --check` (syntax errors), when the server is not installed |
+| .ts .tsx .mts .cts | typescript-language-server (the workspace's typescript) | tsc --noEmit, when the server is not installed |
+| .json | | the JSON parser |
 
 A linter that is not installed makes its files `unsupported_paths`, as are files no linter
-covers. No paths = the files `git status` lists as changed or new in the workspace. Directories
-are expanded to the files under them that the agent may see (.gitignore and .cursorignore apply).
-Linters run at the same time, each bounded in time; one that fails or times out puts its files
-in `skipped` with the reason, the others still answer.
+covers. No paths = the files the edit tools wrote in this session and those `git status` lists
+as changed or new in the workspace. Directories are expanded to the files under them that the
+agent may see (.gitignore and .cursorignore apply). Linters run at the same time, each bounded
+in time; one that fails or times out (or a server that crashed and is being restarted) puts its
+files in `skipped` with the reason, the others still answer: a Python file can then be both in
+`files` (ruff's findings) and in `skipped` (why pyright did not answer).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from exec_daemon.kernel.paths import PathRefused, real_path
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
+from tools.language_servers import LanguageServer, LanguageServers, ServerUnavailable
 from tools.workspace import AgentPaths, CursorIgnore, display_path, resolve_path
 from tools.workspace_files import list_files
 
@@ -77,6 +80,8 @@ class LintRun:
 
     name: str
     diagnostics: dict[str, list[LintDiagnostic]] = field(default_factory=dict)
+    # Files this linter could not lint, with the reason (the others' diagnostics still count).
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def add(self, path: str, diagnostic: LintDiagnostic) -> None:
         self.diagnostics.setdefault(os.path.normpath(path), []).append(diagnostic)
@@ -453,12 +458,24 @@ def _error(code: str, message: str) -> ReadLintsResult:
     return ReadLintsResult(error=ToolError(code=code, message=message))
 
 
+async def _default_paths(daemon: Daemon) -> list[str]:
+    """The files the edit tools wrote in this session, then those git sees changed."""
+    written = await asyncio.to_thread(daemon.service(LanguageServers).session_files)
+    try:
+        changed = await changed_files(daemon)
+    except CodedError:
+        if not written:
+            raise
+        changed = []
+    return list(dict.fromkeys([*written, *changed]))
+
+
 async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     daemon = ctx.daemon
     paths = list(args.paths)
     if not paths:
         try:
-            paths = await changed_files(daemon)
+            paths = await _default_paths(daemon)
         except CodedError as failure:
             return _error(failure.code, failure.message)
     try:
@@ -467,20 +484,68 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
         return _error(failure.code, failure.message)
     env = daemon.env.snapshot()
     kinds = await asyncio.to_thread(lambda: [file_kind(path) for path in selection.files])
-    tools = {kind: _tool_for(kind, daemon.workspace, env) for kind in set(kinds) if kind}
-    by_kind: dict[str, list[str]] = {}
+    servers = daemon.service(LanguageServers)
+    found = {kind: await servers.server_for(kind) for kind in set(kinds) if kind}
+    # Python keeps ruff beside pyright; a server replaces the other kinds' linter.
+    tools = {
+        kind: _tool_for(kind, daemon.workspace, env)
+        for kind in found
+        if found[kind] is None or kind == "python"
+    }
+    jobs: list[tuple[list[str], Awaitable[tuple[str, LintRun | str]]]] = []
     unsupported: list[str] = []
+    by_kind: dict[str, list[str]] = {}
     for path, kind in zip(selection.files, kinds, strict=True):
-        if kind is None or tools[kind] is None:
+        if kind is None or (found[kind] is None and tools[kind] is None):
             unsupported.append(path)
         else:
             by_kind.setdefault(kind, []).append(path)
-    outcomes = await asyncio.gather(
-        *(_lint_kind(daemon, kind, tools[kind], files, env) for kind, files in by_kind.items())
-    )
+    by_server: dict[str, tuple[LanguageServer, list[str]]] = {}
+    for kind, files in by_kind.items():
+        server = found[kind]
+        if server is not None:
+            by_server.setdefault(server.kind.name, (server, []))[1].extend(files)
+        if tools.get(kind) is not None:
+            jobs.append((files, _lint_kind(daemon, kind, tools[kind], files, env)))
+    for server, files in by_server.values():
+        jobs.append((files, _ask_server(server, files)))
+    outcomes = await asyncio.gather(*(job for _, job in jobs))
     return ReadLintsResult(
-        success=_success(daemon.workspace, selection, unsupported, list(by_kind.values()), outcomes)
+        success=_success(
+            daemon.workspace, selection, unsupported, [files for files, _ in jobs], outcomes
+        )
     )
+
+
+async def _ask_server(server: LanguageServer, files: list[str]) -> tuple[str, LintRun | str]:
+    label = server.kind.label()
+    texts = await asyncio.to_thread(_read_texts, files)
+    run = LintRun(label)
+    for path, text in texts.items():
+        if isinstance(text, LintFailure):
+            run.skipped[path] = str(text)
+    readable = {path: text for path, text in texts.items() if isinstance(text, str)}
+    try:
+        found, skipped = await server.diagnostics(readable)
+    except ServerUnavailable as failure:
+        return label, str(failure)
+    for path, diagnostics in found.items():
+        run.diagnostics[path] = diagnostics
+    run.skipped.update(skipped)
+    return label, run
+
+
+def _read_texts(files: list[str]) -> dict[str, str | LintFailure]:
+    texts: dict[str, str | LintFailure] = {}
+    for path in files:
+        try:
+            if os.path.getsize(path) > MAX_JSON_BYTES:
+                texts[path] = LintFailure(f"larger than {MAX_JSON_BYTES} bytes")
+                continue
+            texts[path] = Path(path).read_bytes().decode("utf-8", "replace")
+        except OSError as exc:
+            texts[path] = LintFailure(f"cannot read {path}: {exc.strerror}")
+    return texts
 
 
 READ_LINTS = ToolSpec(
@@ -525,28 +590,29 @@ def _success(
             for path, reason in selection.skipped
         ],
     )
-    shown = 0
+    # A file two linters checked (ruff and pyright) is one entry with both's diagnostics.
+    merged: dict[str, list[LintDiagnostic]] = {}
     for files, (label, outcome) in zip(grouped, outcomes, strict=True):
         success.linters.append(label)
-        if isinstance(outcome, str):
-            success.skipped.extend(
-                SkippedLintPath(path=display_path(workspace, path), reason=outcome)
-                for path in files
-            )
-            continue
         for path in files:
-            diagnostics = sorted(
-                outcome.diagnostics.get(os.path.normpath(path), []),
-                key=lambda d: (d.start_line, d.start_column),
-            )
-            success.total_diagnostics += len(diagnostics)
-            room = max(MAX_DIAGNOSTICS - shown, 0)
-            if len(diagnostics) > room:
-                success.truncated = True
-                diagnostics = diagnostics[:room]
-            shown += len(diagnostics)
-            success.files.append(
-                FileLints(path=display_path(workspace, path), diagnostics=diagnostics)
-            )
+            reason = outcome if isinstance(outcome, str) else outcome.skipped.get(path)
+            if reason is not None:
+                success.skipped.append(
+                    SkippedLintPath(path=display_path(workspace, path), reason=reason)
+                )
+            elif not isinstance(outcome, str):
+                merged.setdefault(path, []).extend(
+                    outcome.diagnostics.get(os.path.normpath(path), [])
+                )
+    shown = 0
+    for path, found in merged.items():
+        diagnostics = sorted(found, key=lambda d: (d.start_line, d.start_column))
+        success.total_diagnostics += len(diagnostics)
+        room = max(MAX_DIAGNOSTICS - shown, 0)
+        if len(diagnostics) > room:
+            success.truncated = True
+            diagnostics = diagnostics[:room]
+        shown += len(diagnostics)
+        success.files.append(FileLints(path=display_path(workspace, path), diagnostics=diagnostics))
     success.files.sort(key=lambda file: file.path)
     return success

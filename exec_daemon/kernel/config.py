@@ -23,6 +23,8 @@ DEFAULT_IMAGE_MODEL = "gpt-image-1"
 DEFAULT_SUBAGENT_MAX_STEPS = 40
 DEFAULT_SUBAGENT_MAX_TOKENS = 400_000
 DEFAULT_QUESTION_TIMEOUT_SECONDS = 1800.0
+DEFAULT_LANGUAGE_SERVER_IDLE_MINUTES = 15.0
+DEFAULT_LANGUAGE_SERVER_MEMORY_MB = 2048
 # A Path field left to its default (resolved in __post_init__).
 UNSET_PATH = Path()
 
@@ -99,6 +101,10 @@ class DaemonConfig:
     subagent_max_tokens: int = DEFAULT_SUBAGENT_MAX_TOKENS
     # How long ask_question waits for AnswerQuestion.
     question_timeout_seconds: float = DEFAULT_QUESTION_TIMEOUT_SECONDS
+    # read_lints's language servers (tools/language_servers.py): on, idle stop, memory cap.
+    language_servers_enabled: bool = True
+    language_server_idle_minutes: float = DEFAULT_LANGUAGE_SERVER_IDLE_MINUTES
+    language_server_memory_mb: int = DEFAULT_LANGUAGE_SERVER_MEMORY_MB
     # The browser IDE: the token-checking proxy's port (0: off) and code-server's folder.
     ide_port: int = DEFAULT_IDE_PORT
     ide_folder: Path = field(default_factory=lambda: DEFAULT_IDE_FOLDER)
