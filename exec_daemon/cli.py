@@ -42,6 +42,7 @@ from exec_daemon.kernel.secrets import (
     TRACE_TOKEN_VARIABLE,
     keep_secret,
 )
+from exec_daemon.kernel.state_root import new_state_root
 from exec_daemon.rpc.cors import parse_origin
 from exec_daemon.telemetry.logs import LOG_FORMATS, formatter
 
@@ -393,6 +394,17 @@ def main() -> None:
     "only. The daemon's own ports stay refused.",
 )
 @click.option(
+    "--state-base",
+    type=click.Path(path_type=Path),
+    default=None,
+    show_default="/run/exec-daemon as root, else $XDG_RUNTIME_DIR/exec-daemon or "
+    "~/.local/state/exec-daemon",
+    help="The folder holding every daemon instance's private state root (a `<pid>-<random>` "
+    "folder each). A daemon starting ends what the daemons killed on the same base left running "
+    "(their tmux server, shells, jobs) and removes their state. It must be writable by the "
+    "daemon's user only, as must every folder above it.",
+)
+@click.option(
     "--terminals-folder",
     type=click.Path(path_type=Path),
     default=None,
@@ -588,6 +600,8 @@ def serve(
             log.info("--%s: the VM image's init starts the browser", name.replace("_", "-"))
     if options.get("terminals_folder") is None:
         options.pop("terminals_folder", None)
+    if (state_base := options.pop("state_base", None)) is not None:
+        options["state_root"] = new_state_root(state_base.absolute())
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,

@@ -11,8 +11,11 @@ re-parenting. Its limit: a process that deliberately starts children without it 
 escapes; the sandbox's PID namespace is the confinement for commands that must not.
 
 Marks are `<daemon instance>.<serial>`; the daemon's shutdown ends every process marked with its
-instance. Reading environs is only done when ending processes, and only for processes started
-since the call (or the daemon) began.
+instance. What the daemon starts outside any call (shells, terminals, helpers) carries its mark
+too (`<daemon instance>.0`, `with_daemon_mark`), so a daemon killed with SIGKILL leaves nothing
+unmarked for its successor to find (exec_daemon/kernel/leftovers.py). Reading environs is only
+done when ending processes, and only for processes started since the call (or the daemon) began,
+or at start for what a killed daemon left.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+from collections.abc import Mapping
 
 from exec_daemon.kernel.processes import ProcInfo, Selector
 
@@ -37,6 +41,14 @@ def new_call_mark() -> str:
 def daemon_mark_prefix() -> str:
     """The beginning every mark of this daemon shares."""
     return f"{_INSTANCE}."
+
+
+def with_daemon_mark(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` marked as this daemon's: a call's own mark is kept, any other (e.g. the mark of the
+    daemon this one was started under) is replaced by this daemon's."""
+    if env.get(CALL_MARK_VARIABLE, "").startswith(daemon_mark_prefix()):
+        return dict(env)
+    return {**env, CALL_MARK_VARIABLE: f"{daemon_mark_prefix()}0"}
 
 
 def mark_of(pid: int) -> str | None:
