@@ -48,7 +48,12 @@ def with_daemon_mark(env: Mapping[str, str]) -> dict[str, str]:
     daemon this one was started under) is replaced by this daemon's."""
     if env.get(CALL_MARK_VARIABLE, "").startswith(daemon_mark_prefix()):
         return dict(env)
-    return {**env, CALL_MARK_VARIABLE: f"{daemon_mark_prefix()}0"}
+    return {**env, CALL_MARK_VARIABLE: _daemon_mark()}
+
+
+def _daemon_mark() -> str:
+    """The mark of what the daemon starts outside calls (no call's serial is 0)."""
+    return f"{daemon_mark_prefix()}0"
 
 
 def mark_of(pid: int) -> str | None:
@@ -64,16 +69,18 @@ def mark_of(pid: int) -> str | None:
     return None
 
 
-def marked(mark: str, *, since_ticks: int = 0, prefix: bool = False) -> Selector:
+def marked(
+    mark: str, *, since_ticks: int = 0, prefix: bool = False, unless: str | None = None
+) -> Selector:
     """Selects live processes started (since `since_ticks`) with `mark`, or with any mark
-    beginning with it when `prefix`."""
+    beginning with it when `prefix`, except those marked `unless`."""
     own = os.getpid()
 
     def select(info: ProcInfo) -> bool:
         if not info.alive or info.start_ticks < since_ticks or info.pid == own:
             return False
         found = mark_of(info.pid)
-        if found is None:
+        if found is None or found == unless:
             return False
         return found.startswith(mark) if prefix else found == mark
 
@@ -81,4 +88,7 @@ def marked(mark: str, *, since_ticks: int = 0, prefix: bool = False) -> Selector
 
 
 def marked_by_this_daemon(since_ticks: int = 0) -> Selector:
-    return marked(daemon_mark_prefix(), since_ticks=since_ticks, prefix=True)
+    """What this daemon's calls and helpers started; not its shells and terminals (and what a
+    person typed in them), which their owners end (several daemons may share a process in
+    tests)."""
+    return marked(daemon_mark_prefix(), since_ticks=since_ticks, prefix=True, unless=_daemon_mark())
