@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -23,6 +24,7 @@ import pytest
 
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.kernel.leftovers import MARK_FILE, end_left_running
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.faults_support import (
     DiffTrial,
@@ -263,3 +265,31 @@ async def test_the_next_daemon_ends_what_a_killed_one_left_running_and_names_it(
                 assert "still here" in await agent_shell(live, "echo still here")
         finally:
             end_processes(world)
+
+
+async def test_only_processes_with_an_ended_instances_mark_are_ended(tmp_path: Path) -> None:
+    """exec_daemon/kernel/leftovers.py alone: the ended instance's mark is what counts; another
+    mark, or a process of the daemon's own (its descendant), is left alone."""
+    ended, other = (f"1-{secrets.token_hex(4)}." for _ in range(2))
+    (tmp_path / MARK_FILE).write_text(ended)
+    seconds = f"300.{secrets.randbelow(10**6):06d}"
+    left, kept, own = (f"{seconds}{n}" for n in range(3))
+
+    def sleep(mark: str, marker: str) -> list[str]:
+        return ["env", f"EXEC_DAEMON_CALL={mark}7", "sleep", marker]
+
+    # Detached (setsid -f): re-parented away from this process, as a killed daemon's are.
+    subprocess.run(["setsid", "-f", *sleep(ended, left)], check=True)
+    subprocess.run(["setsid", "-f", *sleep(other, kept)], check=True)
+    child = subprocess.Popen(sleep(ended, own))  # noqa: ASYNC220
+    try:
+        await eventually(lambda: all(processes_with_argument(m) for m in (left, kept, own)))
+        (found,) = await end_left_running([tmp_path], grace=0.2)
+        assert found.instance == tmp_path and dict(found.names) == {"sleep": 1}
+        assert processes_with_argument(left) == []
+        assert processes_with_argument(kept) and child.poll() is None
+    finally:
+        for pid in processes_with_argument(left) + processes_with_argument(kept):
+            os.kill(pid, signal.SIGKILL)
+        child.kill()
+        child.wait()
