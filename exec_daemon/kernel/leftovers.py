@@ -21,6 +21,7 @@ leader ended (an agent shell ends with the daemon that fed it commands).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections import Counter
@@ -148,10 +149,16 @@ async def end_left_running(
     if not prefixes:
         return []
     select = _LeftBy(prefixes)
+    # Reading every process's environment takes a while on a busy machine: off the loop.
+    names = await asyncio.to_thread(_names_by_instance, select)
+    if names:
+        await terminate_selected(select, grace)
+    return [Ended(instance, found) for instance, found in names.items()]
+
+
+def _names_by_instance(select: _LeftBy) -> dict[Path, Counter[str]]:
     names: dict[Path, Counter[str]] = {}
     for info in all_processes():
         if (instance := select.owner(info)) is not None:
             names.setdefault(instance, Counter())[_comm(info.pid)] += 1
-    if names:
-        await terminate_selected(select, grace)
-    return [Ended(instance, found) for instance, found in names.items()]
+    return names
