@@ -45,7 +45,7 @@ from exec_daemon.kernel.secrets import (
     TRACE_TOKEN_VARIABLE,
     keep_secret,
 )
-from exec_daemon.kernel.state_root import default_record_folder
+from exec_daemon.kernel.state_root import default_record_folder, new_state_root
 from exec_daemon.rpc.cors import parse_origin
 from exec_daemon.telemetry.logs import LOG_FORMATS, formatter
 
@@ -222,11 +222,14 @@ def workspace_folder(workspace: Path | None) -> Path:
     return folder
 
 
-def record_folder(record: bool, folder: Path | None, workspace: Path) -> Path | None:
-    """Where the session record is kept (--record, --record-folder), or None."""
+def record_folder(
+    record: bool, folder: Path | None, workspace: Path, state_base: Path | None
+) -> Path | None:
+    """Where the session record is kept (--record, --record-folder; by default beside the
+    instances' state roots, under --state-base when given), or None."""
     if folder is not None:
         return folder.absolute()
-    return default_record_folder(workspace) if record else None
+    return default_record_folder(workspace, state_base) if record else None
 
 
 def with_scheme(url: str) -> str:
@@ -412,6 +415,17 @@ def main() -> None:
     help="Comma-separated networks (e.g. 127.0.0.0/8,10.1.0.0/16) the fetch and web_fetch tools "
     "may reach although loopback, private or link-local; by default they reach public addresses "
     "only. The daemon's own ports stay refused.",
+)
+@click.option(
+    "--state-base",
+    type=click.Path(path_type=Path),
+    default=None,
+    show_default="/run/exec-daemon as root, else $XDG_RUNTIME_DIR/exec-daemon or "
+    "~/.local/state/exec-daemon",
+    help="The folder holding every daemon instance's private state root (a `<pid>-<random>` "
+    "folder each). A daemon starting ends what the daemons killed on the same base left running "
+    "(their tmux server, shells, jobs) and removes their state. It must be writable by the "
+    "daemon's user only, as must every folder above it.",
 )
 @click.option(
     "--terminals-folder",
@@ -658,8 +672,14 @@ def serve(
             )
     if options.get("terminals_folder") is None:
         options.pop("terminals_folder", None)
+    state_base = options.pop("state_base", None)
+    base = state_base.absolute() if state_base is not None else None
+    if base is not None:
+        options["state_root"] = new_state_root(base)
     root = workspace_folder(workspace)
-    options["record_folder"] = record_folder(options.pop("record"), options["record_folder"], root)
+    options["record_folder"] = record_folder(
+        options.pop("record"), options["record_folder"], root, base
+    )
     config = DaemonConfig(
         auth_token=token,
         auth_token_file=auth_token_file.resolve() if auth_token_file else None,

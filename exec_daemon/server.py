@@ -21,6 +21,7 @@ from exec_daemon.guards.redaction import SecretStore, json_text_redaction
 from exec_daemon.kernel.call_marks import marked_by_this_daemon
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.context import Middleware
+from exec_daemon.kernel.leftovers import end_left_running, record_mark
 from exec_daemon.kernel.lifecycle import Lifecycle
 from exec_daemon.kernel.paths import ensure_daemon_folder, journal_temp_folders
 from exec_daemon.kernel.processes import terminate_selected
@@ -29,9 +30,9 @@ from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.kernel.state_root import (
     StateRootError,
+    claim_ended_instances,
     prepare_private_folder,
     prepare_state_root,
-    prune_ended_instances,
 )
 from exec_daemon.kernel.tool_calls import ToolCalls
 from exec_daemon.kernel.writable import WritableAreas
@@ -327,10 +328,10 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     # created, and symlinks planted in it, from inside).
     try:
         prepare_state_root(config.state_root)
-    except StateRootError as exc:
+        record_mark(config.state_root)
+    except (StateRootError, OSError) as exc:
         raise SystemExit(f"exec-daemon: no private state root: {exc}") from None
-    for ended in prune_ended_instances(config.state_root):
-        log.info("removed the state of an ended daemon: %s", ended)
+    await _end_ended_daemons(config.state_root)
     log.info("state root: %s", config.state_root)
     await _start_record(daemon)
     try:
@@ -351,6 +352,24 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     # follows the workspace, so a search finds it ready.
     await daemon.service(SemanticIndex).start()
     return routes
+
+
+async def _end_ended_daemons(state_root: Path) -> None:
+    """Ends what the daemons that ended on this base without stopping (kill -9) left running,
+    says so, and removes their state."""
+    ended = claim_ended_instances(state_root)
+    try:
+        for left in await end_left_running(instance.path for instance in ended):
+            log.warning(
+                "ended %d processes a killed daemon left running (%s): %s",
+                left.count,
+                left.instance.name,
+                left.summary(),
+            )
+    finally:
+        for instance in ended:
+            instance.remove()
+            log.info("removed the state of an ended daemon: %s", instance.path)
 
 
 def _forget_pool_credential(path: Path | None) -> None:

@@ -13,7 +13,8 @@
    the stall against idle, and after the client reads again (ExecStream) or goes away
    (ControlService.Exec) whether the command finished or was ended.
 4. kill -9 with jobs running (a foreground call, background calls, a process that left its
-   session): how many of the daemon's processes outlive it, and the restarted daemon.
+   session): how many of the daemon's processes outlive it, how many outlive the next daemon's
+   start on the same --state-base (which ends them), and what it said.
 
 What the trials leave is ended before the next one. `--quick` (the test suite): small sizes.
 
@@ -49,6 +50,7 @@ from tests.faults_support import (
     end_processes,
     kill_mid_apply,
     kill_mid_write,
+    private_state_base,
     temp_files,
 )
 from tests.sandbox_harness import processes_with_argument
@@ -241,42 +243,47 @@ def kill_with_jobs_trial(root: Path) -> dict[str, Any]:
     workspace.mkdir(parents=True)
     state = root / "state"
     marker = str(secrets.randbelow(10**8))
-    tmux_socket = str(state / "terminals" / "tmux" / "server.sock")
     world: dict[int, str] = {}
-    try:
-        with running_daemon(workspace, state, "--log-level", "warn") as daemon:
-            asyncio.run(_start_jobs(daemon, marker))
-            body = exec_body(CONTROL_EXEC, shell_call(f"sleep 300.{marker}5"))
-            foreground = StalledH2Call(daemon.port, daemon.token, CONTROL_EXEC, body)
-            deadline = time.monotonic() + 30
-            while len(_marked(marker)) < 4 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            expect(len(_marked(marker)) >= 4, "the jobs and the foreground call are running")
-            world = descendants(daemon.process.pid)
-            for pid in _marked(marker):
-                world.update(_start_of(pid))
-            before = len(world)
-            daemon.process.send_signal(signal.SIGKILL)
-            daemon.process.wait()
-            foreground.close()
-        time.sleep(1)
-        after_kill = alive(world)
-        orphan_names = _names(after_kill)
-        tmux_after_kill = sum(tmux_socket in _cmdline(pid) for pid in after_kill)
-        with running_daemon(workspace, state, "--log-level", "warn") as again:
-            world.update(descendants(again.process.pid))
+    # A base of its own: another daemon starting on the machine's would end the world first.
+    with private_state_base() as base:
+        options = ("--log-level", "info", "--state-base", str(base))
+        try:
+            with running_daemon(workspace, state, *options) as daemon:
+                asyncio.run(_start_jobs(daemon, marker))
+                body = exec_body(CONTROL_EXEC, shell_call(f"sleep 300.{marker}5"))
+                foreground = StalledH2Call(daemon.port, daemon.token, CONTROL_EXEC, body)
+                deadline = time.monotonic() + 30
+                while len(_marked(marker)) < 4 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                expect(len(_marked(marker)) >= 4, "the jobs and the foreground call are running")
+                tmux_socket = str(daemon.state_root() / "sockets" / "tmux" / "server.sock")
+                world = descendants(daemon.process.pid)
+                for pid in _marked(marker):
+                    world.update(_start_of(pid))
+                before = len(world)
+                daemon.process.send_signal(signal.SIGKILL)
+                daemon.process.wait()
+                foreground.close()
             time.sleep(1)
-            from_before = [pid for pid in alive(world) if pid in after_kill]
-            tmux_servers = len([p for p in _all_pids() if tmux_socket in _cmdline(p)])
-    finally:
-        end_processes(world)
+            after_kill = alive(world)
+            orphan_names = _names(after_kill)
+            tmux_after_kill = sum(tmux_socket in _cmdline(pid) for pid in after_kill)
+            with running_daemon(workspace, state, *options) as again:
+                world.update(descendants(again.process.pid))
+                time.sleep(1)
+                from_before = [pid for pid in alive(world) if pid in after_kill]
+                tmux_servers = len([p for p in _all_pids() if tmux_socket in _cmdline(p)])
+                said = [line for line in again.log().splitlines() if "killed daemon left" in line]
+        finally:
+            end_processes(world)
     return {
         "processes_before_kill": before,
         "orphans_after_kill": len(after_kill),
         "orphans_by_name": orphan_names,
         "tmux_servers_orphaned": tmux_after_kill,
         "orphans_after_restart": len(from_before),
-        "tmux_servers_on_the_socket_after_restart": tmux_servers,
+        "tmux_servers_on_the_killed_socket_after_restart": tmux_servers,
+        "the_next_daemon_said": [line.split(": ", 1)[-1] for line in said],
     }
 
 

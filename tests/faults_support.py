@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.v1.control_pb2 import ExecRequest, WriteTextFileRequest
 from agent.v1.files_pb2 import ApplyAgentDiffArgs, ApplyAgentDiffToolCall
 from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.kernel.state_root import default_base
 from tests.daemon_process import RunningDaemon
 from tests.interop import frame, http1_post
 
@@ -61,6 +64,17 @@ def end_processes(processes: dict[int, str]) -> None:
     for pid in alive(processes):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def private_state_base() -> Iterator[Path]:
+    """A `--state-base` of the caller's own, removed after: on the machine's default base, any
+    other daemon starting (another test's) would end a killed daemon's world first."""
+    base = default_base().with_name(f"exec-daemon-test-{secrets.token_hex(4)}")
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def temp_files(folder: Path) -> list[str]:

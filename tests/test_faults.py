@@ -5,25 +5,35 @@ output stays in the pipe (the command blocks on write), the daemon's memory stay
 `STALLED_CLIENT_BYTES` of idle, other clients are still served, and the command finishes when
 the client reads again or ends when it goes away.
 
-A daemon killed (kill -9) mid-write leaves its temp file; the next daemon removes it.
+A daemon killed (kill -9) mid-write leaves its temp file; the next daemon removes it. Killed
+with a shared terminal, jobs and a process that left its session running, it leaves them all
+running; the next daemon on its base ends them (never a live daemon's) and names them.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
+from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.kernel.leftovers import MARK_FILE, end_left_running
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.faults_support import (
     DiffTrial,
+    alive,
     descendants,
     end_processes,
     kill_mid_apply,
     kill_mid_write,
+    private_state_base,
     temp_files,
 )
 from tests.interop import assert_still_serving, daemon_for_module
@@ -38,6 +48,8 @@ from tests.stalled_h2 import (
     rss_bytes,
     shell_call,
 )
+from tests.test_pty_server import connect
+from tests.test_shared_terminals import agent_shell, shared_terminal, write_environment
 
 # README: the daemon's memory under a stalled client, above idle, whatever the output size.
 STALLED_CLIENT_BYTES = 64 << 20
@@ -177,3 +189,107 @@ def test_an_apply_killed_midway_is_undone_whole_by_the_next_daemon(tmp_path: Pat
         assert "apply_agent_diff a killed daemon left half done" in daemon.log()
         # No temp file, no moved-aside copy of the deleted file: only the files of before.
         assert sorted(os.listdir(workspace)) == sorted([*trial.names(), "gone.txt"])
+
+
+# kill -9 with a shared terminal and jobs running: the next daemon ends what the killed one left.
+
+
+async def _background(daemon: RunningDaemon, command: str) -> None:
+    async with daemon.client() as client:
+        outcome = await client.run(
+            ToolCall(
+                shell_tool_call=ShellToolCall(args=ShellArgs(command=command, is_background=True))
+            )
+        )
+    assert outcome.result is not None and outcome.result.shell_tool_call.result.pid, outcome
+
+
+async def test_the_next_daemon_ends_what_a_killed_one_left_running_and_names_it(
+    tmp_path: Path,
+) -> None:
+    seconds = f"300.{secrets.randbelow(10**6):06d}"
+    terminal, job, unmarked, escaped, bystander, person = (f"{seconds}{n}" for n in range(6))
+    stubborn = "trap '' HUP TERM; sleep"  # ignores SIGHUP and SIGTERM: only SIGKILL ends it
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    write_environment(workspace, [{"name": "dev", "command": f"{stubborn} {terminal}"}])
+    other = tmp_path / "other"
+    other.mkdir()
+    world: dict[int, str] = {}
+    with private_state_base() as base:
+        state_base = ("--state-base", str(base))
+        try:
+            with (
+                running_daemon(other, tmp_path / "other-state", *state_base) as live,
+                running_daemon(workspace, tmp_path / "state", *state_base) as killed,
+            ):
+                await _background(live, f"sleep {bystander}")
+                await shared_terminal(killed, "dev")
+                # A job with a child that dropped its mark (found by the job's session).
+                await _background(
+                    killed, f"env -u EXEC_DAEMON_CALL sleep {unmarked} & sleep {job}; wait"
+                )
+                # A process that left its session.
+                await agent_shell(killed, f"setsid sleep {escaped} >/dev/null 2>&1 &")
+                markers = (terminal, job, unmarked, escaped, bystander, person)
+                # A terminal a person opened on the PTY WebSocket.
+                async with connect(
+                    killed, "/terminals/new?command=" + quote(f"{stubborn} {person}")
+                ):
+                    await eventually(
+                        lambda: all(processes_with_argument(m) for m in markers), 60, "all running"
+                    )
+                    instance = killed.state_root()
+                    world = descendants(killed.process.pid)
+                    killed.process.send_signal(signal.SIGKILL)
+                    killed.process.wait()
+                # The kill alone ends none of them: what follows is the next daemon's doing.
+                assert all(processes_with_argument(m) for m in markers)
+                assert instance.is_dir()
+
+                with running_daemon(workspace, tmp_path / "state", *state_base) as again:
+                    assert alive(world) == []
+                    for marker in (terminal, job, unmarked, escaped, person):
+                        assert processes_with_argument(marker) == [], marker
+                    assert processes_with_argument(bystander), "a live daemon's job was ended"
+                    assert not instance.exists()
+                    said = [
+                        line for line in again.log().splitlines() if "killed daemon left" in line
+                    ]
+                    assert len(said) == 1, said
+                    # Every sleep above; the killed daemon's shells and tmux server.
+                    assert instance.name in said[0]
+                    for name in ("sleep (5)", "tmux: server (1)", "bash ("):
+                        assert name in said[0], said
+                # The live daemon still serves its agent.
+                assert "still here" in await agent_shell(live, "echo still here")
+        finally:
+            end_processes(world)
+
+
+async def test_only_processes_with_an_ended_instances_mark_are_ended(tmp_path: Path) -> None:
+    """exec_daemon/kernel/leftovers.py alone: the ended instance's mark is what counts; another
+    mark, or a process of the daemon's own (its descendant), is left alone."""
+    ended, other = (f"1-{secrets.token_hex(4)}." for _ in range(2))
+    (tmp_path / MARK_FILE).write_text(ended)
+    seconds = f"300.{secrets.randbelow(10**6):06d}"
+    left, kept, own = (f"{seconds}{n}" for n in range(3))
+
+    def sleep(mark: str, marker: str) -> list[str]:
+        return ["env", f"EXEC_DAEMON_CALL={mark}7", "sleep", marker]
+
+    # Detached (setsid -f): re-parented away from this process, as a killed daemon's are.
+    subprocess.run(["setsid", "-f", *sleep(ended, left)], check=True)
+    subprocess.run(["setsid", "-f", *sleep(other, kept)], check=True)
+    child = subprocess.Popen(sleep(ended, own))  # noqa: ASYNC220
+    try:
+        await eventually(lambda: all(processes_with_argument(m) for m in (left, kept, own)))
+        (found,) = await end_left_running([tmp_path], grace=0.2)
+        assert found.instance == tmp_path and dict(found.names) == {"sleep": 1}
+        assert processes_with_argument(left) == []
+        assert processes_with_argument(kept) and child.poll() is None
+    finally:
+        for pid in processes_with_argument(left) + processes_with_argument(kept):
+            os.kill(pid, signal.SIGKILL)
+        child.kill()
+        child.wait()

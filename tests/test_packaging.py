@@ -1,22 +1,31 @@
 """A non-editable install works: the wheel built from the tracked tree (offline, no build
-isolation) holds every package, the protos, the sandbox helper's source and the web terminal's
-files, and the daemon installed from it serves RPCs and the web terminal's page."""
+isolation) holds every package, the protos, the sandbox helper's source, the web terminal's
+files and sem_search's static model, and the daemon installed from it serves RPCs and the web
+terminal's page. Installed into an empty venv (not layered on the project's) from the package
+registries alone, every dependency a binary wheel (`--only-binary :all:`), it serves from that
+venv and sem_search ranks by meaning with the model the wheel carries."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 import sysconfig
+import time
 import urllib.request
 import venv
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.source_tree import ROOT, copy_tracked_files
+from tests.test_sem_search import CORPUS, QUERIES, paths, search, write_corpus
+from tools.static_embeddings import STATIC_MODEL_FOLDER, VECTORS_FILE, StaticEmbedder
 
 ROOTS = {"exec_daemon": ROOT / "exec_daemon", "tools": ROOT / "tools", "sandbox": ROOT / "sandbox"}
 ROOTS["agent"] = ROOT / "proto" / "agent"
@@ -31,7 +40,8 @@ WEB_FILES = [
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
-    source = copy_tracked_files(work / "source")
+    assert (STATIC_MODEL_FOLDER / VECTORS_FILE).is_file(), "scripts/setup derives the model"
+    source = copy_tracked_files(work / "source", also=STATIC_MODEL_FOLDER.iterdir())
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index",
          "--no-build-isolation", "-q",
@@ -61,6 +71,7 @@ def test_the_wheel_holds_every_module_and_the_web_files(wheel: Path) -> None:
     assert missing == set(), f"the wheel lacks {sorted(missing)}"
     assert "tools/shell/__init__.py" in contents
     assert {*WEB_FILES, "sandbox/helper.c", "agent/v1/shell.proto"} <= contents
+    assert {f"tools/static_model/{VECTORS_FILE}", "tools/static_model/tokenizer.json"} <= contents
     assert not any(name.startswith(("tests/", "scripts/", "node_modules/")) for name in contents)
 
 
@@ -126,6 +137,84 @@ def assert_serves(daemon: RunningDaemon, command: list[str]) -> None:
     )  # fmt: skip
     assert "// Milliseconds" in described.stdout, described.stderr
     assert "Traceback" not in daemon.log()
+
+
+# An empty venv, the package registries only.
+
+PIP_SECONDS = 480
+
+
+@pytest.fixture(scope="module")
+def empty_venv_bin(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty venv with the wheel installed as a user would (`pip install <wheel>`, pip's
+    cache reused; not compiled to bytecode, which halves the time); its bin folder. Every
+    dependency must come as a binary wheel: an sdist (ripgrep's, which needs the crates
+    registry) fails to build or shows in pip's report."""
+    work = tmp_path_factory.mktemp("empty-venv")
+    folder = work / "venv"
+    venv.EnvBuilder(with_pip=False).create(folder)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"), "install",
+         "-q", "--no-compile", "--report", str(work / "report.json"), str(wheel)],
+        capture_output=True, text=True, timeout=PIP_SECONDS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    installed = json.loads((work / "report.json").read_text())["install"]
+    sources = {item["metadata"]["name"]: item["download_info"]["url"] for item in installed}
+    assert [name for name, url in sources.items() if not url.endswith(".whl")] == [], sources
+    print(f"{wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB, installed with its dependencies "
+          f"into an empty venv in {time.monotonic() - started:.1f} s")  # fmt: skip
+    return folder / "bin"
+
+
+@pytest.fixture(scope="module")
+def installed_daemon(
+    empty_venv_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningDaemon]:
+    root = tmp_path_factory.mktemp("installed")
+    workspace = root / "workspace"
+    workspace.mkdir()
+    write_corpus(workspace, CORPUS)
+    # Nothing of the checkout or the project's venv: the code, rg and the model are the venv's.
+    env = {"PATH": f"{empty_venv_bin}:/usr/bin:/bin", "PYTHONPATH": "", "VIRTUAL_ENV": ""}
+    command = [str(empty_venv_bin / "exec-daemon")]
+    with running_daemon(workspace, root / "state", env=env, argv=command) as daemon:
+        yield daemon
+
+
+@pytest.mark.timeout(PIP_SECONDS + 120)
+def test_the_wheel_installed_into_an_empty_venv_runs_from_it(
+    empty_venv_bin: Path, installed_daemon: RunningDaemon
+) -> None:
+    site = next((empty_venv_bin.parent / "lib").glob("python3*/site-packages"))
+    for package in ("exec_daemon", "tools", "sandbox", "agent"):
+        assert (site / package).is_dir(), package
+    assert (empty_venv_bin / "rg").is_file()  # PyPI ripgrep's wheel
+    argv = Path(f"/proc/{installed_daemon.process.pid}/cmdline").read_bytes().split(b"\0")
+    assert any(part.startswith(os.fsencode(empty_venv_bin)) for part in argv), argv
+
+
+@pytest.mark.timeout(PIP_SECONDS + 120)
+async def test_the_wheel_installed_into_an_empty_venv_searches_by_meaning(
+    installed_daemon: RunningDaemon,
+) -> None:
+    async with installed_daemon.client() as client:
+        deadline = time.monotonic() + 120
+        while not (await search(client, "x")).success.index_complete:
+            assert time.monotonic() < deadline, "the index was never completed"
+            await asyncio.sleep(0.05)
+        for query, expected in QUERIES:
+            # No word of the query is in any file (tests/test_sem_search.py): only a ranking
+            # by meaning finds it.
+            result = await search(client, query, max_results=3)
+            assert result.WhichOneof("result") == "success", result
+            assert result.success.model == StaticEmbedder.name, result.success
+            assert expected in paths(result), (query, paths(result))
+        # By words too (the files are listed with the venv's rg).
+        by_words = await search(client, "send_welcome_email", max_results=1)
+        assert paths(by_words) == ["mail/notify.py"]
+    assert "Traceback" not in installed_daemon.log()
 
 
 def test_the_vendored_web_files_match_the_npm_packages() -> None:

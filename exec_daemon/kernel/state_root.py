@@ -15,8 +15,9 @@ root (the agent reads its terminal logs) but cannot write it, and `sockets/` is 
 sandbox by an empty mount (sandbox/plan.py): it exists before any sandbox starts, so a socket
 bound there later is out of reach too.
 
-An instance holds a lock on `<instance>/.lock` for its life; at start, a daemon removes the
-folders of instances whose lock nobody holds (daemons that ended).
+An instance holds a lock on `<instance>/.lock` for its life; at start, a daemon claims (locks)
+the folders of instances whose lock nobody holds (daemons that ended), ends what they left
+running (exec_daemon/kernel/leftovers.py) and removes them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import secrets
 import shutil
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 SOCKETS = "sockets"
@@ -103,18 +105,39 @@ def state_folder(root: Path, name: str) -> Path:
     return folder
 
 
-def prune_ended_instances(root: Path) -> list[Path]:
-    """Removes the sibling instances whose lock nobody holds; returns them."""
-    removed: list[Path] = []
+@dataclass(frozen=True)
+class EndedInstance:
+    """The root of a daemon that ended, locked by this process until `remove()`: no other
+    daemon starting meanwhile takes it for a live one's or removes it under us."""
+
+    path: Path
+    lock: int
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        os.close(self.lock)
+
+
+def claim_ended_instances(root: Path) -> list[EndedInstance]:
+    """The sibling instances of `root` whose lock nobody holds, each now held by this process."""
+    claimed: list[EndedInstance] = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(root.parent):
             if entry.name.startswith(".") or entry.path == str(root):
                 continue
-            if not entry.is_dir(follow_symlinks=False) or not _lock_is_free(Path(entry.path)):
-                continue
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(Path(entry.path))
-    return removed
+            if entry.is_dir(follow_symlinks=False):
+                lock = _take_lock(Path(entry.path))
+                if lock is not None:
+                    claimed.append(EndedInstance(Path(entry.path), lock))
+    return claimed
+
+
+def prune_ended_instances(root: Path) -> list[Path]:
+    """Removes the sibling instances whose lock nobody holds; returns them."""
+    ended = claim_ended_instances(root)
+    for instance in ended:
+        instance.remove()
+    return [instance.path for instance in ended]
 
 
 def _make_instance(root: Path) -> None:
@@ -135,20 +158,20 @@ def _make_instance(root: Path) -> None:
     _make_private_folder(sockets_folder(root))
 
 
-def _lock_is_free(instance: Path) -> bool:
+def _take_lock(instance: Path) -> int | None:
+    """The open, locked lock file of `instance`; None when its lock is held (a live daemon)."""
     try:
-        fd = os.open(instance / LOCK_FILE, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True
+        fd = os.open(
+            instance / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
     except OSError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        return False
-    finally:
         os.close(fd)
-    return True
+        return None
+    return fd
 
 
 def _make_private_chain(folder: Path) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 
 from ptyprocess import PtyProcess
 
+from exec_daemon.kernel.call_marks import with_daemon_mark
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.metering import Meter, Metric
 from exec_daemon.kernel.secrets import without_secrets
@@ -353,7 +354,7 @@ class Terminal:
             self.process = PtyProcess.spawn(
                 argv,
                 cwd=spec.cwd,
-                env=spec.env,
+                env=with_daemon_mark(spec.env),
                 dimensions=(spec.rows, spec.cols),
                 preexec_fn=_restore_signals,
             )

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
+from exec_daemon.kernel.call_marks import (
+    CALL_MARK_VARIABLE,
+    marked,
+    new_call_mark,
+    with_daemon_mark,
+)
 from exec_daemon.kernel.processes import (
     DEFAULT_GRACE_SECONDS,
     Child,
@@ -217,7 +222,8 @@ class ShellSession:
                 rc_file, str(restore or ""),
             ),
             cwd=cwd,
-            env=env,
+            # Found by the next daemon should this one be killed (exec_daemon/kernel/leftovers.py).
+            env=with_daemon_mark(env),
             stdout=stdout_w,
             stderr=stderr_w,
             pass_fds=(command_r, status_w),
