@@ -46,7 +46,7 @@ from google.protobuf.message import Message
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, open_checked
-from exec_daemon.kernel.processes import Confinement
+from exec_daemon.kernel.processes import UNCONFINED, Confinement
 from exec_daemon.kernel.protected import resolve_path
 from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.sandboxing import ISOLATED, Sandboxing
@@ -305,11 +305,13 @@ async def media_confinement(daemon: Daemon, given: str) -> Confinement:
     return decision.confinement
 
 
-def bounded(argv: Sequence[str]) -> list[str]:
-    """`argv` with the limits every media helper runs under, sandbox or not."""
+def bounded(argv: Sequence[str], confinement: Confinement) -> list[str]:
+    """`argv` with the limits every media helper runs under, sandbox or not (the sandbox sets
+    no_new_privs itself, and refuses setpriv's attempt to keep capabilities)."""
     limits = [f"--as={MEDIA_MEMORY_BYTES}", f"--cpu={MEDIA_CPU_SECONDS}", "--fsize=0", "--core=0"]
     limits.append(f"--nofile={MEDIA_OPEN_FILES}")
-    return ["prlimit", *limits, "--", "setpriv", "--no-new-privs", "--", *argv]
+    unprivileged = ["setpriv", "--no-new-privs", "--"] if confinement == UNCONFINED else []
+    return ["prlimit", *limits, "--", *unprivileged, *argv]
 
 
 def media_env() -> dict[str, str]:
@@ -324,7 +326,7 @@ async def run_media_helper(
     Raises CodedError naming `given` when it cannot be started or outlives FFMPEG_SECONDS."""
     try:
         done = await run_helper(
-            bounded(argv),
+            bounded(argv, source.confinement),
             env=media_env(),
             cwd="/",
             time_limit=FFMPEG_SECONDS,

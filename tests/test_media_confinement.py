@@ -1,0 +1,165 @@
+"""ffprobe/ffmpeg parse what the agent attached: how they are confined (tools/subagent_media.py).
+
+With the sandbox on, a media helper runs under the sandbox's isolated confinement (the ISOLATED
+demand) and the limits `bounded` adds: from inside it, a probe program (the same wrapper with
+bash in ffmpeg's place) creates nothing outside and reaches no loopback listener, and ffmpeg told
+to write an image elsewhere fails; the same programs unconfined do both (the controls). A
+sandboxed daemon still turns an attached video into frames.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.v1.agent_pb2 import SubagentType
+from exec_daemon.kernel.processes import UNCONFINED, Confinement
+from exec_daemon.kernel.runner import Completed, run_helper
+from exec_daemon.kernel.sandboxing import ISOLATED
+from sandbox.service import SandboxService
+from tests.interop import daemon_for_module
+from tests.model_servers import Final, ScriptedModel, serving_model, url_of
+from tests.sandbox_harness import sandbox_service
+from tests.test_model_tools import run_task, task_call
+from tests.test_subagent_vision import dominant, image_parts, make_video
+from tools.subagent_media import bounded, media_env
+
+pytestmark = pytest.mark.timeout(120)
+
+HELPER_SECONDS = 60.0
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder in /tmp: writable by permissions and for an agent's sandboxed command."""
+    path = Path(tempfile.mkdtemp(prefix="exec-daemon-media-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[SandboxService]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    running = sandbox_service(workspace)
+    yield running
+    await running.aclose()
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield server.getsockname()[1]
+
+
+async def isolated(service: SandboxService) -> Confinement:
+    decision = await service.decide(None, ISOLATED)
+    assert not decision.refusal, decision.refusal
+    assert decision.confinement.key.startswith("sandbox-")
+    return decision.confinement
+
+
+async def run_media(argv: list[str], confinement: Confinement, fd: int | None = None) -> Completed:
+    """`argv` as the attachments run ffmpeg: bounded, under `confinement`."""
+    return await run_helper(
+        bounded(argv, confinement),
+        env=media_env(),
+        cwd="/",
+        time_limit=HELPER_SECONDS,
+        pass_fds=() if fd is None else (fd,),
+        confinement=confinement,
+    )
+
+
+def probe_script(folder: Path, port: int) -> str:
+    return (
+        f"echo ran; mkdir {folder}/made; touch {folder}/touched; ln -s / {folder}/linked;"
+        f" ls {folder}; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected"
+    )
+
+
+async def test_a_probe_in_the_media_confinement_creates_nothing_and_reaches_no_network(
+    service: SandboxService, outside: Path, listener: int
+) -> None:
+    # The control: the same bounded wrapper without the sandbox does both.
+    free = await run_media(["bash", "-c", probe_script(outside, listener)], UNCONFINED)
+    assert free.stdout.text().split() == ["ran", "linked", "made", "touched", "connected"], free
+    os.unlink(outside / "linked")
+    os.unlink(outside / "touched")
+    os.rmdir(outside / "made")
+    confined = await run_media(
+        ["bash", "-c", probe_script(outside, listener)], await isolated(service)
+    )
+    assert confined.stdout.text().split() == ["ran"], confined
+    assert "ermission denied" in confined.stderr.text() or "not permitted" in confined.stderr.text()
+    assert os.listdir(outside) == []
+
+
+async def test_ffmpeg_in_the_media_confinement_cannot_write_an_image_elsewhere(
+    service: SandboxService, outside: Path
+) -> None:
+    video = outside / "clip.mp4"
+    make_video(video)
+    target = outside / "x.png"
+    fd = os.open(video, os.O_RDONLY)
+    try:
+        write = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin"]
+        write += ["-i", f"/proc/self/fd/{fd}", "-frames:v", "1", "-y", str(target)]
+        # The control: unconfined and unbounded, ffmpeg reads the descriptor and writes it.
+        plain = await run_helper(write, env=media_env(), time_limit=HELPER_SECONDS, pass_fds=(fd,))
+        assert plain.returncode == 0 and target.stat().st_size > 0, plain
+        target.unlink()
+        confined = await run_media(write, await isolated(service), fd)
+        assert confined.returncode != 0
+        assert "Could not open file" in confined.stderr.text(), confined
+        assert not target.exists()
+        # Without the sandbox, the limits alone leave no image either (at most an empty file).
+        limited = await run_media(write, UNCONFINED, fd)
+        assert limited.returncode != 0
+        assert not target.exists() or target.stat().st_size == 0
+        # What the attachments do, in the same confinement: a frame to the output pipe.
+        to_pipe = [*write[:-2], "-f", "image2pipe", "-c:v", "mjpeg", "pipe:1"]
+        frame = await run_media(to_pipe, await isolated(service), fd)
+        assert frame.returncode == 0 and frame.stdout.data[:2] == b"\xff\xd8", frame
+    finally:
+        os.close(fd)
+
+
+# --- a sandboxed daemon -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[tuple[ScriptedModel, str]]:
+    model = ScriptedModel()
+    with serving_model(model) as server:
+        yield model, url_of(server, "/v1")
+
+
+async def test_a_sandboxed_daemon_still_sees_the_frames_of_an_attached_video(
+    tmp_path_factory: pytest.TempPathFactory, scripted: tuple[ScriptedModel, str]
+) -> None:
+    model, endpoint = scripted
+    flags = ["--model-endpoint", endpoint, "--model", "vision-model", "--sandbox-enabled"]
+    with daemon_for_module(tmp_path_factory, *flags) as daemon:
+        video = daemon.workspace / "clip.mp4"
+        make_video(video)
+        model.turns = [Final("Red, then blue.")]
+        call = task_call(
+            "What does it show?",
+            subagent_type=SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW,
+            attachments=[str(video)],
+        )
+        async with daemon.client() as client:
+            result, _ = await run_task(client, call)
+        assert result.success.final_message == "Red, then blue.", result
+        frames = image_parts(model.chat_requests()[0]["messages"][1])
+        assert len(frames) == 8 and all(mime == "image/jpeg" for mime, _ in frames)
+        assert [dominant(data) for _, data in frames] == ["red"] * 4 + ["blue"] * 4
