@@ -1,10 +1,12 @@
-"""ffprobe/ffmpeg parse what the agent attached: how they are confined (tools/subagent_media.py).
+"""The daemon's helpers that parse what the agent supplied, under the sandbox's isolated
+confinement (exec_daemon/kernel/sandboxing.py's ISOLATED): ffprobe/ffmpeg on an attachment
+(tools/subagent_media.py) and the linters (tools/lints.py).
 
-With the sandbox on, a media helper runs under the sandbox's isolated confinement (the ISOLATED
-demand) and the limits `bounded` adds: from inside it, a probe program (the same wrapper with
-bash in ffmpeg's place) creates nothing outside and reaches no loopback listener, and ffmpeg told
-to write an image elsewhere fails; the same programs unconfined do both (the controls). A
-sandboxed daemon still turns an attached video into frames.
+From inside the media helpers' confinement (and the limits `bounded` adds), a probe program (the
+same wrapper with bash in ffmpeg's place) creates nothing outside and reaches no loopback
+listener, and ffmpeg told to write an image elsewhere fails; the same programs unconfined do both
+(the controls). A sandboxed daemon still turns an attached video into frames, and still lints;
+the workspace's own node_modules/.bin/tsc, which the agent may write, runs confined there.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,9 +26,11 @@ from exec_daemon.kernel.processes import UNCONFINED, Confinement
 from exec_daemon.kernel.runner import Completed, run_helper
 from exec_daemon.kernel.sandboxing import ISOLATED
 from sandbox.service import SandboxService
+from tests.daemon_process import RunningDaemon
 from tests.interop import daemon_for_module
 from tests.model_servers import Final, ScriptedModel, serving_model, url_of
 from tests.sandbox_harness import sandbox_service
+from tests.test_lints import REPO, read_lints
 from tests.test_model_tools import run_task, task_call
 from tests.test_subagent_vision import dominant, image_parts, make_video
 from tools.subagent_media import bounded, media_env
@@ -143,23 +148,71 @@ def scripted() -> Iterator[tuple[ScriptedModel, str]]:
         yield model, url_of(server, "/v1")
 
 
-async def test_a_sandboxed_daemon_still_sees_the_frames_of_an_attached_video(
+@pytest.fixture(scope="module")
+def sandboxed(
     tmp_path_factory: pytest.TempPathFactory, scripted: tuple[ScriptedModel, str]
-) -> None:
-    model, endpoint = scripted
-    flags = ["--model-endpoint", endpoint, "--model", "vision-model", "--sandbox-enabled"]
+) -> Iterator[RunningDaemon]:
+    flags = ["--model-endpoint", scripted[1], "--model", "vision-model", "--sandbox-enabled"]
     with daemon_for_module(tmp_path_factory, *flags) as daemon:
-        video = daemon.workspace / "clip.mp4"
-        make_video(video)
-        model.turns = [Final("Red, then blue.")]
-        call = task_call(
-            "What does it show?",
-            subagent_type=SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW,
-            attachments=[str(video)],
-        )
-        async with daemon.client() as client:
-            result, _ = await run_task(client, call)
-        assert result.success.final_message == "Red, then blue.", result
-        frames = image_parts(model.chat_requests()[0]["messages"][1])
-        assert len(frames) == 8 and all(mime == "image/jpeg" for mime, _ in frames)
-        assert [dominant(data) for _, data in frames] == ["red"] * 4 + ["blue"] * 4
+        yield daemon
+
+
+async def test_a_sandboxed_daemon_still_sees_the_frames_of_an_attached_video(
+    sandboxed: RunningDaemon, scripted: tuple[ScriptedModel, str]
+) -> None:
+    model, _ = scripted
+    video = sandboxed.workspace / "clip.mp4"
+    make_video(video)
+    model.turns = [Final("Red, then blue.")]
+    call = task_call(
+        "What does it show?",
+        subagent_type=SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW,
+        attachments=[str(video)],
+    )
+    async with sandboxed.client() as client:
+        result, _ = await run_task(client, call)
+    assert result.success.final_message == "Red, then blue.", result
+    frames = image_parts(model.chat_requests()[0]["messages"][1])
+    assert len(frames) == 8 and all(mime == "image/jpeg" for mime, _ in frames)
+    assert [dominant(data) for _, data in frames] == ["red"] * 4 + ["blue"] * 4
+
+
+# A tsc the agent put in the workspace: it says, as a diagnostic, what it could do.
+FAKE_TSC = """#!/bin/bash
+if [ "$1" = --version ]; then echo "Version 5.0.0"; exit 0; fi
+wrote=no; connected=no
+touch {outside}/escaped 2>/dev/null && wrote=yes
+(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && connected=yes
+echo "${{@: -1}}(1,1): error TS1: wrote=$wrote connected=$connected"
+exit 2
+"""
+
+
+async def test_a_sandboxed_daemons_linters_run_confined_and_still_lint(
+    sandboxed: RunningDaemon, outside: Path, listener: int
+) -> None:
+    workspace = sandboxed.workspace
+    (workspace / "main.ts").write_text("let label: number = 'a';\n")
+    (workspace / "names.py").write_text("def f():\n    return undefined_name\n")
+    tsc = workspace / "node_modules" / ".bin" / "tsc"
+    tsc.parent.mkdir(parents=True)
+    tsc.write_text(FAKE_TSC.format(outside=outside, port=listener))
+    tsc.chmod(0o755)
+    # The control: run by hand, it writes outside and connects.
+    by_hand = subprocess.run([str(tsc), "x.ts"], capture_output=True, text=True, timeout=30)
+    assert by_hand.stdout.strip() == "x.ts(1,1): error TS1: wrote=yes connected=yes"
+    os.unlink(outside / "escaped")
+    async with sandboxed.client() as client:
+        result = await read_lints(client, "main.ts", "names.py")
+        assert result.WhichOneof("result") == "success", result
+        found = {d.message for f in result.success.files for d in f.diagnostics}
+        assert "wrote=no connected=no" in found, found
+        assert "Undefined name `undefined_name`" in found, "ruff lints, confined"
+        assert os.listdir(outside) == []
+        # The real tsc (the project's, as a TypeScript workspace has it) still type-checks.
+        shutil.rmtree(workspace / "node_modules")
+        (workspace / "node_modules").symlink_to(REPO / "node_modules", target_is_directory=True)
+        real = await read_lints(client, "main.ts")
+    assert [(d.code, d.message) for f in real.success.files for d in f.diagnostics] == [
+        ("TS2322", "Type 'string' is not assignable to type 'number'.")
+    ], real
