@@ -11,6 +11,7 @@ the workspace's own node_modules/.bin/tsc, which the agent may write, runs confi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -22,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from agent.v1.agent_pb2 import SubagentType
+from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.kernel.processes import UNCONFINED, Confinement
 from exec_daemon.kernel.runner import Completed, run_helper
-from exec_daemon.kernel.sandboxing import ISOLATED
+from exec_daemon.kernel.sandboxing import ISOLATED, SandboxDemand
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon
 from tests.interop import daemon_for_module
@@ -216,3 +218,28 @@ async def test_a_sandboxed_daemons_linters_run_confined_and_still_lint(
     assert [(d.code, d.message) for f in real.success.files for d in f.diagnostics] == [
         ("TS2322", "Type 'string' is not assignable to type 'number'.")
     ], real
+
+
+async def test_the_isolated_decision_ignores_what_sandbox_json_opens(
+    service: SandboxService, tmp_path: Path
+) -> None:
+    folder = tmp_path / "workspace" / ".cursor"
+    folder.mkdir()
+    opening = {"networkPolicy": {"default": "allow"}, "additionalReadwritePaths": ["/tmp"]}
+    (folder / "sandbox.json").write_text(json.dumps(opening))
+    # The control: a command of the agent's gets what sandbox.json opens.
+    agents = await service.decide(None, SandboxDemand(confined=True))
+    assert agents.effective_policy is not None and agents.effective_policy.network_access
+    decision = await service.decide(None, ISOLATED)
+    policy = decision.effective_policy
+    assert policy is not None and not decision.refusal
+    assert policy.type == SandboxPolicy.TYPE_WORKSPACE_READONLY
+    assert not policy.network_access and policy.disable_tmp_write
+    assert list(policy.additional_readwrite_paths) == []
+    # Without --sandbox-enabled: unconfined, not refused (the limits of `bounded` still hold).
+    off = sandbox_service(tmp_path / "workspace", enabled=False)
+    try:
+        unconfined = await off.decide(None, ISOLATED)
+    finally:
+        await off.aclose()
+    assert unconfined.confinement is UNCONFINED and not unconfined.refusal
