@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_SECONDS = 15.0
 _READ_WRITE = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 _MESSAGE_SIZE = 4096
+# Processes and threads of an isolated helper (ffmpeg's decoding threads).
+ISOLATED_MAX_PROCESSES = 64
 
 
 @functools.lru_cache(maxsize=8)
@@ -320,6 +322,8 @@ class SandboxService:
     ) -> SandboxDecision:
         support = await self.start() if self.enabled else None
         available = support is not None and not support.missing()
+        if demand.isolated:
+            return self._isolated() if available else SandboxDecision()
         asked = requested
         if demand.read_only and available:
             asked = _with_type(asked, SandboxPolicy.TYPE_WORKSPACE_READONLY)
@@ -345,6 +349,21 @@ class SandboxService:
             caches = self._cache_grant(policy)
             effective.notes.extend(caches.notes if caches is not None else ())
         return SandboxDecision(confinement=confinement, effective_policy=effective, imposed=imposed)
+
+    def _isolated(self) -> SandboxDecision:
+        """The confinement of a helper parsing the agent's input: reads (the secrets hidden),
+        no network, no writes but the devices; sandbox.json changes nothing of it."""
+        policy = EffectivePolicy(
+            sandboxed=True,
+            type=SandboxType.WORKSPACE_READONLY,
+            disable_tmp_write=True,
+            max_processes=ISOLATED_MAX_PROCESSES,
+        )
+        try:
+            confinement = self._confinement(policy)
+        except SandboxRejected as rejected:
+            return SandboxDecision(refusal=rejected.reason)
+        return SandboxDecision(confinement=confinement, effective_policy=policy.to_proto())
 
     def _confinement(self, policy: EffectivePolicy) -> Confinement:
         """How a call under `policy` is confined. Raises SandboxRejected (e.g. the kernel lacks

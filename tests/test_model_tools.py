@@ -755,6 +755,56 @@ async def test_grind_ticks_each_step_as_it_completes_and_a_rerun_skips_the_done_
     assert third.error.code == "failed_precondition" and "no open step" in third.error.message
 
 
+async def test_two_runs_of_one_plan_at_once_run_each_step_exactly_once(
+    model: tuple[ScriptedModel, str],
+    model_client: ExecDaemonClient,
+    model_daemon: RunningDaemon,
+    workspace: Path,
+) -> None:
+    scripted, _ = model
+    plan = workspace / ".cursor" / "plans" / "shared.md"
+    todos = "- [ ] Step a <!-- id: a -->\n- [ ] Step b <!-- id: b -->\n- [ ] Step c\n"
+    write_file(plan, "# Shared\n\n## Todos\n\n" + todos)
+    go = workspace / "go"
+    # The first run's step a waits (a shell command) until the second run has ended.
+    wait = f"until [ -e {go} ]; do sleep 0.05; done; echo went"
+    scripted.turns = [
+        ToolCalls((("shell", {"command": wait}),)),
+        Final("B done."),
+        Final("C done."),
+        Final("A done."),
+    ]
+    shared = StartGrindExecutionArgs(plan_id="shared")
+    first = asyncio.ensure_future(run_tool(model_client, "start_grind_execution_tool_call", shared))
+    await eventually(lambda: len(scripted.chat_requests()) == 1, 30, "the first run's step a")
+    second = await run_tool(model_client, "start_grind_execution_tool_call", shared)
+    assert second.WhichOneof("result") == "success", second
+    assert not first.done()
+    go.write_text("")
+    first_result = await asyncio.wait_for(first, 60)
+    assert first_result.WhichOneof("result") == "success", first_result
+    # Each subagent's first request holds the system prompt and its step's prompt only.
+    started = [
+        body["messages"][1]["content"].rsplit("\n", 1)[-1]
+        for body in scripted.chat_requests()
+        if len(body["messages"]) == 2
+    ]
+    assert sorted(started) == ["Step a", "Step b", "Step c"], started
+    assert read_text(plan).count("- [x] ") == 3, read_text(plan)
+    artifacts = model_daemon.state_dir / "artifacts"
+    reports = [
+        json.loads(read_text(artifacts / f"grind-{result.success.execution_id}.json"))
+        for result in (first_result, second)
+    ]
+    ran = [step["step"] for report in reports for step in report["steps"] if "agent_id" in step]
+    assert sorted(ran) == ["a", "b", "todo-3"], reports
+    assert [step.get("skipped") for step in reports[1]["steps"]] == [
+        "another run of the plan is doing it",
+        None,
+        None,
+    ]
+
+
 @pytest.mark.parametrize("flag", ["--model-endpoint", "--web-search-endpoint"])
 @pytest.mark.parametrize("value", ["ftp://models.example", "localhost:8080", "http://"])
 def test_an_endpoint_flag_must_be_an_http_url(flag: str, value: str) -> None:

@@ -9,13 +9,17 @@
   step answered goes to `grind-<execution_id>.json` in the artifacts folder. Each step's todo in
   the plan file is marked `[~]` when it starts and ticked `[x]` when it is done (the file
   rewritten atomically, as it is then, under one lock for the daemon's grinds), so a rerun goes
-  on with the steps not done; a step that failed stays `[~]`, open.
+  on with the steps not done; a step that failed stays `[~]`, open. Starting a step claims it:
+  under that lock the plan is read again, and a step another run of the daemon holds (started,
+  not yet ended) or that is no longer open is skipped (the report says so), so two runs of one
+  plan at once never run the same step.
 Both need --model-endpoint (and --model), like Task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import re
 import time
@@ -176,21 +180,65 @@ def with_box(plan_text: str, step: TodoItem, box: str) -> str | None:
 
 class PlanMarks:
     """Marks a plan's todos as its grind goes (one lock: two grinds of one plan, or a grind and
-    its own subagent's edit, never interleave a read and a write here)."""
+    its own subagent's edit, never interleave a read and a write here), and which steps the
+    daemon's runs hold now."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._lock = asyncio.Lock()
+        self._held: set[tuple[str, str]] = set()
+
+    async def claim(self, ctx: CallContext, path: Path, step: TodoItem) -> str:
+        """Marks `step` `[~]` and holds it for the caller; "" when it did, else why it is not
+        to be run: another run holds it, or the plan (read again now) has it done."""
+        key = _step_key(path, step)
+        async with self._lock:
+            if key in self._held:
+                return "another run of the plan is doing it"
+            outcome = await asyncio.to_thread(_mark, ctx, path, step, IN_PROGRESS)
+            if outcome == _Marked.NOT_OPEN:
+                return "the plan has it done"
+            self._held.add(key)
+            return ""
 
     async def mark(self, ctx: CallContext, path: Path, step: TodoItem, box: str) -> None:
         async with self._lock:
             await asyncio.to_thread(_mark, ctx, path, step, box)
 
+    def let_go(self, path: Path, step: TodoItem) -> None:
+        """The run that claimed `step` ended it (done, failed or cancelled)."""
+        self._held.discard(_step_key(path, step))
 
-def _mark(ctx: CallContext, path: Path, step: TodoItem, box: str) -> None:
+
+def _step_key(path: Path, step: TodoItem) -> tuple[str, str]:
+    return str(path), step.id or step.content
+
+
+class _Marked(enum.Enum):
+    MARKED = "marked"
+    # The plan has a todo of that id or text, but done or cancelled.
+    NOT_OPEN = "not open"
+    # A step the call named that the plan does not hold (or no plan file): run, not marked.
+    ABSENT = "absent"
+
+
+def _mark(ctx: CallContext, path: Path, step: TodoItem, box: str) -> _Marked:
     text = read_agent_file(ctx.daemon, path, PLAN_MAX_BYTES)
     marked = with_box(text, step, box) if text is not None else None
     if marked is not None:
         atomic_write(path, marked.encode("utf-8"), rules=write_rules(ctx))
+        return _Marked.MARKED
+    return _Marked.NOT_OPEN if text is not None and _has_todo(text, step) else _Marked.ABSENT
+
+
+def _has_todo(plan_text: str, step: TodoItem) -> bool:
+    """The plan holds a todo (open or not) of `step`'s id, else of its text."""
+    for line in plan_text.splitlines():
+        found = _TODO_LINE.match(line.rstrip("\r\n"))
+        if found is not None and (
+            found["id"] == step.id or (found["id"] is None and found["content"] == step.content)
+        ):
+            return True
+    return False
 
 
 def _read_plan(ctx: CallContext, plan_id: str) -> tuple[Path, str]:
@@ -236,30 +284,33 @@ async def start_grind_execution(
         )
         marks = ctx.daemon.service(PlanMarks)
         try:
-            await marks.mark(ctx, path, step, IN_PROGRESS)
+            skipped = await marks.claim(ctx, path, step)
+        except CodedError as failure:
+            return _step_error(failure, number, step, execution_id)
+        if skipped:
+            report.append({"step": step.id, "content": step.content, "skipped": skipped})
+            continue
+        final: str | None = None
+        try:
             run = prepared(
                 ctx.daemon, agent_id, general, readonly=False, model="", feature="grind execution"
             )
             final = await run_subagent(run, prompt, ctx)
-        except CodedError as failure:
-            done = f"; steps done before it: {number - 1}" if number > 1 else ""
-            return _execution_error(
-                failure.code,
-                f"step {number} ({step.id}: {step.content}) failed: {failure.message}{done} "
-                f"(execution {execution_id})",
+            report.append(
+                {"step": step.id, "content": step.content, "agent_id": agent_id, "answer": final}
             )
-        report.append(
-            {"step": step.id, "content": step.content, "agent_id": agent_id, "answer": final}
-        )
-        try:
             await _save_report(ctx, execution_id, str(path), report)
             await marks.mark(ctx, path, step, DONE)
         except CodedError as failure:
+            if final is None:
+                return _step_error(failure, number, step, execution_id)
             return _execution_error(
                 failure.code,
                 f"execution {execution_id}: step {number} ({step.id}) was done, but: "
                 f"{failure.message}",
             )
+        finally:
+            marks.let_go(path, step)
     return StartGrindExecutionResult(success=StartGrindExecutionSuccess(execution_id=execution_id))
 
 
@@ -270,6 +321,17 @@ async def _save_report(
     path = Path(ctx.daemon.config.artifacts_folder) / f"grind-{execution_id}.json"
     data = (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     await asyncio.to_thread(atomic_write, path, data)
+
+
+def _step_error(
+    failure: CodedError, number: int, step: TodoItem, execution_id: str
+) -> StartGrindExecutionResult:
+    done = f"; steps done before it: {number - 1}" if number > 1 else ""
+    return _execution_error(
+        failure.code,
+        f"step {number} ({step.id}: {step.content}) failed: {failure.message}{done} "
+        f"(execution {execution_id})",
+    )
 
 
 def _execution_error(code: str, message: str) -> StartGrindExecutionResult:

@@ -15,6 +15,13 @@ agent may see (.gitignore and .cursorignore apply). Linters run at the same time
 in time; one that fails or times out (or a server that crashed and is being restarted) puts its
 files in `skipped` with the reason, the others still answer: a Python file can then be both in
 `files` (ruff's findings) and in `skipped` (why pyright did not answer).
+
+A linter runs what the workspace holds (its node_modules/.bin/tsc is the agent's to write) and
+parses what the agent wrote: with the sandbox on (--sandbox-enabled) every linter, and its
+`--version`, runs under the sandbox's isolated confinement (exec_daemon/kernel/sandboxing.py's
+ISOLATED: no network, no writes but a few devices); when the sandbox cannot confine them the
+call is `unavailable` with the reason. Without the sandbox they run unconfined, as the agent's
+own commands then do.
 """
 
 from __future__ import annotations
@@ -44,7 +51,9 @@ from exec_daemon.kernel.context import CallContext
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.git_run import run_git
 from exec_daemon.kernel.paths import PathRefused, real_path
+from exec_daemon.kernel.processes import Confinement
 from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.sandboxing import ISOLATED, Sandboxing
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
 from tools.language_servers import LanguageServer, LanguageServers, ServerUnavailable
@@ -113,10 +122,10 @@ class LinterVersions:
     def __init__(self, daemon: Daemon) -> None:
         self._versions: dict[str, str] = {}
 
-    async def version(self, name: str, tool: str, env: dict[str, str]) -> str:
+    async def version(self, name: str, tool: str, launch: Launch) -> str:
         if tool not in self._versions:
             try:
-                output = await _run(tool, ["--version"], os.getcwd(), env)
+                output = await _run(tool, ["--version"], launch)
                 words = output.stdout.decode("utf-8", "replace").split()
                 numbers = [word.lstrip("v") for word in words if re.match(r"v?\d+\.\d+", word)]
                 self._versions[tool] = f"{name} {numbers[0]}" if numbers else name
@@ -136,13 +145,34 @@ class ProcessOutput:
     stderr: bytes
 
 
-async def _run(tool: str, args: list[str], cwd: str, env: dict[str, str]) -> ProcessOutput:
+@dataclass(frozen=True)
+class Launch:
+    """How the linters of one call run: in `cwd` (the workspace), with `env`, under
+    `confinement`."""
+
+    cwd: str
+    env: dict[str, str]
+    confinement: Confinement
+
+
+async def linters_launch(daemon: Daemon, env: dict[str, str]) -> Launch:
+    """The launch of a call's linters: with the sandbox on, isolated (no network, no writes):
+    a linter runs what the workspace holds (its node_modules/.bin/tsc) and parses what the agent
+    wrote. Raises LintFailure when the sandbox is on but cannot confine them."""
+    decision = await daemon.service(Sandboxing).decide(None, ISOLATED)
+    if decision.refusal:
+        raise LintFailure(f"the linters cannot be sandboxed: {decision.refusal}")
+    return Launch(daemon.workspace, env, decision.confinement)
+
+
+async def _run(tool: str, args: list[str], launch: Launch) -> ProcessOutput:
     """Runs a linter to completion through the helper runner, bounded in time and output."""
     try:
         done = await run_helper(
             [tool, *args],
-            env=env,
-            cwd=cwd,
+            env=launch.env,
+            cwd=launch.cwd,
+            confinement=launch.confinement,
             time_limit=LINT_TIMEOUT_SECONDS,
             limit=MAX_OUTPUT_BYTES,
             stderr_limit=STDERR_LIMIT_BYTES,
@@ -181,12 +211,11 @@ def _stderr_reason(tool: str, output: ProcessOutput) -> str:
     return f"{tool} failed: {detail}"
 
 
-async def lint_python(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+async def lint_python(tool: str, files: list[str], launch: Launch) -> LintRun:
     output = await _run(
         tool,
         ["check", "--output-format=json", "--exit-zero", "--no-cache", "--", *files],
-        cwd,
-        env,
+        launch,
     )
     try:
         entries = json.loads(output.stdout or b"[]")
@@ -202,7 +231,7 @@ async def lint_python(tool: str, files: list[str], cwd: str, env: dict[str, str]
         run.add(
             entry["filename"]
             if os.path.isabs(entry["filename"])
-            else os.path.join(cwd, entry["filename"]),
+            else os.path.join(launch.cwd, entry["filename"]),
             _diagnostic(
                 "error" if syntax else "warning",
                 entry.get("message", ""),
@@ -218,8 +247,8 @@ async def lint_python(tool: str, files: list[str], cwd: str, env: dict[str, str]
 SHELLCHECK_SEVERITY = {"error": "error", "warning": "warning", "info": "info", "style": "hint"}
 
 
-async def lint_shell(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
-    output = await _run(tool, ["--format=json1", "--", *files], cwd, env)
+async def lint_shell(tool: str, files: list[str], launch: Launch) -> LintRun:
+    output = await _run(tool, ["--format=json1", "--", *files], launch)
     try:
         report = json.loads(output.stdout)
     except ValueError:
@@ -228,7 +257,7 @@ async def lint_shell(tool: str, files: list[str], cwd: str, env: dict[str, str])
     for comment in report.get("comments", []):
         path = comment["file"]
         run.add(
-            path if os.path.isabs(path) else os.path.join(cwd, path),
+            path if os.path.isabs(path) else os.path.join(launch.cwd, path),
             _diagnostic(
                 SHELLCHECK_SEVERITY.get(comment.get("level", ""), "warning"),
                 comment.get("message", ""),
@@ -257,13 +286,13 @@ def parse_node_check(path: str, stderr: str) -> LintDiagnostic | None:
     return _diagnostic("error", f"{error.group(1)}: {error.group(2)}", "node", "", (line, column))
 
 
-async def lint_javascript(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+async def lint_javascript(tool: str, files: list[str], launch: Launch) -> LintRun:
     run = LintRun("node --check")
     gate = asyncio.Semaphore(NODE_PARALLEL)
 
     async def check(path: str) -> None:
         async with gate:
-            output = await _run(tool, ["--check", path], cwd, env)
+            output = await _run(tool, ["--check", path], launch)
         if output.returncode == 0:
             return
         diagnostic = parse_node_check(path, output.stderr.decode("utf-8", "replace"))
@@ -278,8 +307,8 @@ async def lint_javascript(tool: str, files: list[str], cwd: str, env: dict[str, 
 _TSC_LINE = re.compile(r"^(.+?)\((\d+),(\d+)\): (error|warning|message) (TS\d+): (.*)$")
 
 
-async def lint_typescript(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
-    output = await _run(tool, ["--noEmit", "--pretty", "false", *files], cwd, env)
+async def lint_typescript(tool: str, files: list[str], launch: Launch) -> LintRun:
+    output = await _run(tool, ["--noEmit", "--pretty", "false", *files], launch)
     run = LintRun("tsc")
     for line in output.stdout.decode("utf-8", "replace").splitlines():
         match = _TSC_LINE.match(line)
@@ -287,7 +316,7 @@ async def lint_typescript(tool: str, files: list[str], cwd: str, env: dict[str, 
             continue
         path, row, column, severity, code, message = match.groups()
         run.add(
-            path if os.path.isabs(path) else os.path.join(cwd, path),
+            path if os.path.isabs(path) else os.path.join(launch.cwd, path),
             _diagnostic(
                 "info" if severity == "message" else severity,
                 message,
@@ -320,14 +349,14 @@ def _parse_json_files(files: list[str]) -> LintRun:
     return run
 
 
-async def lint_json(tool: str, files: list[str], cwd: str, env: dict[str, str]) -> LintRun:
+async def lint_json(tool: str, files: list[str], launch: Launch) -> LintRun:
     return await asyncio.to_thread(_parse_json_files, files)
 
 
 # ---------------------------------------------------------------------------------------------
 # Choosing files and linters
 
-Linter = Callable[[str, list[str], str, dict[str, str]], Awaitable[LintRun]]
+Linter = Callable[[str, list[str], Launch], Awaitable[LintRun]]
 
 
 @dataclass(frozen=True)
@@ -500,13 +529,17 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
             unsupported.append(path)
         else:
             by_kind.setdefault(kind, []).append(path)
+    try:
+        launch = await linters_launch(daemon, env)
+    except LintFailure as failure:
+        return _error("unavailable", str(failure))
     by_server: dict[str, tuple[LanguageServer, list[str]]] = {}
     for kind, files in by_kind.items():
         server = found[kind]
         if server is not None:
             by_server.setdefault(server.kind.name, (server, []))[1].extend(files)
         if tools.get(kind) is not None:
-            jobs.append((files, _lint_kind(daemon, kind, tools[kind], files, env)))
+            jobs.append((files, _lint_kind(daemon, kind, tools[kind], files, launch)))
     for server, files in by_server.values():
         jobs.append((files, _ask_server(server, files)))
     outcomes = await asyncio.gather(*(job for _, job in jobs))
@@ -559,7 +592,7 @@ READ_LINTS = ToolSpec(
 
 
 async def _lint_kind(
-    daemon: Daemon, kind: str, tool: str | None, files: list[str], env: dict[str, str]
+    daemon: Daemon, kind: str, tool: str | None, files: list[str], launch: Launch
 ) -> tuple[str, LintRun | str]:
     """(linter with version, its run or why it failed)."""
     spec = LINTERS[kind]
@@ -567,10 +600,10 @@ async def _lint_kind(
     label = (
         "json"
         if kind == "json"
-        else await daemon.service(LinterVersions).version(spec.name, tool, env)
+        else await daemon.service(LinterVersions).version(spec.name, tool, launch)
     )
     try:
-        return label, await spec.run(tool, files, daemon.workspace, env)
+        return label, await spec.run(tool, files, launch)
     except LintFailure as failure:
         log.info("%s failed: %s", label, failure)
         return label, str(failure)

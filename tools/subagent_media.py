@@ -8,6 +8,23 @@ message (`{"type": "image_url", "image_url": {"url": "data:image/webp;base64,...
   frames sampled evenly over its length by ffmpeg, each after a line with its timestamp. A path
   is opened with the agent's read rules (tools/workspace.py's AgentPaths, as the read tool
   does); what it may not read is a typed error naming the path.
+
+ffprobe and ffmpeg parse that file, which the agent supplied (a crafted one may exploit a
+demuxer), so they run bounded (`_bounded`) and, when the sandbox is on (--sandbox-enabled),
+confined by it (the ISOLATED demand of exec_daemon/kernel/sandboxing.py): no network (no IP
+socket at all), no writes but to a few devices (/dev/null, ...), its processes and threads in
+a PID namespace of their own, at most 64, the daemon's secret files read empty; they read the
+attachment through the descriptor the read rules opened, passed on, and write the answer to
+their stdout pipe. The rest of the file system stays readable (the sandbox's Landlock rule
+grants reads everywhere: no narrower read set exists). A kernel without what the sandbox needs
+gives no frames (unavailable, naming what is missing), never an unconfined ffmpeg.
+
+Without the sandbox they run unconfined but bounded all the same: at most MEDIA_MEMORY_BYTES
+of address space and MEDIA_CPU_SECONDS of CPU (prlimit), no file larger than 0 bytes (a write
+to a regular file fails with EFBIG; creating or truncating one is not prevented), no core
+dump, no_new_privs (setpriv: a setuid program does not elevate), a minimal environment (not the
+agent's: no LD_PRELOAD of its choosing), its time bounded by FFMPEG_SECONDS. There is then no
+network or file system confinement.
 """
 
 from __future__ import annotations
@@ -29,8 +46,10 @@ from google.protobuf.message import Message
 
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.paths import PathRefused, open_checked
+from exec_daemon.kernel.processes import UNCONFINED, Confinement
 from exec_daemon.kernel.protected import resolve_path
 from exec_daemon.kernel.runner import HelperFailed, run_helper
+from exec_daemon.kernel.sandboxing import ISOLATED, Sandboxing
 from exec_daemon.kernel.state import Daemon
 from tools.files import SNIFF_BYTES, image_mime
 from tools.workspace import AgentPaths
@@ -42,6 +61,10 @@ MAX_ATTACHMENTS = 10
 FRAMES_PER_VIDEO = 8
 FRAME_SIZE = (1280, 800)
 FFMPEG_SECONDS = 60.0
+MEDIA_MEMORY_BYTES = 1 << 30
+MEDIA_CPU_SECONDS = 60
+MEDIA_OPEN_FILES = 64
+MEDIA_PROGRAMS = ("ffmpeg", "ffprobe", "prlimit", "setpriv")
 # Images from tool calls kept in a conversation: older ones are replaced by a line of text
 # (every model turn sends the whole conversation again).
 KEPT_TOOL_IMAGES = 4
@@ -236,12 +259,13 @@ async def _pictures_of(daemon: Daemon, given: str) -> list[Picture]:
 
 
 async def _video_frames(daemon: Daemon, fd: int, path: Path, given: str) -> list[Picture]:
-    if shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None:
+    if any(shutil.which(program) is None for program in MEDIA_PROGRAMS):
         raise CodedError(
-            ErrorCode.UNAVAILABLE, f"attachment {given}: ffmpeg is not installed to read videos"
+            ErrorCode.UNAVAILABLE,
+            f"attachment {given}: ffmpeg, ffprobe, prlimit and setpriv are needed to read videos",
         )
     # The helpers read the file the checks opened (its descriptor, passed on), never the path.
-    source = _Source(fd, f"/proc/self/fd/{fd}")
+    source = _Source(fd, f"/proc/self/fd/{fd}", await media_confinement(daemon, given))
     duration = await _duration(daemon, source, given)
     frames = []
     # A length ffprobe does not know: the first frame only.
@@ -266,22 +290,64 @@ def _clock(seconds: float) -> str:
 class _Source:
     fd: int
     path: str
+    confinement: Confinement
+
+
+async def media_confinement(daemon: Daemon, given: str) -> Confinement:
+    """How ffmpeg parsing the agent's `given` file is confined (see the module docstring).
+    Raises CodedError(UNAVAILABLE) when the sandbox is on but cannot confine it."""
+    decision = await daemon.service(Sandboxing).decide(None, ISOLATED)
+    if decision.refusal:
+        raise CodedError(
+            ErrorCode.UNAVAILABLE,
+            f"attachment {given}: ffmpeg cannot be sandboxed: {decision.refusal}",
+        )
+    return decision.confinement
+
+
+def bounded(argv: Sequence[str], confinement: Confinement) -> list[str]:
+    """`argv` with the limits every media helper runs under, sandbox or not (the sandbox sets
+    no_new_privs itself, and refuses setpriv's attempt to keep capabilities)."""
+    limits = [f"--as={MEDIA_MEMORY_BYTES}", f"--cpu={MEDIA_CPU_SECONDS}", "--fsize=0", "--core=0"]
+    limits.append(f"--nofile={MEDIA_OPEN_FILES}")
+    unprivileged = ["setpriv", "--no-new-privs", "--"] if confinement == UNCONFINED else []
+    return ["prlimit", *limits, "--", *unprivileged, *argv]
+
+
+def media_env() -> dict[str, str]:
+    """The environment of a media helper: the daemon's PATH, nothing of the agent's."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}
+
+
+async def run_media_helper(
+    argv: Sequence[str], source: _Source, given: str, limit: int = MAX_IMAGE_BYTES
+) -> tuple[int, bytes, bool]:
+    """Runs a media helper on `source`: (exit status, stdout, whether it was cut).
+    Raises CodedError naming `given` when it cannot be started or outlives FFMPEG_SECONDS."""
+    try:
+        done = await run_helper(
+            bounded(argv, source.confinement),
+            env=media_env(),
+            cwd="/",
+            time_limit=FFMPEG_SECONDS,
+            limit=limit,
+            pass_fds=(source.fd,),
+            confinement=source.confinement,
+        )
+    except HelperFailed as failed:
+        raise CodedError(failed.code, f"attachment {given}: {failed.message}") from None
+    return done.returncode, done.stdout.data, bool(done.stdout.cut)
 
 
 async def _duration(daemon: Daemon, source: _Source, given: str) -> float:
     argv = ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries"]
     argv += ["stream=duration:format=duration", "-of", "json", source.path]
-    try:
-        done = await run_helper(
-            argv, env=daemon.env.snapshot(), time_limit=FFMPEG_SECONDS, pass_fds=(source.fd,)
-        )
-    except HelperFailed as failed:
-        raise CodedError(failed.code, f"attachment {given}: {failed.message}") from None
+    returncode, output, _cut = await run_media_helper(argv, source, given, limit=1 << 20)
     found: dict[str, Any] = {}
     with contextlib.suppress(ValueError):
-        found = json.loads(done.stdout.text())
+        found = json.loads(output.decode("utf-8", "replace"))
     streams = found.get("streams") or []
-    if done.returncode != 0 or not streams:
+    if returncode != 0 or not streams:
         raise CodedError(
             ErrorCode.INVALID_ARGUMENT,
             f"attachment {given} is neither an image (png, jpeg, gif, webp) nor a video",
@@ -300,16 +366,7 @@ async def _frame_at(daemon: Daemon, source: _Source, at: float, given: str) -> b
     argv = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-ss", f"{at:.3f}"]
     argv += ["-i", source.path, "-frames:v", "1", "-vf", fit, "-q:v", "4"]
     argv += ["-f", "image2pipe", "-c:v", "mjpeg", "pipe:1"]
-    try:
-        done = await run_helper(
-            argv,
-            env=daemon.env.snapshot(),
-            time_limit=FFMPEG_SECONDS,
-            limit=MAX_IMAGE_BYTES,
-            pass_fds=(source.fd,),
-        )
-    except HelperFailed as failed:
-        raise CodedError(failed.code, f"attachment {given}: {failed.message}") from None
-    if done.returncode != 0 or done.stdout.cut:
+    returncode, output, cut = await run_media_helper(argv, source, given)
+    if returncode != 0 or cut:
         return b""
-    return done.stdout.data
+    return output

@@ -10,6 +10,10 @@ Every helper
   `kernel/call_marks.py`) on timeout or cancellation, and (run to completion) with what it left
   in its group once it exited.
 
+A helper that parses what the agent supplied (ffmpeg on an attached video) is given the
+sandbox's `Confinement` for it (`exec_daemon/kernel/sandboxing.py`'s ISOLATED demand) and starts
+through the one spawn path, `processes.spawn()`.
+
 Two shapes: `run_helper` runs to completion, its output kept up to a limit (what was cut is
 counted); `start_helper` starts one that the caller keeps (Xvfb, a recording ffmpeg) and ends
 with `Helper.stop()`. Failing to start or to finish in time raises `HelperFailed`.
@@ -29,11 +33,14 @@ from typing import IO, Any
 from exec_daemon.kernel.call_marks import CALL_MARK_VARIABLE, marked, new_call_mark
 from exec_daemon.kernel.errors import CodedError, ErrorCode
 from exec_daemon.kernel.processes import (
+    UNCONFINED,
     Child,
+    Confinement,
     Selector,
-    boot_ticks_now,
+    SpawnSpec,
     in_sessions,
     signal_selected,
+    spawn,
 )
 from exec_daemon.kernel.secrets import without_secrets
 
@@ -141,28 +148,37 @@ async def start_helper(
     stdout: Stream = None,
     stderr: Stream = None,
     pass_fds: Sequence[int] = (),
+    confinement: Confinement = UNCONFINED,
 ) -> Helper:
-    """Starts `argv` in a session of its own; None for a stream means /dev/null.
+    """Starts `argv` in a session of its own, under `confinement`; None for a stream means
+    /dev/null.
 
-    Raises HelperFailed(UNAVAILABLE) when it cannot be started (missing, not executable)."""
+    Raises HelperFailed(UNAVAILABLE) when it cannot be started (missing, not executable, or the
+    confinement could not be set up: its reason is in the message)."""
     name = helper_name(argv)
     mark = new_call_mark()
-    ticks = boot_ticks_now()
+    spec = SpawnSpec(
+        argv=tuple(argv),
+        cwd=os.getcwd() if cwd is None else cwd,
+        env={**without_secrets(env), CALL_MARK_VARIABLE: mark},
+        stdin=_stream_fd(stdin),
+        stdout=_stream_fd(stdout),
+        stderr=_stream_fd(stderr),
+        pass_fds=tuple(pass_fds),
+    )
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env={**without_secrets(env), CALL_MARK_VARIABLE: mark},
-            stdin=DEVNULL if stdin is None else stdin,
-            stdout=DEVNULL if stdout is None else stdout,
-            stderr=DEVNULL if stderr is None else stderr,
-            pass_fds=tuple(pass_fds),
-            start_new_session=True,
-        )
+        child = await spawn(spec, confinement)
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise HelperFailed(ErrorCode.UNAVAILABLE, f"{name} cannot be started ({why})") from None
-    return Helper(process=process, started_ticks=ticks, name=name, mark=mark)
+    return Helper(process=child.process, started_ticks=child.started_ticks, name=name, mark=mark)
+
+
+def _stream_fd(stream: Stream) -> int | None:
+    """A stream as SpawnSpec takes it: an fd, PIPE, or None for /dev/null."""
+    if stream is None or stream == DEVNULL:
+        return None
+    return stream if isinstance(stream, int) else stream.fileno()
 
 
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int) -> Output:
@@ -202,6 +218,7 @@ async def run_helper(
     limit: int = DEFAULT_OUTPUT_LIMIT,
     stderr_limit: int = DEFAULT_OUTPUT_LIMIT,
     pass_fds: Sequence[int] = (),
+    confinement: Confinement = UNCONFINED,
 ) -> Completed:
     """Runs `argv` to its end, at most `time_limit` seconds; whatever it leaves running is ended.
 
@@ -216,6 +233,7 @@ async def run_helper(
         stdout=PIPE,
         stderr=PIPE,
         pass_fds=pass_fds,
+        confinement=confinement,
     )
     process = helper.process
     readers = [

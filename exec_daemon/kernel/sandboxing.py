@@ -30,9 +30,14 @@ class SandboxDemand:
     read_only: bool = False
     # Confined, or not run at all (auto_review: a command nobody approved).
     confined: bool = False
+    # A daemon helper parsing what the agent supplied (ffmpeg reading an attached video): when
+    # the sandbox is up, confined with no network and no writes but to a few devices (/dev/null,
+    # ...) whatever the call or sandbox.json asks; unconfined when it is off.
+    isolated: bool = False
 
 
 AS_REQUESTED = SandboxDemand()
+ISOLATED = SandboxDemand(isolated=True)
 
 
 @dataclass(frozen=True)
