@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scripts.regression_gate import CPU, ROWS, WALL, Row, judge
+from scripts.regression_gate import CPU, ROWS, Row, judge
 from tests.polling import generous
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ SLOW_OUTPUT = Path(__file__).resolve().parent / "slow_output"
 GATE_SECONDS = generous(900)
 
 TIME_ROW = Row("bench_x", "time_ratio", ("ratio",), CPU)
-RATE_ROW = Row("bench_x", "rate_ratio", ("rate",), WALL, higher_is_better=True)
+RATE_ROW = Row("bench_x", "rate_ratio", ("rate",), CPU, higher_is_better=True)
 
 
 def measured(cost: float, spread: float) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def test_a_row_30_percent_worse_than_its_baseline_fails_and_noise_widens_the_mar
     assert judge(rows, {"time_ratio": measured(1.0, 0.05)}, baseline, 1.0)["time_ratio"]["passed"]
     worse = judge(rows, {"time_ratio": measured(2.6, 0.05)}, baseline, 1.0)["time_ratio"]
     assert not worse["passed"] and worse["worse_by"] == pytest.approx(0.3)
-    noisy = judge(rows, {"time_ratio": measured(2.6, 0.25)}, baseline, 1.0)["time_ratio"]
+    noisy = judge(rows, {"time_ratio": measured(2.6, 0.4)}, baseline, 1.0)["time_ratio"]
     assert noisy["passed"], "a run as noisy as the change is not judged on it"
 
 
