@@ -9,8 +9,9 @@ terminado (+ tornado) is installed into a throwaway venv under /tmp, not the pro
 
 Prints one JSON object. Goals: throughput >= 2x terminado's, echo p50 <= terminado's. Each run
 must deliver all of seq's output (a terminal adds a \r per line) and each keystroke its echo
-within 10 s, or the run ends with an error. `--quick` (the test suite): `seq 1 50000`, one
-run, 20 keystrokes.
+within 10 s, or the run ends with an error. `--quick` (the test suite): `seq 1 100000`, 3
+runs, 20 keystrokes. Also reported: the best run's MB/s over the raw PTY ceiling (the best of 3
+reads of the same command from a bare PTY), which scripts/bench_all gates.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from websockets.asyncio.client import ClientConnection
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.benchmarking import add_quick_flag, expect
+from scripts.benchmarking import add_quick_flag, expect, thread_cpu_seconds
 from tests.daemon_process import free_port, running_daemon
 
 TERMINADO_VENV = Path(tempfile.gettempdir()) / "exec-daemon-bench-terminado"
 SEQ_LAST = 2_000_000
-QUICK_SEQ_LAST = 50_000
+QUICK_SEQ_LAST = 100_000
 ANSWER_SECONDS = 10.0
 TERMINADO_SERVER = textwrap.dedent(
     """
@@ -120,12 +121,6 @@ async def ready(session: Session) -> None:
     await session.wait_for(b"READY42")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time the server process used so far (its children not included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def seq_terminal_bytes(last: int) -> int:
     """What `seq 1 LAST` prints on a terminal: every number, then \r\n."""
     return sum(len(str(n)) + 2 for n in range(1, last + 1))
@@ -134,7 +129,7 @@ def seq_terminal_bytes(last: int) -> int:
 async def throughput(session: Session, server_pid: int, seq_last: int) -> dict[str, float]:
     await ready(session)
     session.received = 0
-    cpu_before = cpu_seconds(server_pid)
+    cpu_before = thread_cpu_seconds(server_pid)
     started = time.perf_counter()
     await session.send(f"seq 1 {seq_last}; echo END$((2+2))\r".encode())
     await session.wait_for(b"END4")
@@ -147,7 +142,7 @@ async def throughput(session: Session, server_pid: int, seq_last: int) -> dict[s
         "seconds": elapsed,
         "bytes": session.received,
         "mb_s": session.received / elapsed / 1e6,
-        "server_cpu_s": cpu_seconds(server_pid) - cpu_before,
+        "server_cpu_s": thread_cpu_seconds(server_pid) - cpu_before,
     }
 
 
@@ -233,8 +228,12 @@ def summary(runs: list[dict[str, float]], latencies: list[float]) -> dict[str, A
     return {
         "throughput_mb_s": round(statistics.median(rates), 2),
         "throughput_runs_mb_s": [round(r, 2) for r in rates],
+        "throughput_best_mb_s": round(max(rates), 2),
         "bytes_received": int(runs[0]["bytes"]),
-        "server_cpu_s_per_run": round(statistics.median(r["server_cpu_s"] for r in runs), 3),
+        "server_cpu_s_per_run": round(statistics.median(r["server_cpu_s"] for r in runs), 4),
+        "server_cpu_ns_per_byte": round(
+            sum(r["server_cpu_s"] for r in runs) * 1e9 / sum(r["bytes"] for r in runs), 2
+        ),
         "echo_p50_ms": round(percentile(latencies, 0.50), 3),
         "echo_p99_ms": round(percentile(latencies, 0.99), 3),
         "keystrokes": len(latencies),
@@ -282,7 +281,7 @@ def run(runs: int, keystrokes: int, seq_last: int) -> dict[str, Any]:
                 "terminado": (theirs_url, terminado.pid, terminado_session),
             }
             results = asyncio.run(measure_both(servers, runs, keystrokes, seq_last))
-            ceiling = raw_pty_ceiling(seq_last)
+            ceiling = max(raw_pty_ceiling(seq_last) for _ in range(3))
     finally:
         terminado.terminate()
         terminado.wait(10)
@@ -294,7 +293,13 @@ def run(runs: int, keystrokes: int, seq_last: int) -> dict[str, Any]:
         "exec_daemon": ours,
         "terminado": theirs,
         "raw_pty_ceiling_mb_s": round(ceiling, 2),
+        # The best run of each (the one least slowed by other work on the machine).
+        "throughput_vs_raw_pty_ceiling": round(ours["throughput_best_mb_s"] / ceiling, 3),
         "throughput_ratio": round(ratio, 2),
+        # CPU per byte relayed, of both servers: hardly moved by load from other work.
+        "server_cpu_per_byte_vs_terminado": round(
+            ours["server_cpu_ns_per_byte"] / theirs["server_cpu_ns_per_byte"], 3
+        ),
         "echo_p50_ratio": round(ours["echo_p50_ms"] / theirs["echo_p50_ms"], 2),
         "goals": {
             "throughput_at_least_2x_terminado": ratio >= 2.0,
@@ -317,7 +322,7 @@ def main() -> None:
     args = parser.parse_args()
     seq_last = SEQ_LAST
     if args.quick:
-        args.runs, args.keystrokes, seq_last = 1, 20, QUICK_SEQ_LAST
+        args.runs, args.keystrokes, seq_last = 3, 20, QUICK_SEQ_LAST
     print(json.dumps(run(args.runs, args.keystrokes, seq_last), indent=2))
 
 

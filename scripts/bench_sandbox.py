@@ -12,7 +12,7 @@ nothing per call) and as one-shot shells (`is_interactive`: a sandbox per call).
         [--quick]
 
 Every command must exit 0 (and each shell call answer success with no output), or the run ends
-with an error. `--quick` (the test suite): 10 commands of each kind, and 3 rounds through the
+with an error. `--quick` (the test suite): 30 commands of each kind, and 3 rounds through the
 daemon.
 
 On a machine shared with other work the wall times mostly measure the scheduler (a confined
@@ -130,7 +130,7 @@ async def main() -> None:
     options = parser.parse_args()
     daemon_rounds = options.n
     if options.quick:
-        options.n, options.daemon, daemon_rounds = 10, True, 3
+        options.n, options.daemon, daemon_rounds = 30, True, 3
     if options.realtime:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
     workspace = options.workspace or Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
@@ -180,6 +180,12 @@ async def main() -> None:
         # CPU time (user + system) of the spawned processes per command: what confinement costs
         # regardless of how long the scheduler makes it wait on a busy machine.
         "cpu_ms_per_command": {name: round(total / options.n, 3) for name, total in cpu.items()},
+        "cpu_ratios": {
+            "sandboxed_over_unsandboxed": round(cpu["sandboxed"] / cpu["unsandboxed"], 3),
+            "with_proxy_over_unsandboxed": round(
+                cpu["sandboxed_with_proxy"] / cpu["unsandboxed"], 3
+            ),
+        },
         "unsandboxed": summary(plain),
         "sandboxed": summary(sandboxed),
         "sandboxed_with_proxy": summary(proxied),

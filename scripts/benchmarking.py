@@ -8,6 +8,8 @@ with exit status 1 and no JSON, so a broken daemon can never look fast.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from exec_daemon.client import CallOutcome
@@ -51,3 +53,24 @@ def add_quick_flag(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a few iterations on small inputs (seconds, for the test suite); answers still checked",
     )
+
+
+def thread_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) so far of the threads of `pid` alive now, to the nanosecond
+    (/proc/PID/task/*/schedstat). A thread that already ended is not counted: for a path
+    whose work runs in short-lived threads, use process_cpu_seconds. CPU time, unlike wall
+    time, hardly moves with load from other work on the machine."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return total / 1e9
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) so far of `pid`, ended threads included, in clock ticks
+    (/proc/PID/stat: 10 ms steps), for runs that use at least a few hundred ms of it."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -48,7 +48,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from agent.v1.files_pb2 import EditToolCallDelta
-from agent.v1.shell_pb2 import ShellArgs, ShellToolCallDelta
+from agent.v1.shell_pb2 import ShellArgs
 from agent.v1.tool_call_pb2 import ToolCallDelta
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError
@@ -661,11 +661,14 @@ def _utf8(text: str) -> bytes:
 
 
 def _shell_deltas(parts: list[tuple[str, str]]) -> list[ToolCallDelta]:
-    return [
-        ToolCallDelta(shell_tool_call_delta=ShellToolCallDelta(**{stream: text}))
-        for stream, text in parts
-        if text
-    ]
+    deltas = []
+    for stream, text in parts:
+        if text:
+            # Built in place: a message passed to a constructor is serialized and parsed (upb).
+            delta = ToolCallDelta()
+            setattr(delta.shell_tool_call_delta, stream, text)
+            deltas.append(delta)
+    return deltas
 
 
 def _task_delta(matcher: SecretMatcher, agent_id: str, text: str) -> ToolCallDelta:
