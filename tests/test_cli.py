@@ -12,6 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from exec_daemon.cli import main, serve
+from scripts.flag_table import README, with_table
 from tests.daemon_process import free_port, running_daemon
 
 SEED_FLAGS = {
@@ -231,3 +232,11 @@ def test_mcp_config_takes_json_text_or_a_file_read_once_at_start(tmp_path: Path)
         f"Invalid value for '--mcp-config': neither JSON text (it would start with '{{') nor a "
         f"readable file: {tmp_path / 'nope.json'}: No such file or directory"
     ) in " ".join(missing.output.split())
+
+
+def test_the_readmes_flag_table_is_the_clis_own() -> None:
+    readme = README.read_text()
+    assert "`--record-max-bytes`" in readme and "`--wait-for-init`" in readme
+    assert with_table(readme) == readme, (
+        "README.md's table of serve flags is stale: run .venv/bin/python scripts/flag_table.py"
+    )
