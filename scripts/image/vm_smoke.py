@@ -13,8 +13,9 @@ booted with QEMU, snapshotted and restored twice, each against a minimal guest b
 3. Snapshot: PrepareSnapshot (sync + fsfreeze), QMP stop, migrate to a file; the disk's overlay
    kept as it was at that moment.
 4. Restore twice from it (each on its own copy of that disk): Resumed with the host's clock and
-   fresh entropy, then the first command; the wall clock within CLOCK_TOLERANCE_S of the host's,
-   ids / temp names / random bytes never the same in the two, the background shell's ticks
+   fresh entropy (the exec daemon told of it), then the first command; the wall clock within
+   CLOCK_TOLERANCE_S of the host's, ids / temp names / random bytes, the kernel's and the exec
+   daemon's own (its `random`, drawn after its reseed), never the same in the two, the background shell's ticks
    still coming, Ping, the filesystem writable again.
 Each check prints `ok <what> (<seconds>)` or `FAIL <what>: <why>`; figures last as one JSON line.
 """
@@ -54,8 +55,13 @@ CLOCK_TOLERANCE_S = 3.0
 GUEST_OPTIONS = "exec_daemon.desktop=0 exec_daemon.off=dockerd"
 BASELINE_PORT = 8080
 TICKS = b"i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.5; done\r"
+DAEMON_LOG = "/run/pod-daemon/exec-daemon.log"
+# The kernel's (a uuid, a temp name, random bytes) and the exec daemon's own: the draw from its
+# reseeded `random` (span and trace ids, temp names) that it logs when told of the restore.
 RANDOMNESS = (
-    "cat /proc/sys/kernel/random/uuid; mktemp -u; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' '"
+    "cat /proc/sys/kernel/random/uuid; mktemp -u; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' ';"
+    f" {{ cat {DAEMON_LOG} 2>/dev/null || sudo -n cat {DAEMON_LOG}; }}"
+    " | grep -o 'random reseeded (a draw: [0-9a-f]*' | tail -n1 | cut -d' ' -f5"
 )
 
 
@@ -425,7 +431,7 @@ class Run:
         await poll("the first command", lambda: self.shell(vm, "true"), RESTORE_TIMEOUT_S, vm)
         seconds = time.monotonic() - vm.started
         # (Thawed: the check that / is writable again says so.)
-        if not resumed.get("reseeded"):
+        if not resumed.get("reseeded") or resumed.get("told") != ["exec-daemon"]:
             raise Failure(f"Resumed: {resumed}")
         self.figures[f"restore{index}_clock_was_off_ms"] = int(resumed.get("clockOffsetMs", 0))
         return vm, seconds
@@ -530,7 +536,7 @@ async def distinct(outputs: list[str | None]) -> None:
     if len(outputs) != 2 or None in outputs:
         raise Failure("a restore's randomness is missing")
     first, second = (set(str(o).split()) for o in outputs)
-    if len(first) != 3 or first & second:
+    if len(first) != 4 or len(second) != 4 or first & second:
         raise Failure(f"shared between the two restores: {first & second or first}")
 
 
