@@ -17,6 +17,8 @@ booted with QEMU, snapshotted and restored twice, each against a minimal guest b
    CLOCK_TOLERANCE_S of the host's, ids / temp names / random bytes, the kernel's and the exec
    daemon's own (its `random`, drawn after its reseed), never the same in the two, the background shell's ticks
    still coming, Ping, the filesystem writable again.
+5. The second restored VM paused and resumed in place (PrepareSnapshot, QMP stop + cont,
+   Resumed): a PTY connection held across it is closed with 1012 at once; a new one works.
 Each check prints `ok <what> (<seconds>)` or `FAIL <what>: <why>`; figures last as one JSON line.
 """
 
@@ -52,6 +54,8 @@ RESTORE_TIMEOUT_S = 120.0
 MIGRATE_TIMEOUT_S = 180.0
 CALL_TIMEOUT_S = 120.0
 CLOCK_TOLERANCE_S = 3.0
+# A connection held across a pause is closed within this long of Resumed (TCG: generous).
+CLOSED_WITHIN_S = 30.0
 GUEST_OPTIONS = "exec_daemon.desktop=0 exec_daemon.off=dockerd"
 BASELINE_PORT = 8080
 TICKS = b"i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.5; done\r"
@@ -436,6 +440,35 @@ class Run:
         self.figures[f"restore{index}_clock_was_off_ms"] = int(resumed.get("clockOffsetMs", 0))
         return vm, seconds
 
+    async def paused_in_place(self, vm: Qemu) -> None:
+        """A client connected across a pause and Resumed (the VM paused and resumed in place, its
+        connections alive) is told at once to reconnect: its PTY connection closed with 1012;
+        a new one to the same terminal works."""
+        async with websockets.connect(self.pty_url(vm, "/terminals/new?name=held")) as held:
+            attached = json.loads(await asyncio.wait_for(held.recv(), 30))
+            await asyncio.to_thread(self.pod, vm, "PrepareSnapshot", {"thawAfterMs": 300_000})
+            await vm.qmp("stop")
+            await vm.qmp("cont")
+            entropy = base64.b64encode(os.urandom(64)).decode()
+            body = {"unixTimeNs": str(time.time_ns()), "entropy": entropy}
+            await asyncio.to_thread(self.pod, vm, "Resumed", body)
+            began = time.monotonic()
+            try:
+                while True:
+                    await asyncio.wait_for(held.recv(), CLOSED_WITHIN_S)
+            except websockets.ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else None
+            except TimeoutError:
+                raise Failure(f"still open {CLOSED_WITHIN_S:.0f} s after Resumed") from None
+            if code != 1012:
+                raise Failure(f"closed with {code}, not 1012")
+            self.figures["held_connection_closed_after_resumed_s"] = round(
+                time.monotonic() - began, 2
+            )
+        async with websockets.connect(self.pty_url(vm, f"/terminals/{attached['id']}")) as ws:
+            if json.loads(await asyncio.wait_for(ws.recv(), 30)).get("type") != "attached":
+                raise Failure("the terminal could not be attached to again")
+
     async def clock_right(self, vm: Qemu) -> None:
         guest = float(await self.shell(vm, "date +%s.%N"))
         if abs(guest - time.time()) > CLOCK_TOLERANCE_S:
@@ -508,6 +541,12 @@ class Run:
             )
         await self.check(f"restore {index}: Ping", lambda: self.ping(vm))
         await self.check(f"restore {index}: the filesystem is writable", lambda: self.writable(vm))
+        if index == 2:
+            await self.check(
+                "paused and resumed in place: a held PTY connection is closed (1012) at once, "
+                "a new one works",
+                lambda: self.paused_in_place(vm),
+            )
         vm.stop()
         return randomness
 
