@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import random
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -25,6 +26,7 @@ from exec_daemon.kernel.leftovers import end_left_running, record_mark
 from exec_daemon.kernel.lifecycle import Lifecycle
 from exec_daemon.kernel.paths import ensure_daemon_folder, journal_temp_folders
 from exec_daemon.kernel.processes import terminate_selected
+from exec_daemon.kernel.reseed import reseed_process_randomness
 from exec_daemon.kernel.sandboxing import Sandboxing
 from exec_daemon.kernel.spec import ToolSpec
 from exec_daemon.kernel.state import Daemon
@@ -239,6 +241,8 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
     loop.set_exception_handler(ignore_cancelled_connections)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _drain_at_once, lifecycle, drain)
+    restored = Restored()
+    loop.add_signal_handler(signal.SIGUSR2, restored.signalled)
     http: asyncio.Task[None] | None = None
     door = front_door(config, {}, lifecycle)
     claims = Claims()
@@ -277,10 +281,11 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
         async with (
             # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
             tmux.running(daemon),
-            pty_server.serving(daemon, ports.take("--pty-websocket-port")),
+            pty_server.serving(daemon, ports.take("--pty-websocket-port")) as pty,
             desktop_server.serving(daemon, ports.take("--novnc-port")),
             environment.started(daemon),
         ):
+            restored.pty = pty
             door.bind(routes, config.auth_token)
             lifecycle.serving()
             if lifecycle.ready:
@@ -387,6 +392,34 @@ def _forget_pool_credential(path: Path | None) -> None:
             path,
             exc.strerror,
         )
+
+
+class Restored:
+    """SIGUSR2: the VM was restored from a snapshot (scripts/image/pod-daemon's Resumed sends it
+    once the kernel's generator is reseeded). The daemon's own randomness is seeded again, so two
+    VMs restored from one snapshot draw different ids and temp names, and every client connection
+    (RPC, PTY) is closed, so that clients reconnect at once instead of waiting on a connection
+    that died with the snapshot. Calls and terminals go on; background shells keep running."""
+
+    def __init__(self) -> None:
+        self.pty: pty_server.Server | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def signalled(self) -> None:
+        reseed_process_randomness()
+        log.info(
+            "restored from a snapshot (SIGUSR2): random reseeded (a draw: %016x); closing the "
+            "clients' connections",
+            random.getrandbits(64),
+        )
+        task = asyncio.get_running_loop().create_task(self._close_connections())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_connections(self) -> None:
+        rpc = await connection_timeouts.close_all()
+        pty = await pty_server.close_all(self.pty) if self.pty is not None else 0
+        log.info("closed %d RPC and %d PTY connections", rpc, pty)
 
 
 def _drain_at_once(lifecycle: Lifecycle, drain: asyncio.Event) -> None:

@@ -68,8 +68,12 @@ def services(folder: Path) -> list[dict[str, Any]]:
                 "sh",
                 "-c",
                 f"test -e {ready} && echo after > {folder}/order;"
-                f' echo "$EXEC_DAEMON_AUTH_TOKEN" > {folder}/second.token; exec sleep 600',
+                f' echo "$EXEC_DAEMON_AUTH_TOKEN" > {folder}/second.token;'
+                # Told of a restore as the exec daemon is.
+                f" trap 'echo resumed >> {folder}/second.resumed' USR2;"
+                " while :; do sleep 0.1; done",
             ],
+            "on_resumed": "SIGUSR2",
         },
         {
             "name": "orphans",
@@ -183,8 +187,16 @@ def test_snapshot_calls(pod: Pod) -> None:
     with pytest.raises(urllib.error.HTTPError) as short:
         pod.call("Resumed", {"entropy": base64.b64encode(b"x" * 8).decode()})
     assert json.loads(short.value.read())["code"] == "invalid_argument"
+    first = pod.service("first")
     resumed = pod.call("Resumed", {"entropy": base64.b64encode(os.urandom(64)).decode()})
     assert resumed["reseeded"] is (os.geteuid() == 0)
+    # The service that asks to be told of a restore is signalled; the others are not (`first`
+    # would have died of SIGUSR2).
+    assert resumed["told"] == ["second"]
+    told = pod.folder / "second.resumed"
+    wait_until(lambda: told.exists() and told.read_text() == "resumed\n", 30, "second told")
+    assert pod.service("first")["pid"] == first["pid"]
+    assert pod.service("first").get("restarts", 0) == 0
     health = pod.call("Health")
     assert health["resumes"] == 1
     assert health.get("frozen", False) is False

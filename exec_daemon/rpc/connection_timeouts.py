@@ -16,6 +16,12 @@ one (`keep_alive_timeout`, 600 s here so pooled connections live), and two gaps:
    timeout (`--header-timeout-seconds`, `hypercorn_config` sets it on the config as
    `header_timeout`); after that, keep-alive as before. A connection with a call running is
    never idle, so a long ExecStream is never cut.
+
+And one thing hypercorn has no word for: `close_all` ends every open connection at once (after
+the VM is restored from a snapshot, its clients' connections are dead or about to be: each
+client should learn it now and reconnect, not wait on a socket that never answers). An HTTP/2
+connection is told GOAWAY first; then each, as at the idle timeout, closes its calls (the calls
+are told the client went away) and its socket.
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import h2.exceptions
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.events import Event, Updated
 from hypercorn.protocol import ProtocolWrapper
 from hypercorn.protocol.h2 import H2Protocol
 
 _installed = False
+# The connections being read (each TCPServer while its `_read_data` runs).
+_open: set[TCPServer] = set()
 
 
 async def _idle_timeout(self: TCPServer) -> None:
@@ -61,7 +70,11 @@ def install() -> None:
         await original_send(self, event)
 
     async def _read_data(self: TCPServer) -> None:
-        await original_read(self)
+        _open.add(self)
+        try:
+            await original_read(self)
+        finally:
+            _open.discard(self)
         self._exec_daemon_ended = True  # type: ignore[attr-defined]
         await self.idle_task.stop()
 
@@ -83,3 +96,26 @@ def install() -> None:
     TCPServer._read_data = _read_data  # type: ignore[method-assign]
     TCPServer._idle_timeout = _idle_timeout  # type: ignore[method-assign]
     _installed = True
+
+
+async def close_all() -> int:
+    """Closes every open connection of the daemon's HTTP ports (GOAWAY first for HTTP/2); how many."""
+    servers = list(_open)
+    for server in servers:
+        await _say_goaway(server)
+    await asyncio.gather(
+        *(asyncio.shield(server._initiate_server_close()) for server in servers),
+        return_exceptions=True,
+    )
+    return len(servers)
+
+
+async def _say_goaway(server: TCPServer) -> None:
+    protocol = getattr(getattr(server, "protocol", None), "protocol", None)
+    if not isinstance(protocol, H2Protocol) or protocol.closed:
+        return
+    try:
+        protocol.connection.close_connection()
+        await protocol._flush()
+    except (h2.exceptions.ProtocolError, OSError):
+        return  # the connection is closed next in any case

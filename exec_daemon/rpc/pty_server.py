@@ -65,6 +65,8 @@ CLOSE_NORMAL = 1000
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNKNOWN_TERMINAL = 4404
 CLOSE_TOO_SLOW = 4408
+# RFC 6455's "service restart": the VM was restored from a snapshot; reconnect.
+CLOSE_RESTORED = 1012
 # Output frames carry at most this much; bigger frames mean fewer sends when output floods.
 MAX_FRAME_BYTES = 256 * 1024
 MAX_INPUT_MESSAGE_BYTES = 8 << 20
@@ -513,3 +515,14 @@ async def _shut_down(server: Server) -> None:
             connection.transport.abort()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server.wait_closed(), SHUTDOWN_SECONDS)
+
+
+async def close_all(server: Server) -> int:
+    """Closes every open connection with 1012 (the VM was restored from a snapshot: reconnect);
+    how many. The terminals go on; a client attaches to them again."""
+    connections = list(server.connections)
+    await asyncio.gather(
+        *(c.close(CLOSE_RESTORED, "restored from a snapshot: reconnect") for c in connections),
+        return_exceptions=True,
+    )
+    return len(connections)

@@ -13,9 +13,12 @@ booted with QEMU, snapshotted and restored twice, each against a minimal guest b
 3. Snapshot: PrepareSnapshot (sync + fsfreeze), QMP stop, migrate to a file; the disk's overlay
    kept as it was at that moment.
 4. Restore twice from it (each on its own copy of that disk): Resumed with the host's clock and
-   fresh entropy, then the first command; the wall clock within CLOCK_TOLERANCE_S of the host's,
-   ids / temp names / random bytes never the same in the two, the background shell's ticks
+   fresh entropy (the exec daemon told of it), then the first command; the wall clock within
+   CLOCK_TOLERANCE_S of the host's, ids / temp names / random bytes, the kernel's and the exec
+   daemon's own (its `random`, drawn after its reseed), never the same in the two, the background shell's ticks
    still coming, Ping, the filesystem writable again.
+5. The second restored VM paused and resumed in place (PrepareSnapshot, QMP stop + cont,
+   Resumed): a PTY connection held across it is closed with 1012 at once; a new one works.
 Each check prints `ok <what> (<seconds>)` or `FAIL <what>: <why>`; figures last as one JSON line.
 """
 
@@ -51,11 +54,18 @@ RESTORE_TIMEOUT_S = 120.0
 MIGRATE_TIMEOUT_S = 180.0
 CALL_TIMEOUT_S = 120.0
 CLOCK_TOLERANCE_S = 3.0
+# A connection held across a pause is closed within this long of Resumed (TCG: generous).
+CLOSED_WITHIN_S = 30.0
 GUEST_OPTIONS = "exec_daemon.desktop=0 exec_daemon.off=dockerd"
 BASELINE_PORT = 8080
 TICKS = b"i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.5; done\r"
+DAEMON_LOG = "/run/pod-daemon/exec-daemon.log"
+# The kernel's (a uuid, a temp name, random bytes) and the exec daemon's own: the draw from its
+# reseeded `random` (span and trace ids, temp names) that it logs when told of the restore.
 RANDOMNESS = (
-    "cat /proc/sys/kernel/random/uuid; mktemp -u; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' '"
+    "cat /proc/sys/kernel/random/uuid; mktemp -u; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' ';"
+    f" {{ cat {DAEMON_LOG} 2>/dev/null || sudo -n cat {DAEMON_LOG}; }}"
+    " | grep -o 'random reseeded (a draw: [0-9a-f]*' | tail -n1 | cut -d' ' -f5"
 )
 
 
@@ -425,10 +435,39 @@ class Run:
         await poll("the first command", lambda: self.shell(vm, "true"), RESTORE_TIMEOUT_S, vm)
         seconds = time.monotonic() - vm.started
         # (Thawed: the check that / is writable again says so.)
-        if not resumed.get("reseeded"):
+        if not resumed.get("reseeded") or resumed.get("told") != ["exec-daemon"]:
             raise Failure(f"Resumed: {resumed}")
         self.figures[f"restore{index}_clock_was_off_ms"] = int(resumed.get("clockOffsetMs", 0))
         return vm, seconds
+
+    async def paused_in_place(self, vm: Qemu) -> None:
+        """A client connected across a pause and Resumed (the VM paused and resumed in place, its
+        connections alive) is told at once to reconnect: its PTY connection closed with 1012;
+        a new one to the same terminal works."""
+        async with websockets.connect(self.pty_url(vm, "/terminals/new?name=held")) as held:
+            attached = json.loads(await asyncio.wait_for(held.recv(), 30))
+            await asyncio.to_thread(self.pod, vm, "PrepareSnapshot", {"thawAfterMs": 300_000})
+            await vm.qmp("stop")
+            await vm.qmp("cont")
+            entropy = base64.b64encode(os.urandom(64)).decode()
+            body = {"unixTimeNs": str(time.time_ns()), "entropy": entropy}
+            await asyncio.to_thread(self.pod, vm, "Resumed", body)
+            began = time.monotonic()
+            try:
+                while True:
+                    await asyncio.wait_for(held.recv(), CLOSED_WITHIN_S)
+            except websockets.ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else None
+            except TimeoutError:
+                raise Failure(f"still open {CLOSED_WITHIN_S:.0f} s after Resumed") from None
+            if code != 1012:
+                raise Failure(f"closed with {code}, not 1012")
+            self.figures["held_connection_closed_after_resumed_s"] = round(
+                time.monotonic() - began, 2
+            )
+        async with websockets.connect(self.pty_url(vm, f"/terminals/{attached['id']}")) as ws:
+            if json.loads(await asyncio.wait_for(ws.recv(), 30)).get("type") != "attached":
+                raise Failure("the terminal could not be attached to again")
 
     async def clock_right(self, vm: Qemu) -> None:
         guest = float(await self.shell(vm, "date +%s.%N"))
@@ -502,6 +541,12 @@ class Run:
             )
         await self.check(f"restore {index}: Ping", lambda: self.ping(vm))
         await self.check(f"restore {index}: the filesystem is writable", lambda: self.writable(vm))
+        if index == 2:
+            await self.check(
+                "paused and resumed in place: a held PTY connection is closed (1012) at once, "
+                "a new one works",
+                lambda: self.paused_in_place(vm),
+            )
         vm.stop()
         return randomness
 
@@ -530,7 +575,7 @@ async def distinct(outputs: list[str | None]) -> None:
     if len(outputs) != 2 or None in outputs:
         raise Failure("a restore's randomness is missing")
     first, second = (set(str(o).split()) for o in outputs)
-    if len(first) != 3 or first & second:
+    if len(first) != 4 or len(second) != 4 or first & second:
         raise Failure(f"shared between the two restores: {first & second or first}")
 
 

@@ -71,7 +71,9 @@ class PodService(Protocol):
         """
         After a restore (or a cancelled snapshot): thaws the filesystems, sets the wall clock to the
         host's, mixes the host's fresh entropy into the kernel's pool and reseeds it, so that VMs
-        restored from one snapshot generate different ids, tokens and temporary names.
+        restored from one snapshot generate different ids, tokens and temporary names; then tells
+        the exec daemon (SIGUSR2), which seeds its own randomness again from the kernel's and closes
+        its clients' connections (RPC: GOAWAY; PTY: WebSocket close 1012) so that they reconnect.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -289,7 +291,9 @@ class PodServiceClient(ConnectClient):
         """
         After a restore (or a cancelled snapshot): thaws the filesystems, sets the wall clock to the
         host's, mixes the host's fresh entropy into the kernel's pool and reseeds it, so that VMs
-        restored from one snapshot generate different ids, tokens and temporary names.
+        restored from one snapshot generate different ids, tokens and temporary names; then tells
+        the exec daemon (SIGUSR2), which seeds its own randomness again from the kernel's and closes
+        its clients' connections (RPC: GOAWAY; PTY: WebSocket close 1012) so that they reconnect.
         """
         return await self.execute_unary(
             request=request,
@@ -339,7 +343,9 @@ class PodServiceSync(Protocol):
         """
         After a restore (or a cancelled snapshot): thaws the filesystems, sets the wall clock to the
         host's, mixes the host's fresh entropy into the kernel's pool and reseeds it, so that VMs
-        restored from one snapshot generate different ids, tokens and temporary names.
+        restored from one snapshot generate different ids, tokens and temporary names; then tells
+        the exec daemon (SIGUSR2), which seeds its own randomness again from the kernel's and closes
+        its clients' connections (RPC: GOAWAY; PTY: WebSocket close 1012) so that they reconnect.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -555,7 +561,9 @@ class PodServiceClientSync(ConnectClientSync):
         """
         After a restore (or a cancelled snapshot): thaws the filesystems, sets the wall clock to the
         host's, mixes the host's fresh entropy into the kernel's pool and reseeds it, so that VMs
-        restored from one snapshot generate different ids, tokens and temporary names.
+        restored from one snapshot generate different ids, tokens and temporary names; then tells
+        the exec daemon (SIGUSR2), which seeds its own randomness again from the kernel's and closes
+        its clients' connections (RPC: GOAWAY; PTY: WebSocket close 1012) so that they reconnect.
         """
         return self.execute_unary(
             request=request,

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61gent/v1/pod.proto\x12\x08\x61gent.v1\"\x97\x01\n\x07Service\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\r\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.agent.v1.ServiceState\x12\x0b\n\x03pid\x18\x04 \x01(\r\x12\x10\n\x08restarts\x18\x05 \x01(\r\x12\x11\n\tlast_exit\x18\x06 \x01(\t\x12\x16\n\x0erunning_for_ms\x18\x07 \x01(\x04\"\x12\n\x10PodHealthRequest\"\x98\x01\n\x11PodHealthResponse\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x0e\n\x06\x66rozen\x18\x02 \x01(\x08\x12\x11\n\tuptime_ms\x18\x03 \x01(\x04\x12\x19\n\x11\x63lock_set_unix_ms\x18\x04 \x01(\x03\x12\x0f\n\x07resumes\x18\x05 \x01(\r\x12#\n\x08services\x18\x06 \x03(\x0b\x32\x11.agent.v1.Service\"\x15\n\x13ListServicesRequest\";\n\x14ListServicesResponse\x12#\n\x08services\x18\x01 \x03(\x0b\x32\x11.agent.v1.Service\"%\n\x15RestartServiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x16RestartServiceResponse\x12\"\n\x07service\x18\x01 \x01(\x0b\x32\x11.agent.v1.Service\"/\n\x16PrepareSnapshotRequest\x12\x15\n\rthaw_after_ms\x18\x01 \x01(\r\":\n\x17PrepareSnapshotResponse\x12\x0e\n\x06\x66rozen\x18\x01 \x03(\t\x12\x0f\n\x07took_ms\x18\x02 \x01(\x04\"7\n\x0eResumedRequest\x12\x14\n\x0cunix_time_ns\x18\x01 \x01(\x03\x12\x0f\n\x07\x65ntropy\x18\x02 \x01(\x0c\"L\n\x0fResumedResponse\x12\x17\n\x0f\x63lock_offset_ms\x18\x01 \x01(\x03\x12\x0e\n\x06thawed\x18\x02 \x03(\t\x12\x10\n\x08reseeded\x18\x03 \x01(\x08*\xd2\x01\n\x0cServiceState\x12\x1d\n\x19SERVICE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SERVICE_STATE_WAITING\x10\x01\x12\x1a\n\x16SERVICE_STATE_STARTING\x10\x02\x12\x19\n\x15SERVICE_STATE_RUNNING\x10\x03\x12\x19\n\x15SERVICE_STATE_BACKOFF\x10\x04\x12\x1a\n\x16SERVICE_STATE_DISABLED\x10\x05\x12\x1a\n\x16SERVICE_STATE_STOPPING\x10\x06\x32\x8b\x03\n\nPodService\x12\x41\n\x06Health\x12\x1a.agent.v1.PodHealthRequest\x1a\x1b.agent.v1.PodHealthResponse\x12M\n\x0cListServices\x12\x1d.agent.v1.ListServicesRequest\x1a\x1e.agent.v1.ListServicesResponse\x12S\n\x0eRestartService\x12\x1f.agent.v1.RestartServiceRequest\x1a .agent.v1.RestartServiceResponse\x12V\n\x0fPrepareSnapshot\x12 .agent.v1.PrepareSnapshotRequest\x1a!.agent.v1.PrepareSnapshotResponse\x12>\n\x07Resumed\x12\x18.agent.v1.ResumedRequest\x1a\x19.agent.v1.ResumedResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61gent/v1/pod.proto\x12\x08\x61gent.v1\"\x97\x01\n\x07Service\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05phase\x18\x02 \x01(\r\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.agent.v1.ServiceState\x12\x0b\n\x03pid\x18\x04 \x01(\r\x12\x10\n\x08restarts\x18\x05 \x01(\r\x12\x11\n\tlast_exit\x18\x06 \x01(\t\x12\x16\n\x0erunning_for_ms\x18\x07 \x01(\x04\"\x12\n\x10PodHealthRequest\"\x98\x01\n\x11PodHealthResponse\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x0e\n\x06\x66rozen\x18\x02 \x01(\x08\x12\x11\n\tuptime_ms\x18\x03 \x01(\x04\x12\x19\n\x11\x63lock_set_unix_ms\x18\x04 \x01(\x03\x12\x0f\n\x07resumes\x18\x05 \x01(\r\x12#\n\x08services\x18\x06 \x03(\x0b\x32\x11.agent.v1.Service\"\x15\n\x13ListServicesRequest\";\n\x14ListServicesResponse\x12#\n\x08services\x18\x01 \x03(\x0b\x32\x11.agent.v1.Service\"%\n\x15RestartServiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x16RestartServiceResponse\x12\"\n\x07service\x18\x01 \x01(\x0b\x32\x11.agent.v1.Service\"/\n\x16PrepareSnapshotRequest\x12\x15\n\rthaw_after_ms\x18\x01 \x01(\r\":\n\x17PrepareSnapshotResponse\x12\x0e\n\x06\x66rozen\x18\x01 \x03(\t\x12\x0f\n\x07took_ms\x18\x02 \x01(\x04\"7\n\x0eResumedRequest\x12\x14\n\x0cunix_time_ns\x18\x01 \x01(\x03\x12\x0f\n\x07\x65ntropy\x18\x02 \x01(\x0c\"Z\n\x0fResumedResponse\x12\x17\n\x0f\x63lock_offset_ms\x18\x01 \x01(\x03\x12\x0e\n\x06thawed\x18\x02 \x03(\t\x12\x10\n\x08reseeded\x18\x03 \x01(\x08\x12\x0c\n\x04told\x18\x04 \x03(\t*\xd2\x01\n\x0cServiceState\x12\x1d\n\x19SERVICE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SERVICE_STATE_WAITING\x10\x01\x12\x1a\n\x16SERVICE_STATE_STARTING\x10\x02\x12\x19\n\x15SERVICE_STATE_RUNNING\x10\x03\x12\x19\n\x15SERVICE_STATE_BACKOFF\x10\x04\x12\x1a\n\x16SERVICE_STATE_DISABLED\x10\x05\x12\x1a\n\x16SERVICE_STATE_STOPPING\x10\x06\x32\x8b\x03\n\nPodService\x12\x41\n\x06Health\x12\x1a.agent.v1.PodHealthRequest\x1a\x1b.agent.v1.PodHealthResponse\x12M\n\x0cListServices\x12\x1d.agent.v1.ListServicesRequest\x1a\x1e.agent.v1.ListServicesResponse\x12S\n\x0eRestartService\x12\x1f.agent.v1.RestartServiceRequest\x1a .agent.v1.RestartServiceResponse\x12V\n\x0fPrepareSnapshot\x12 .agent.v1.PrepareSnapshotRequest\x1a!.agent.v1.PrepareSnapshotResponse\x12>\n\x07Resumed\x12\x18.agent.v1.ResumedRequest\x1a\x19.agent.v1.ResumedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agent.v1.pod_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SERVICESTATE']._serialized_start=791
-  _globals['_SERVICESTATE']._serialized_end=1001
+  _globals['_SERVICESTATE']._serialized_start=805
+  _globals['_SERVICESTATE']._serialized_end=1015
   _globals['_SERVICE']._serialized_start=33
   _globals['_SERVICE']._serialized_end=184
   _globals['_PODHEALTHREQUEST']._serialized_start=186
@@ -54,7 +54,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESUMEDREQUEST']._serialized_start=655
   _globals['_RESUMEDREQUEST']._serialized_end=710
   _globals['_RESUMEDRESPONSE']._serialized_start=712
-  _globals['_RESUMEDRESPONSE']._serialized_end=788
-  _globals['_PODSERVICE']._serialized_start=1004
-  _globals['_PODSERVICE']._serialized_end=1399
+  _globals['_RESUMEDRESPONSE']._serialized_end=802
+  _globals['_PODSERVICE']._serialized_start=1018
+  _globals['_PODSERVICE']._serialized_end=1413
 # @@protoc_insertion_point(module_scope)

@@ -107,11 +107,13 @@ class ResumedRequest(_message.Message):
     def __init__(self, unix_time_ns: _Optional[int] = ..., entropy: _Optional[bytes] = ...) -> None: ...
 
 class ResumedResponse(_message.Message):
-    __slots__ = ("clock_offset_ms", "thawed", "reseeded")
+    __slots__ = ("clock_offset_ms", "thawed", "reseeded", "told")
     CLOCK_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
     THAWED_FIELD_NUMBER: _ClassVar[int]
     RESEEDED_FIELD_NUMBER: _ClassVar[int]
+    TOLD_FIELD_NUMBER: _ClassVar[int]
     clock_offset_ms: int
     thawed: _containers.RepeatedScalarFieldContainer[str]
     reseeded: bool
-    def __init__(self, clock_offset_ms: _Optional[int] = ..., thawed: _Optional[_Iterable[str]] = ..., reseeded: _Optional[bool] = ...) -> None: ...
+    told: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, clock_offset_ms: _Optional[int] = ..., thawed: _Optional[_Iterable[str]] = ..., reseeded: _Optional[bool] = ..., told: _Optional[_Iterable[str]] = ...) -> None: ...
