@@ -83,7 +83,8 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
     return Array.from(await daemon.files.readBytes('blob.bin'));
   });
   seen.readMissing = await run(() => daemon.files.read('missing.txt'));
-  // upload/download: a Blob up, into a WritableStream down (both exist in Node and browsers).
+  // upload/download: a Blob up, into a WritableStream down (both exist in Node and browsers);
+  // in Node, local paths too.
   const payload = new Uint8Array([7, 0, 255, 42, 13, 10]);
   seen.upload = await run(() => daemon.files.upload(new Blob([payload]), 'up/load.bin'));
   seen.download = await run(async () => {
@@ -95,6 +96,20 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
   seen.uploadOntoDirectory = await run(() => daemon.files.upload(new Blob([payload]), 'notes'));
   seen.downloadMissing = await run(() => daemon.files.download('missing.bin', new WritableStream()));
   await daemon.files.delete('up/load.bin').catch(() => undefined);
+  if (globalThis.process?.versions?.node) {
+    const fs = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    seen.localCopy = await run(async () => {
+      const dir = await fs.mkdtemp(`${tmpdir()}/ts-client-`);
+      await fs.writeFile(`${dir}/in.txt`, 'local');
+      const sent = await daemon.files.upload(`${dir}/in.txt`, 'up/local.txt');
+      const received = await daemon.files.download('up/local.txt', `${dir}/out.txt`);
+      const same = (await fs.readFile(`${dir}/out.txt`, 'utf8')) === 'local';
+      await fs.rm(dir, { recursive: true });
+      await daemon.files.delete('up/local.txt');
+      return { sent, received, same };
+    });
+  }
   seen.diff = await run(() => daemon.git.diff());
   seen.changesHash = await run(() => daemon.git.changesHash());
   seen.delete = await run(() => daemon.files.delete('blob.bin'));
