@@ -1,4 +1,4 @@
-// Workspace files: read/write/list over ControlService's file RPCs, edit/glob/grep/delete as the
+// Workspace files: read/write/list/upload/download over ControlService's file RPCs, edit/glob/grep/delete as the
 // agent's tools (so permission rules and hooks apply to them as to the agent's own calls).
 import type { ExecDaemon } from "./client.js";
 import type { DirectoryEntry } from "./gen/agent/v1/control_pb.js";
@@ -95,9 +95,7 @@ export class Files {
 
   /** Writes bytes to a file (in windows, appended after the first). */
   async writeBytes(path: string, data: Uint8Array): Promise<number> {
-    return this.writeWindows(path, (async function* () {
-      for (let at = 0; at < data.length; at += WINDOW_BYTES) yield data.subarray(at, at + WINDOW_BYTES);
-    })());
+    return this.writeWindows(path, byteWindows(data));
   }
 
   /** Copies a local file (a path, in Node) or a Blob (e.g. a browser's File) to `path` on the
@@ -223,6 +221,10 @@ export class Files {
     const answer = await this.daemon.call({ tool: { case: "deleteToolCall", value: { args: { path } } } });
     return Number(successOf<{ deletedFileSize: bigint }>(answer, "delete").deletedFileSize);
   }
+}
+
+async function* byteWindows(data: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < data.length; at += WINDOW_BYTES) yield data.subarray(at, at + WINDOW_BYTES);
 }
 
 async function* blobWindows(blob: Blob): AsyncGenerator<Uint8Array> {
