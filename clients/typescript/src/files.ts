@@ -1,5 +1,6 @@
-// Workspace files: read/write/list/upload/download over ControlService's file RPCs, edit/glob/grep/delete as the
-// agent's tools (so permission rules and hooks apply to them as to the agent's own calls).
+// Workspace files: read/write/list/upload/download over ControlService's file RPCs,
+// edit/glob/grep/delete as the agent's tools (so permission rules and hooks apply to them as to
+// the agent's own calls).
 import type { ExecDaemon } from "./client.js";
 import type { DirectoryEntry } from "./gen/agent/v1/control_pb.js";
 import type { EditSuccess, GrepSuccess } from "./gen/agent/v1/files_pb.js";
