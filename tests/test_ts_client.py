@@ -48,7 +48,10 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, built_client: Path) -> Iter
     workspace.mkdir()
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     origin = f"http://localhost:{PAGE_PORT}"
-    with running_daemon(workspace, root / "state", "--cors-allowed-origins", origin) as running:
+    # A configured MCP server that cannot start: listed by mcp.tools() with its error.
+    mcp = json.dumps({"mcpServers": {"broken": {"command": str(root / "no-such-server")}}})
+    flags = ("--cors-allowed-origins", origin, "--secret-redaction-enabled", "--mcp-config", mcp)
+    with running_daemon(workspace, root / "state", *flags) as running:
         yield running
 
 
@@ -67,8 +70,9 @@ def scenario_arguments(daemon: RunningDaemon) -> list[str]:
     ]
 
 
-def judge(seen: dict[str, Any], daemon: RunningDaemon) -> None:
-    """What a user of every verb would notice, the same in Node and in the browser."""
+def judge(seen: dict[str, Any], daemon: RunningDaemon, marker: str) -> None:
+    """What a user of every verb would notice, the same in Node and in the browser (`marker`:
+    the run's, the last of scenario_arguments)."""
     error = lambda step: seen[step]["error"]  # noqa: E731
     assert seen["ping"]["value"]["pid"] == daemon.process.pid
     run = seen["run"]["value"]
@@ -80,6 +84,11 @@ def judge(seen: dict[str, Any], daemon: RunningDaemon) -> None:
     assert error("needsApproval")["name"] == "NeedsApproval"
     assert "approved.txt` is not in terminalAllowlist" in error("needsApproval")["message"]
     assert seen["approvedFileExists"]["value"]["exitCode"] == 1  # refused means not run
+    assert seen["env"]["value"]["stdout"] == "hi\n"  # the control of envBadName
+    assert seen["startEnv"]["value"]["stdout"] == "hey\n"
+    assert error("envBadName")["name"] == "InvalidArgument"
+    assert "'NOT-A-NAME' is not a shell variable name" in error("envBadName")["message"]
+    assert seen["secretEnv"]["value"]["stdout"] == "[REDACTED]\n"
 
     assert seen["write"]["value"] == len("hello\nworld\n")
     assert seen["read"]["value"] == "hello\nworld\n"
@@ -99,12 +108,20 @@ def judge(seen: dict[str, Any], daemon: RunningDaemon) -> None:
     assert error("grepBadPattern")["code"] == "invalid_pattern"
     assert seen["bytes"]["value"] == [0, 255, 1, 128]
     assert error("readMissing")["name"] == "NotFound"
+    assert seen["upload"]["value"] == 6
+    assert seen["download"]["value"] == {"size": 6, "bytes": [7, 0, 255, 42, 13, 10]}
+    assert error("uploadOntoDirectory")["name"] == "InvalidArgument"
+    assert error("uploadOntoDirectory")["message"].endswith("notes is a directory")
+    assert error("downloadMissing")["name"] == "NotFound"
     assert "+there\n" in seen["diff"]["value"] and "b/notes/hello.txt" in seen["diff"]["value"]
     assert seen["delete"]["value"] == 4
     assert error("deleteMissing")["name"] == "NotFound"
     assert seen["changesHash"]["value"] != seen["changesHashAfter"]["value"]
     assert seen["call"]["value"] == {"tool": "readTodosToolCall", "result": "success"}
     assert error("callUnknown")["name"] == "InvalidArgument"
+    assert any(f"Rule {marker}." in rule for rule in seen["context"]["value"])
+    assert error("contextTooManyPaths")["name"] == "InvalidArgument"
+    assert seen["mcpTools"]["value"] == ["broken"]
 
     start = seen["start"]["value"]
     assert start["shellId"] > 0 and start["pid"] > 0
@@ -116,7 +133,7 @@ def judge(seen: dict[str, Any], daemon: RunningDaemon) -> None:
 
     refused = {verb: step["error"]["name"] for verb, step in seen["wrongToken"].items()}
     assert set(refused.values()) == {"Unauthenticated"}, refused
-    assert len(refused) == 15
+    assert len(refused) == 19
     assert seen["stillThere"]["value"] == "hello\nthere\n"
     assert error("unreachable")["name"] == "Unavailable"
     every_error = [
@@ -127,11 +144,15 @@ def judge(seen: dict[str, Any], daemon: RunningDaemon) -> None:
 
 
 def test_every_verb_in_node(daemon: RunningDaemon) -> None:
+    arguments = scenario_arguments(daemon)
     completed = subprocess.run(
-        ["node", str(NODE_RUNNER), "scenarios", *scenario_arguments(daemon)],
+        ["node", str(NODE_RUNNER), "scenarios", *arguments],
         capture_output=True, text=True, timeout=180, cwd=ROOT,
     )  # fmt: skip
-    judge(last_json_line(completed), daemon)
+    seen = last_json_line(completed)
+    judge(seen, daemon, arguments[-1])
+    # Local paths are Node's: a file uploaded from one and downloaded to another is the same.
+    assert seen["localCopy"]["value"] == {"sent": 5, "received": 5, "same": True}
 
 
 @pytest.mark.timeout(240)
@@ -144,7 +165,7 @@ def test_every_verb_in_chromium_on_an_allowed_origin(daemon: RunningDaemon) -> N
     )  # fmt: skip
     page = last_json_line(completed)
     assert page["pageErrors"] == []
-    judge(page["seen"], daemon)
+    judge(page["seen"], daemon, arguments[-1])
 
 
 def end_orphaned_session(session: int, workspace: Path) -> None:

@@ -59,6 +59,14 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
     daemon.shell.run(`touch '${workspace}/approved.txt'`, { runMode: client.RunMode.ALLOWLIST }),
   );
   seen.approvedFileExists = await run(() => daemon.shell.run(`test -e '${workspace}/approved.txt'`));
+  // A command's own variables; a name that is not a variable name is refused as the call's
+  // argument; a declared secret is redacted from the answer (the daemon runs with redaction on).
+  seen.env = await run(() => daemon.shell.run('echo "$GREETING"', { env: { GREETING: 'hi' } }));
+  seen.envBadName = await run(() => daemon.shell.run('echo ran', { env: { 'NOT-A-NAME': 'x' } }));
+  seen.secretEnv = await run(() =>
+    daemon.shell.run('echo "$API"', { env: { API: `s3cret-${marker}` }, secretEnv: ['API'] }),
+  );
+  seen.startEnv = await run(() => daemon.shell.start('echo "$GREETING"', { env: { GREETING: 'hey' } }).wait());
 
   seen.write = await run(() => daemon.files.write('notes/hello.txt', 'hello\nworld\n'));
   seen.read = await run(() => daemon.files.read('notes/hello.txt'));
@@ -75,6 +83,33 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
     return Array.from(await daemon.files.readBytes('blob.bin'));
   });
   seen.readMissing = await run(() => daemon.files.read('missing.txt'));
+  // upload/download: a Blob up, into a WritableStream down (both exist in Node and browsers);
+  // in Node, local paths too.
+  const payload = new Uint8Array([7, 0, 255, 42, 13, 10]);
+  seen.upload = await run(() => daemon.files.upload(new Blob([payload]), 'up/load.bin'));
+  seen.download = await run(async () => {
+    const pieces = [];
+    const sink = new WritableStream({ write: (piece) => void pieces.push(...piece) });
+    const size = await daemon.files.download('up/load.bin', sink);
+    return { size, bytes: pieces };
+  });
+  seen.uploadOntoDirectory = await run(() => daemon.files.upload(new Blob([payload]), 'notes'));
+  seen.downloadMissing = await run(() => daemon.files.download('missing.bin', new WritableStream()));
+  await daemon.files.delete('up/load.bin').catch(() => undefined);
+  if (globalThis.process?.versions?.node) {
+    const fs = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    seen.localCopy = await run(async () => {
+      const dir = await fs.mkdtemp(`${tmpdir()}/ts-client-`);
+      await fs.writeFile(`${dir}/in.txt`, 'local');
+      const sent = await daemon.files.upload(`${dir}/in.txt`, 'up/local.txt');
+      const received = await daemon.files.download('up/local.txt', `${dir}/out.txt`);
+      const same = (await fs.readFile(`${dir}/out.txt`, 'utf8')) === 'local';
+      await fs.rm(dir, { recursive: true });
+      await daemon.files.delete('up/local.txt');
+      return { sent, received, same };
+    });
+  }
   seen.diff = await run(() => daemon.git.diff());
   seen.changesHash = await run(() => daemon.git.changesHash());
   seen.delete = await run(() => daemon.files.delete('blob.bin'));
@@ -86,6 +121,14 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
     return { tool: answer.tool.case, result: client.resultOf(answer).case };
   });
   seen.callUnknown = await run(() => daemon.call({}));
+
+  seen.context = await run(async () => {
+    await daemon.files.write('AGENTS.md', `Rule ${marker}.\n`);
+    const context = await daemon.context(['notes/hello.txt']);
+    return context.rules.map((rule) => rule.content);
+  });
+  seen.contextTooManyPaths = await run(() => daemon.context(Array(1001).fill('notes/hello.txt')));
+  seen.mcpTools = await run(async () => (await daemon.mcp.tools()).map((server) => server.name));
 
   seen.start = await run(async () => {
     const handle = daemon.shell.start('read line; echo got:$line; read rest; echo rest:$rest');
@@ -123,6 +166,10 @@ export async function scenarios(client, { url, token, unreachable, marker }) {
     'files.glob': () => wrong.files.glob('*'),
     'files.grep': () => wrong.files.grep('x'),
     'files.delete': () => wrong.files.delete('notes/hello.txt'),
+    'files.upload': () => wrong.files.upload(new Blob(['x']), 'notes/other.bin'),
+    'files.download': () => wrong.files.download('notes/hello.txt', new WritableStream()),
+    context: () => wrong.context(),
+    'mcp.tools': () => wrong.mcp.tools(),
     'git.diff': () => wrong.git.diff(),
     'git.changesHash': () => wrong.git.changesHash(),
     call: () => wrong.call({ tool: { case: 'readTodosToolCall', value: { args: {} } } }),

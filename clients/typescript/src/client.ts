@@ -1,4 +1,5 @@
-// The client: `connect(url, { token })`, then `shell`, `files`, `git` and `call` for any tool.
+// The client: `connect(url, { token })`, then `shell`, `files`, `git`, `mcp`, `context` and
+// `call` for any tool.
 // Every RPC goes through `unary` or `exec` below, which attach the token and type the errors.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
@@ -6,11 +7,13 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 
 import { ControlService, type PingResponse } from "./gen/agent/v1/control_pb.js";
 import type { RunMode } from "./gen/agent/v1/common_pb.js";
+import type { GetAgentContextResponse } from "./gen/agent/v1/context_pb.js";
 import type { ExecServerMessage } from "./gen/agent/v1/exec_pb.js";
 import { ToolCallSchema, type ToolCall, type ToolCallDelta } from "./gen/agent/v1/tool_call_pb.js";
 import { Unauthenticated, Unavailable, fromConnect, fromExecError } from "./errors.js";
 import { Files } from "./files.js";
 import { Git } from "./git.js";
+import { Mcp } from "./mcp.js";
 import { Shell } from "./shell.js";
 
 /** A ToolCall to send: `{ tool: { case: "readToolCall", value: { args: { path } } } }`. */
@@ -47,6 +50,7 @@ export class ExecDaemon {
   readonly shell: Shell;
   readonly files: Files;
   readonly git: Git;
+  readonly mcp: Mcp;
   private readonly control: Client<typeof ControlService>;
   private readonly token: Promise<string>;
   private readonly agentId: string;
@@ -61,11 +65,18 @@ export class ExecDaemon {
     this.shell = new Shell(this);
     this.files = new Files(this);
     this.git = new Git(this);
+    this.mcp = new Mcp(this);
   }
 
   /** The daemon's version, pid and workspace. */
   async ping(): Promise<PingResponse> {
     return this.unary((control, rpc) => control.ping({}, rpc));
+  }
+
+  /** The agent's rules, skills and subagent definitions for `paths` (GetAgentContext); with an
+   * agent id (default: the one given to `connect`), that agent's mode and reflections too. */
+  async context(paths: string[] = [], { agentId = this.agentId } = {}): Promise<GetAgentContextResponse> {
+    return this.unary((control, rpc) => control.getAgentContext({ paths, agentId }, rpc));
   }
 
   /** Runs any tool call and returns the daemon's answer: the same ToolCall with `result` set.

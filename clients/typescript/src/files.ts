@@ -1,5 +1,6 @@
-// Workspace files: read/write/list over ControlService's file RPCs, edit/glob/grep/delete as the
-// agent's tools (so permission rules and hooks apply to them as to the agent's own calls).
+// Workspace files: read/write/list/upload/download over ControlService's file RPCs,
+// edit/glob/grep/delete as the agent's tools (so permission rules and hooks apply to them as to
+// the agent's own calls).
 import type { ExecDaemon } from "./client.js";
 import type { DirectoryEntry } from "./gen/agent/v1/control_pb.js";
 import type { EditSuccess, GrepSuccess } from "./gen/agent/v1/files_pb.js";
@@ -83,15 +84,7 @@ export class Files {
   /** A file's bytes (read in windows). */
   async readBytes(path: string): Promise<Uint8Array> {
     const pieces: Uint8Array[] = [];
-    let offset = 0n;
-    for (;;) {
-      const window = await this.daemon.unary((c, rpc) =>
-        c.readBinaryFile({ path, offset, length: BigInt(WINDOW_BYTES) }, rpc),
-      );
-      pieces.push(window.data);
-      offset += BigInt(window.data.length);
-      if (window.eof || window.data.length === 0) break;
-    }
+    for await (const piece of this.windows(path)) pieces.push(piece);
     const all = new Uint8Array(pieces.reduce((sum, piece) => sum + piece.length, 0));
     let at = 0;
     for (const piece of pieces) {
@@ -103,13 +96,61 @@ export class Files {
 
   /** Writes bytes to a file (in windows, appended after the first). */
   async writeBytes(path: string, data: Uint8Array): Promise<number> {
-    let at = 0;
-    do {
-      const piece = data.subarray(at, at + WINDOW_BYTES);
-      await this.daemon.unary((c, rpc) => c.writeBinaryFile({ path, data: piece, append: at > 0 }, rpc));
-      at += piece.length;
-    } while (at < data.length);
-    return data.length;
+    return this.writeWindows(path, byteWindows(data));
+  }
+
+  /** Copies a local file (a path, in Node) or a Blob (e.g. a browser's File) to `path` on the
+   * daemon, in windows (never whole in memory); returns the bytes sent. */
+  async upload(source: string | Blob, path: string): Promise<number> {
+    return this.writeWindows(path, typeof source === "string" ? localWindows(source) : blobWindows(source));
+  }
+
+  /** Copies the daemon's file `path` to a local file (a path, in Node) or into a WritableStream
+   * (e.g. a browser's FileSystemWritableFileStream), in windows; returns the bytes received. */
+  async download(path: string, destination: string | WritableStream<Uint8Array>): Promise<number> {
+    const local = typeof destination === "string" ? await (await nodeFs()).open(destination, "w") : undefined;
+    const writer = local === undefined ? (destination as WritableStream<Uint8Array>).getWriter() : undefined;
+    let total = 0;
+    try {
+      for await (const piece of this.windows(path)) {
+        if (local !== undefined) await local.write(piece);
+        else await writer?.write(piece);
+        total += piece.length;
+      }
+      await writer?.close();
+    } catch (error) {
+      await writer?.abort(error).catch(() => undefined);
+      throw error;
+    } finally {
+      await local?.close();
+    }
+    return total;
+  }
+
+  private async *windows(path: string): AsyncGenerator<Uint8Array> {
+    let offset = 0n;
+    for (;;) {
+      const window = await this.daemon.unary((c, rpc) =>
+        c.readBinaryFile({ path, offset, length: BigInt(WINDOW_BYTES) }, rpc),
+      );
+      yield window.data;
+      offset += BigInt(window.data.length);
+      if (window.eof || window.data.length === 0) return;
+    }
+  }
+
+  private async writeWindows(path: string, pieces: AsyncIterable<Uint8Array>): Promise<number> {
+    let total = 0;
+    let first = true;
+    for await (const piece of pieces) {
+      if (piece.length === 0 && !first) continue;
+      await this.daemon.unary((c, rpc) => c.writeBinaryFile({ path, data: piece, append: !first }, rpc));
+      total += piece.length;
+      first = false;
+    }
+    // An empty source still makes an (empty) file.
+    if (first) await this.daemon.unary((c, rpc) => c.writeBinaryFile({ path, data: new Uint8Array() }, rpc));
+    return total;
   }
 
   /** Replaces `oldString` by `newString` (exactly once, unless `replaceAll`); throws
@@ -180,5 +221,41 @@ export class Files {
   async delete(path: string): Promise<number> {
     const answer = await this.daemon.call({ tool: { case: "deleteToolCall", value: { args: { path } } } });
     return Number(successOf<{ deletedFileSize: bigint }>(answer, "delete").deletedFileSize);
+  }
+}
+
+async function* byteWindows(data: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < data.length; at += WINDOW_BYTES) yield data.subarray(at, at + WINDOW_BYTES);
+}
+
+async function* blobWindows(blob: Blob): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < blob.size; at += WINDOW_BYTES) {
+    yield new Uint8Array(await blob.slice(at, at + WINDOW_BYTES).arrayBuffer());
+  }
+}
+
+interface NodeFileHandle {
+  read(buffer: Uint8Array, offset: number, length: number): Promise<{ bytesRead: number }>;
+  write(data: Uint8Array): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+async function nodeFs(): Promise<{ open(path: string, flags: string): Promise<NodeFileHandle> }> {
+  // A variable specifier: bundlers for the browser leave it alone (local paths are Node's).
+  const fsName = "node:fs/promises";
+  return import(fsName) as Promise<{ open(path: string, flags: string): Promise<NodeFileHandle> }>;
+}
+
+async function* localWindows(localPath: string): AsyncGenerator<Uint8Array> {
+  const local = await (await nodeFs()).open(localPath, "r");
+  try {
+    for (;;) {
+      const buffer = new Uint8Array(WINDOW_BYTES);
+      const { bytesRead } = await local.read(buffer, 0, WINDOW_BYTES);
+      if (bytesRead === 0) return;
+      yield buffer.subarray(0, bytesRead);
+    }
+  } finally {
+    await local.close();
   }
 }

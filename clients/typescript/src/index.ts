@@ -19,7 +19,9 @@ export {
 } from "./errors.js";
 export type { EditResult, Entry, Files, GrepMatch, GrepOptions, GrepResult } from "./files.js";
 export type { Git } from "./git.js";
+export type { Mcp } from "./mcp.js";
 export { resultOf } from "./outcome.js";
 export type { CommandHandle, CommandResult, RunOptions, Shell, Spill } from "./shell.js";
 export { RunMode } from "./gen/agent/v1/common_pb.js";
 export type { ToolCall, ToolCallDelta } from "./gen/agent/v1/tool_call_pb.js";
+export type { GetAgentContextResponse, McpServerInfo } from "./gen/agent/v1/context_pb.js";

@@ -46,6 +46,8 @@ export function errorFor(result: ResultCase, tool: string): ExecDaemonError {
       const rejected = (value.details ?? value) as Record<string, unknown>;
       const source = typeof rejected.source === "string" ? rejected.source : "";
       const message = text(rejected, "reason") || why;
+      // The call's own arguments (a bad timeout, a variable that is not a name): not a policy.
+      if (source === "invalid_argument") return new InvalidArgument(message, "invalid_argument");
       return rejected.needsApproval || rejected.needsReview
         ? new NeedsApproval(message, "needs_approval", source)
         : new PermissionDenied(message, "rejected", source);

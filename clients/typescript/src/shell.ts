@@ -12,6 +12,12 @@ export interface RunOptions {
   cwd?: string;
   /** Milliseconds, 1..600000 (the daemon's default is 30000). */
   timeoutMs?: number;
+  /** Variables for this command only (outside run_everything, judged by the daemon's allowlist
+   * like the command; a name that is not a shell variable name throws `InvalidArgument`). */
+  env?: Record<string, string>;
+  /** Which `env` entries are secrets: the daemon redacts their values from all it sends back
+   * (needs a daemon started with --secret-redaction-enabled). */
+  secretEnv?: string[];
   /** Each piece of standard output as it comes. */
   onStdout?: (text: string) => void;
   /** Each piece of standard error as it comes. */
@@ -84,6 +90,8 @@ function shellArgs(
     command,
     workingDirectory: options.cwd ?? "",
     timeout: options.timeoutMs,
+    env: options.env ?? {},
+    secretEnv: options.secretEnv ?? [],
     isInteractive: interactive,
   };
 }
