@@ -143,7 +143,8 @@ class ExecDaemonClient:
             "http_client": self._http,
             "send_compression": None,
             "timeout_ms": timeout_ms,
-            "interceptors": (BearerToken(token),),
+            # No token, no header: a caller that passes its own (or none) on purpose.
+            "interceptors": (BearerToken(token),) if token else (),
         }
         self.control = ControlServiceClient(address, **common)  # type: ignore[arg-type]
         self.exec = ExecServiceClient(address, **common)  # type: ignore[arg-type]

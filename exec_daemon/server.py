@@ -59,7 +59,6 @@ from exec_daemon.terminals import environment, tmux
 from exec_daemon.terminals.pty import PtyManager
 from sandbox.service import SandboxService
 from tools import diffs, display, reports
-from tools.mcp_client import McpServers
 from tools.sem_search import SemanticIndex
 from tools.workspace import AgentPaths
 
@@ -132,6 +131,9 @@ def mcp_server_url(daemon: Daemon) -> Callable[[str], str]:
     """The URL of a configured MCP server over HTTP, "" for a stdio one or an unknown name."""
 
     def url(server: str) -> str:
+        # Imported on the first MCP call: the MCP SDK takes ~0.5 s to import at start.
+        from tools.mcp_client import McpServers
+
         spec = daemon.service(McpServers).settings.servers.get(server)
         return str(getattr(spec, "url", "") or "")
 

@@ -37,6 +37,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.v1.common_pb2 import ToolError
 from agent.v1.files_pb2 import (
@@ -56,7 +57,11 @@ from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.sandboxing import ISOLATED, Sandboxing
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
-from tools.language_servers import LanguageServer, LanguageServers, ServerUnavailable
+from tools.language_server_kinds import ServerUnavailable
+from tools.language_servers import LanguageServers
+
+if TYPE_CHECKING:
+    from tools.lsp_session import LanguageServer
 from tools.workspace import AgentPaths, CursorIgnore, display_path, resolve_path
 from tools.workspace_files import list_files
 
