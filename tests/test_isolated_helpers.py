@@ -155,6 +155,10 @@ def sandboxed(
     tmp_path_factory: pytest.TempPathFactory, scripted: tuple[ScriptedModel, str]
 ) -> Iterator[RunningDaemon]:
     flags = ["--model-endpoint", scripted[1], "--model", "vision-model", "--sandbox-enabled"]
+    # The linters' test is of the command-line linters (tools/lints.py), which a language
+    # server would otherwise stand in for: the servers' own confinement is
+    # tests/test_language_servers.py's.
+    flags.append("--no-language-servers")
     with daemon_for_module(tmp_path_factory, *flags) as daemon:
         yield daemon
 
