@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -153,3 +154,15 @@ async def test_a_timeout_reaches_what_left_the_helper_session(tmp_path: Path) ->
         await run_helper(["bash", "-c", script], env=ENV, time_limit=1.0)
     escaped = pids_in(await wait_for_file(out))
     assert await wait_dead(escaped) == []
+
+
+async def test_a_helper_stopped_with_unread_output_is_stopped() -> None:
+    # Its stdout is read by nobody: the pipe and the reader's buffer fill, reading pauses, and
+    # Python 3.11's wait() waited for that pipe's end for ever (a git run past its output limit).
+    helper = await start_helper(["yes"], env=ENV, stdout=asyncio.subprocess.PIPE)
+    assert helper.process.stdout is not None
+    while not helper.process.stdout._paused:  # type: ignore[attr-defined]
+        await asyncio.sleep(0.01)
+    async with asyncio.timeout(30):
+        status = await helper.stop(grace=0)
+    assert status == -signal.SIGTERM or status == -signal.SIGKILL

@@ -61,6 +61,10 @@ class HelperFailed(CodedError):
     """A helper could not be started (UNAVAILABLE) or did not finish in time (TIMEOUT)."""
 
 
+# How long a stopped helper's pipes are read to their end, at most.
+DISCARD_SECONDS = 5.0
+
+
 @dataclass(frozen=True)
 class Output:
     """What a helper wrote to one stream: the first `limit` bytes, and how many more were cut."""
@@ -132,11 +136,30 @@ class Helper(Child):
                 self.kill_now()
                 break
             await asyncio.sleep(_POLL_SECONDS)
+        # Python 3.11's Process.wait() answers only once every pipe reached its end, and a pipe
+        # whose unread output filled the reader's buffer is paused: it never would.
+        await _discard_rest(self.process.stdout, self.process.stderr)
         try:
             return await asyncio.shield(self.process.wait())
         except asyncio.CancelledError:
             self.kill_now()
             raise
+
+
+async def _discard_rest(*streams: asyncio.StreamReader | None) -> None:
+    """Reads what is left of `streams` (a dead group's pipes: at most the pipe's buffer) to
+    their end, for at most DISCARD_SECONDS (a process outside the group may still hold one)."""
+
+    async def discard(stream: asyncio.StreamReader) -> None:
+        # RuntimeError: the caller still reads it itself (and so it is not stuck).
+        with contextlib.suppress(RuntimeError, OSError):
+            while await stream.read(1 << 16):
+                pass
+
+    readers = [discard(stream) for stream in streams if stream is not None]
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DISCARD_SECONDS):
+            await asyncio.gather(*readers)
 
 
 async def start_helper(
