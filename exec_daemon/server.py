@@ -250,6 +250,7 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
     claims = Claims()
     if config.wait_for_init:
         door.bind(pool_routes(config, lifecycle, claims), config.auth_token)
+        freeze_start_up_objects()  # the wait may be long: calls' garbage is collected in it
         http = _serve_http(door, config, stop, ports)
         log.info(
             "exec-daemon waiting for InitSandbox on %s:%d (--wait-for-init)",
@@ -508,12 +509,14 @@ def _sweep_temp_files(journal: Path) -> None:
 
 def freeze_start_up_objects() -> None:
     """Moves what start-up made (modules, classes, the registry, the telemetry SDK: ~100k
-    objects) out of the garbage collector's reach: they live as long as the daemon, and every
+    objects) out of the garbage collector's reach, and turns the collector on (the command line
+    turns it off for start-up: exec_daemon/cli.py). They live as long as the daemon, and every
     full collection walked all of them (~90 ms each; with telemetry on, spans waiting in the
     export queue grow the old generation enough for one every few thousand calls). No
-    collection first: it would hold up the first requests as long, for the few dozen cyclic
+    collection first: it would hold up the first requests as long, for the few hundred cyclic
     objects start-up leaves as garbage."""
     gc.freeze()
+    gc.enable()
 
 
 def ignore_cancelled_connections(
