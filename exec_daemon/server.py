@@ -298,6 +298,11 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
             freeze_start_up_objects()
             if http is None:
                 http = _serve_http(door, config, stop, ports)
+            # sem_search's index is built in the background (its own process, a low-priority
+            # worker thread) and then follows the workspace, so a search finds it ready. Started
+            # once the port is served: its listing, process, numpy and watcher held up the first
+            # answer by a fifth of start-up's CPU.
+            await daemon.service(SemanticIndex).start()
             await _first(drain.wait(), http)
             log.info("shutting down")
             await _shut_down(lifecycle, stop, http, config.drain_grace_seconds, daemon.stopping)
@@ -356,9 +361,6 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     daemon.service(IdeServer)  # its folder exists, read-only in sandboxes, before any starts
     if config.computer_use_enabled or config.record_screen_enabled:
         await display.start_at_boot(daemon)
-    # sem_search's index is built in the background (a low-priority worker thread) and then
-    # follows the workspace, so a search finds it ready.
-    await daemon.service(SemanticIndex).start()
     return routes
 
 
