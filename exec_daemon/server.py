@@ -250,6 +250,7 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
     claims = Claims()
     if config.wait_for_init:
         door.bind(pool_routes(config, lifecycle, claims), config.auth_token)
+        freeze_start_up_objects()  # the wait may be long: calls' garbage is collected in it
         http = _serve_http(door, config, stop, ports)
         log.info(
             "exec-daemon waiting for InitSandbox on %s:%d (--wait-for-init)",
@@ -297,6 +298,11 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
             freeze_start_up_objects()
             if http is None:
                 http = _serve_http(door, config, stop, ports)
+            # sem_search's index is built in the background (its own process, a low-priority
+            # worker thread) and then follows the workspace, so a search finds it ready. Started
+            # once the port is served: its listing, process, numpy and watcher held up the first
+            # answer by a fifth of start-up's CPU.
+            await daemon.service(SemanticIndex).start()
             await _first(drain.wait(), http)
             log.info("shutting down")
             await _shut_down(lifecycle, stop, http, config.drain_grace_seconds, daemon.stopping)
@@ -355,9 +361,6 @@ async def _set_up(daemon: Daemon) -> dict[str, ASGIApp]:
     daemon.service(IdeServer)  # its folder exists, read-only in sandboxes, before any starts
     if config.computer_use_enabled or config.record_screen_enabled:
         await display.start_at_boot(daemon)
-    # sem_search's index is built in the background (a low-priority worker thread) and then
-    # follows the workspace, so a search finds it ready.
-    await daemon.service(SemanticIndex).start()
     return routes
 
 
@@ -508,12 +511,14 @@ def _sweep_temp_files(journal: Path) -> None:
 
 def freeze_start_up_objects() -> None:
     """Moves what start-up made (modules, classes, the registry, the telemetry SDK: ~100k
-    objects) out of the garbage collector's reach: they live as long as the daemon, and every
+    objects) out of the garbage collector's reach, and turns the collector on (the command line
+    turns it off for start-up: exec_daemon/cli.py). They live as long as the daemon, and every
     full collection walked all of them (~90 ms each; with telemetry on, spans waiting in the
     export queue grow the old generation enough for one every few thousand calls). No
-    collection first: it would hold up the first requests as long, for the few dozen cyclic
+    collection first: it would hold up the first requests as long, for the few hundred cyclic
     objects start-up leaves as garbage."""
     gc.freeze()
+    gc.enable()
 
 
 def ignore_cancelled_connections(

@@ -51,7 +51,6 @@ import math
 import os
 import pickle
 import re
-import sqlite3
 import struct
 import sys
 import threading
@@ -80,6 +79,8 @@ from tools.workspace import (
 from tools.workspace_files import list_files
 
 if TYPE_CHECKING:
+    import sqlite3  # the index process's only (VectorStore)
+
     import numpy as np
     import numpy.typing as npt
 
@@ -253,6 +254,8 @@ class VectorStore:
 
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
+            import sqlite3
+
             self._db = sqlite3.connect(self.path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -382,6 +385,8 @@ def _child_embed(
 ) -> tuple[list[HalfVectors], str]:
     """Embeds each (store key, shown path, chunks) file's chunks and keeps them in the store:
     the vectors per file, and why they could not be kept ("" when they were)."""
+    import sqlite3
+
     import numpy as np
 
     child = _child()

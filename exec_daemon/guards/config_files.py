@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import json5
-
 from exec_daemon.kernel.paths import read_config_text
 from exec_daemon.kernel.state import Daemon
 
@@ -58,6 +56,8 @@ class WatchedJson:
         return self._value
 
     def _load(self, report_errors: bool) -> Any:
+        import json5  # ~10 ms to import: when a config file is first read, not at start
+
         try:
             return json5.loads(read_config_text(self.path))
         except (OSError, ValueError, UnicodeDecodeError) as exc:

@@ -36,6 +36,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ TMUX_COMMAND_SECONDS = 10.0
 # How often a shared terminal's screen file is brought up to date (when it had output).
 SCREEN_REFRESH_SECONDS = 0.5
 SERVER_START_SECONDS = 10.0
+# How often the new server's socket is tried while it starts (a connect, no tmux client started).
+LISTEN_POLL_SECONDS = 0.005
 # A unix socket's path holds at most 107 bytes (sun_path).
 MAX_SOCKET_PATH = 100
 # What a tmux session may be called without quoting trouble (tmux forbids ':' and '.').
@@ -139,20 +142,20 @@ class SharedTerminals:
             await asyncio.to_thread(
                 config.write_text, CONFIG.format(shell=shlex.quote(login_shell()))
             )
-            socket = folder / "server.sock"
+            socket_path = folder / "server.sock"
             environment = self._daemon.service(PtyManager).environment()
             server = await start_helper(
-                ["tmux", "-D", "-f", str(config), "-S", str(socket)], env=environment
+                ["tmux", "-D", "-f", str(config), "-S", str(socket_path)], env=environment
             )
         except (OSError, HelperFailed) as exc:
             log.error("the tmux server did not start (terminals are not shared): %s", exc)
             return
-        self._server, self._folder, self.socket = server, folder, socket
+        self._server, self._folder, self.socket = server, folder, socket_path
         if not await self._wait_listening():
-            log.error("the tmux server did not listen on %s; terminals are not shared", socket)
+            log.error("the tmux server did not listen on %s; terminals are not shared", socket_path)
             await self.aclose()
             return
-        log.info("shared terminals: tmux server on %s", socket)
+        log.info("shared terminals: tmux server on %s", socket_path)
 
     def _make_folder(self) -> Path:
         """This daemon's own tmux folder, in the state root's sockets folder (masked in every
@@ -164,11 +167,16 @@ class SharedTerminals:
         return folder
 
     async def _wait_listening(self) -> bool:
+        """Whether the server came to answer (tmux itself says so) within SERVER_START_SECONDS.
+        Its socket is tried every few ms first: a tmux client per try, 50 ms apart, held up
+        the daemon's start by ~50 ms."""
+        assert self.socket is not None
         deadline = time.monotonic() + SERVER_START_SECONDS
         while time.monotonic() < deadline and self.available:
-            if await self._tmux("show-options", "-g", "status", check=False) is not None:
-                return True
-            await asyncio.sleep(0.05)
+            if _accepts(self.socket):
+                if await self._tmux("show-options", "-g", "status", check=False) is not None:
+                    return True
+            await asyncio.sleep(LISTEN_POLL_SECONDS)
         return False
 
     async def _tmux(self, *args: str, check: bool = True) -> str | None:
@@ -407,3 +415,14 @@ async def running(daemon: Daemon) -> AsyncIterator[SharedTerminals]:
         yield shared
     finally:
         await shared.aclose()
+
+
+def _accepts(path: Path) -> bool:
+    """Whether a server listens on the unix socket `path` (never blocks: a full backlog is no)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
