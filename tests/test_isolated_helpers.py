@@ -30,8 +30,8 @@ from exec_daemon.kernel.runner import Completed, run_helper
 from exec_daemon.kernel.sandboxing import ISOLATED, ISOLATED_INPUT_ONLY, SandboxDemand
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
-from tests.model_servers import Final, ScriptedModel, serving_model, url_of
+from tests.interop import model_daemon_for_module
+from tests.model_servers import Final, ScriptedModel, served_model
 from tests.sandbox_harness import sandbox_service
 from tests.test_lints import REPO, read_lints
 from tests.test_model_tools import run_task, task_call
@@ -212,21 +212,19 @@ async def test_the_media_confinement_reads_its_input_but_not_the_daemons_state(
 
 @pytest.fixture(scope="module")
 def scripted() -> Iterator[tuple[ScriptedModel, str]]:
-    model = ScriptedModel()
-    with serving_model(model) as server:
-        yield model, url_of(server, "/v1")
+    with served_model() as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
 def sandboxed(
     tmp_path_factory: pytest.TempPathFactory, scripted: tuple[ScriptedModel, str]
 ) -> Iterator[RunningDaemon]:
-    flags = ["--model-endpoint", scripted[1], "--model", "vision-model", "--sandbox-enabled"]
     # The linters' test is of the command-line linters (tools/lints.py), which a language
     # server would otherwise stand in for: the servers' own confinement is
     # tests/test_language_servers.py's.
-    flags.append("--no-language-servers")
-    with daemon_for_module(tmp_path_factory, *flags) as daemon:
+    flags = ["--sandbox-enabled", "--no-language-servers"]
+    with model_daemon_for_module(tmp_path_factory, scripted[1], *flags) as daemon:
         yield daemon
 
 
