@@ -31,7 +31,7 @@ from exec_daemon.kernel.sandboxing import ISOLATED, ISOLATED_INPUT_ONLY, Sandbox
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon
 from tests.interop import model_daemon_for_module
-from tests.model_servers import Final, ScriptedModel, served_model
+from tests.model_servers import Final, ScriptedModel
 from tests.sandbox_harness import sandbox_service
 from tests.test_lints import REPO, read_lints
 from tests.test_model_tools import run_task, task_call
@@ -208,12 +208,6 @@ async def test_the_media_confinement_reads_its_input_but_not_the_daemons_state(
 
 
 # --- a sandboxed daemon -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def scripted() -> Iterator[tuple[ScriptedModel, str]]:
-    with served_model() as served:
-        yield served
 
 
 @pytest.fixture(scope="module")

@@ -19,19 +19,13 @@ from agent.v1.agent_pb2 import SubagentType
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
 from tests.interop import model_daemon_for_module
-from tests.model_servers import Final, ScriptedModel, ToolCalls, served_model
+from tests.model_servers import Final, ScriptedModel, ToolCalls
 from tests.test_model_tools import run_task, task_call
 
 pytestmark = pytest.mark.timeout(120)
 
 COMPUTER_USE = SubagentType.SUBAGENT_TYPE_COMPUTER_USE
 MEDIA_REVIEW = SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW
-
-
-@pytest.fixture(scope="module")
-def scripted() -> Iterator[tuple[ScriptedModel, str]]:
-    with served_model() as served:
-        yield served
 
 
 @pytest.fixture(scope="module")
