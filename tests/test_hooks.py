@@ -485,7 +485,8 @@ async def test_hooks_see_the_names_of_secret_variables_never_their_values(
     (space / "deploy.env").write_text(f"TOKEN={DAEMON_SECRET}\n")
     assert case(result_of(await client.run(read(space / "deploy.env")))) == "success"
     seen = events(space, "seen")
-    assert seen[-4]["tool_input"]["env"] == {DAEMON_SECRET_NAME: "[REDACTED]"}
+    overridden = [e["tool_input"] for e in seen if e["tool_input"].get("command") == "true"]
+    assert [given["env"] for given in overridden] == [{DAEMON_SECRET_NAME: "[REDACTED]"}] * 4
     before_read = next(e for e in seen if e["hook_event_name"] == "beforeReadFile")
     assert before_read["content"] == "TOKEN=[REDACTED]\n"
     logged = (space / "seen.log").read_text()
