@@ -21,6 +21,13 @@
  *   --mask-tmp PATH       like --mask, but an empty writable one with mode 1777 (/tmp/.X11-unix:
  *                         the sandbox may run its own X server, and sees nobody else's)
  *   --rw PATH             Landlock: PATH and everything beneath it is read-write
+ *   --listed-reads        Landlock: only the --read paths and --read-fd files may be read (and
+ *                         the --rw and --dev-rw ones); without it (and any --read, --read-fd)
+ *                         everything may be read
+ *   --read PATH           Landlock: PATH and everything beneath it may be read (and run)
+ *   --read-fd N           Landlock: the file open on the kept descriptor N may be opened again
+ *                         for reading (as /proc/self/fd/N: a helper's input); skipped when N is
+ *                         not a regular file
  *   --dev-rw PATH         Landlock: a device file (or /dev/pts, /dev/shm) that may be written
  *   --net none|proxy|full none: no IP (or netlink, packet...) sockets at all; proxy: a private
  *                         network namespace whose only reachable TCP port is the daemon's proxy;
@@ -150,6 +157,11 @@ struct options {
     int n_ops;
     const char *rw[MAX_OPS];
     int n_rw;
+    const char *read[MAX_OPS];
+    int n_read;
+    int read_fds[MAX_FDS];
+    int n_read_fds;
+    int listed_reads;
     const char *dev_rw[MAX_OPS];
     int n_dev_rw;
     enum net_mode net;
@@ -613,6 +625,15 @@ static uint64_t fs_rights_for_abi(int abi) {
     return rights;
 }
 
+/* Grants `rights` on the file or hierarchy open on `fd` (`what` names it in errors). */
+static void landlock_allow_fd(int ruleset, int fd, uint64_t rights, uint64_t handled, const char *what) {
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) rights &= LL_FS_FILE_RIGHTS;
+    struct ll_path_beneath_attr rule = {.allowed_access = rights & handled, .parent_fd = fd};
+    if (syscall(__NR_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) < 0)
+        payload_fail(SETUP_FAILED, errno, "landlock: rule for %s", what);
+}
+
 /* Grants `rights` on the hierarchy at `path`; missing paths are skipped (nothing to grant). */
 static void landlock_allow_path(int ruleset, const char *path, uint64_t rights, uint64_t handled) {
     int fd = open(path, O_PATH | O_CLOEXEC);
@@ -620,12 +641,24 @@ static void landlock_allow_path(int ruleset, const char *path, uint64_t rights, 
         if (errno == ENOENT || errno == ENOTDIR || errno == EACCES) return;
         payload_fail(SETUP_FAILED, errno, "landlock: open %s", path);
     }
-    struct stat st;
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) rights &= LL_FS_FILE_RIGHTS;
-    struct ll_path_beneath_attr rule = {.allowed_access = rights & handled, .parent_fd = fd};
-    if (syscall(__NR_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) < 0)
-        payload_fail(SETUP_FAILED, errno, "landlock: rule for %s", path);
+    landlock_allow_fd(ruleset, fd, rights, handled, path);
     close(fd);
+}
+
+/* Reads: everywhere, or only the --read paths and the files of the --read-fd descriptors. */
+static void landlock_allow_reads(int ruleset, uint64_t handled) {
+    if (!opt.listed_reads) {
+        landlock_allow_path(ruleset, "/", LL_FS_READ, handled);
+        return;
+    }
+    for (int i = 0; i < opt.n_read; i++) landlock_allow_path(ruleset, opt.read[i], LL_FS_READ, handled);
+    for (int i = 0; i < opt.n_read_fds; i++) {
+        struct stat st;
+        if (fstat(opt.read_fds[i], &st) < 0 || !S_ISREG(st.st_mode)) continue;
+        char what[32];
+        snprintf(what, sizeof what, "descriptor %d", opt.read_fds[i]);
+        landlock_allow_fd(ruleset, opt.read_fds[i], LL_FS_READ_FILE, handled, what);
+    }
 }
 
 static void apply_landlock(int abi) {
@@ -637,7 +670,7 @@ static void apply_landlock(int abi) {
     if (ruleset < 0) payload_fail(SETUP_FAILED, errno, "landlock: create ruleset");
 
     uint64_t read_write = handled & ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK);
-    landlock_allow_path(ruleset, "/", LL_FS_READ, handled);
+    landlock_allow_reads(ruleset, handled);
     for (int i = 0; i < opt.n_rw; i++) landlock_allow_path(ruleset, opt.rw[i], read_write, handled);
     uint64_t device_rights = LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV;
     for (int i = 0; i < opt.n_dev_rw; i++) {
@@ -1146,6 +1179,10 @@ int main(int argc, char **argv) {
             opt.private_net = 1;
             continue;
         }
+        if (strcmp(arg, "--listed-reads") == 0) {
+            opt.listed_reads = 1;
+            continue;
+        }
         if (i + 1 >= argc) fail(0, "option %s needs a value", arg);
         const char *value = argv[++i];
         if (strcmp(arg, "--pin") == 0) add_op(OP_PIN, value);
@@ -1158,7 +1195,13 @@ int main(int argc, char **argv) {
         else if (strcmp(arg, "--mask-tmp") == 0) add_op(OP_MASK_TMP, value);
         else if (strcmp(arg, "--rw") == 0 && opt.n_rw < MAX_OPS) opt.rw[opt.n_rw++] = value;
         else if (strcmp(arg, "--dev-rw") == 0 && opt.n_dev_rw < MAX_OPS) opt.dev_rw[opt.n_dev_rw++] = value;
-        else if (strcmp(arg, "--proxy-port") == 0) opt.proxy_port = parse_int(value, "port");
+        else if (strcmp(arg, "--read") == 0 && opt.n_read < MAX_OPS) {
+            opt.read[opt.n_read++] = value;
+            opt.listed_reads = 1;
+        } else if (strcmp(arg, "--read-fd") == 0 && opt.n_read_fds < MAX_FDS) {
+            opt.read_fds[opt.n_read_fds++] = parse_int(value, "descriptor");
+            opt.listed_reads = 1;
+        } else if (strcmp(arg, "--proxy-port") == 0) opt.proxy_port = parse_int(value, "port");
         else if (strcmp(arg, "--ctl-fd") == 0) opt.ctl_fd = parse_int(value, "descriptor");
         else if (strcmp(arg, "--keep-fd") == 0 && opt.n_keep_fds < MAX_FDS) opt.keep_fds[opt.n_keep_fds++] = parse_int(value, "descriptor");
         else if (strcmp(arg, "--cwd") == 0) opt.cwd = value;

@@ -1,7 +1,9 @@
 """Turns an effective policy into the confinement helper's command line (see helper.c).
 
 What a confined command gets:
-- Landlock: read (and execute) everywhere; read-write on the writable set
+- Landlock: read (and execute) everywhere, or, for a policy with `readable` (a helper that
+  gets its input as a descriptor), only there and the files of the descriptors passed in;
+  read-write on the writable set
   (exec_daemon/kernel/writable.py, the one the file tools follow): the workspace
   (`workspace_readwrite`), the additional read-write paths, the build caches and the temp dirs
   (/tmp, /var/tmp, /dev/shm, $TMPDIR) unless `disable_tmp_write`; writes to a few device files
@@ -55,6 +57,21 @@ WRITABLE_DEVICES = (
     "/dev/tty",
     "/dev/ptmx",
     "/dev/pts",
+)
+# What running a system program reads (ISOLATED_INPUT_ONLY): the dynamic loader and its
+# configuration, the libraries and the programs (merged /usr or not), their data under /usr.
+PROGRAM_READS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ld.so.preload",
 )
 # Where X servers bind their socket files (the daemon's and the desktop's bind none: they listen
 # on abstract sockets only, which Landlock scopes).
@@ -216,6 +233,12 @@ def build_plan(
         options += ["--rw", area]
     for device in WRITABLE_DEVICES:
         options += ["--dev-rw", device]
+    if policy.readable is not None:
+        options.append("--listed-reads")
+        for path in policy.readable:
+            options += ["--read", path]
+        for fd in keep_fds:
+            options += ["--read-fd", str(fd)]
     plan.options = options + mounts.options()
     for secret in secrets:
         # Readable by the sandbox's user, but not its content (/dev/null over it), nor linkable.

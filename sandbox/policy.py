@@ -211,6 +211,9 @@ class EffectivePolicy:
     disable_tmp_write: bool = False
     max_processes: int = DEFAULT_MAX_PROCESSES
     shared_build_cache: bool = False
+    # None: the whole file system may be read (but the hidden secret files). Else only these
+    # folders and files, and the files open on the descriptors the command is passed.
+    readable: tuple[str, ...] | None = None
     # Entries that were ignored and why (returned to the caller with the effective policy).
     notes: tuple[str, ...] = ()
 

@@ -44,7 +44,7 @@ from exec_daemon.kernel.writable import WritableAreas, WritableGrant
 from sandbox.build import HelperBuildError, ensure_helper
 from sandbox.caches import CacheGrant, SandboxCacheFolder, shared_grant
 from sandbox.placeholders import PlaceholderKeeper
-from sandbox.plan import X11_SOCKETS, Plan, build_plan
+from sandbox.plan import PROGRAM_READS, X11_SOCKETS, Plan, build_plan
 from sandbox.policy import (
     ConfigFiles,
     EffectivePolicy,
@@ -323,7 +323,7 @@ class SandboxService:
         support = await self.start() if self.enabled else None
         available = support is not None and not support.missing()
         if demand.isolated:
-            return self._isolated() if available else SandboxDecision()
+            return self._isolated(demand) if available else SandboxDecision()
         asked = requested
         if demand.read_only and available:
             asked = _with_type(asked, SandboxPolicy.TYPE_WORKSPACE_READONLY)
@@ -350,14 +350,16 @@ class SandboxService:
             effective.notes.extend(caches.notes if caches is not None else ())
         return SandboxDecision(confinement=confinement, effective_policy=effective, imposed=imposed)
 
-    def _isolated(self) -> SandboxDecision:
-        """The confinement of a helper parsing the agent's input: reads (the secrets hidden),
-        no network, no writes but the devices; sandbox.json changes nothing of it."""
+    def _isolated(self, demand: SandboxDemand) -> SandboxDecision:
+        """The confinement of a helper parsing the agent's input: reads (the secrets hidden;
+        only the programs and its input for `reads_input_only`), no network, no writes but the
+        devices; sandbox.json changes nothing of it."""
         policy = EffectivePolicy(
             sandboxed=True,
             type=SandboxType.WORKSPACE_READONLY,
             disable_tmp_write=True,
             max_processes=ISOLATED_MAX_PROCESSES,
+            readable=PROGRAM_READS if demand.reads_input_only else None,
         )
         try:
             confinement = self._confinement(policy)
@@ -410,7 +412,7 @@ class SandboxConfinement:
         self.service = service
         self.policy = policy
         identity = policy.to_proto().SerializeToString(deterministic=True) + bytes(
-            str(service.workspace), "utf-8"
+            f"{service.workspace}\0{policy.readable}", "utf-8"
         )
         self.key = "sandbox-" + hashlib.sha256(identity).hexdigest()[:16]
         self._runs: dict[int, SandboxRun] = {}

@@ -7,6 +7,7 @@ import pytest
 
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.model_servers import ScriptedModel, served_model
 
 
 @pytest.fixture
@@ -27,3 +28,11 @@ def daemon(workspace: Path, tmp_path: Path) -> Iterator[RunningDaemon]:
 async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
     async with daemon.client() as connected:
         yield connected
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[tuple[ScriptedModel, str]]:
+    """One ScriptedModel on loopback for a module's tests, and its base URL (a daemon's
+    --model-endpoint)."""
+    with served_model() as served:
+        yield served

@@ -124,6 +124,17 @@ def daemon_for_module(factory: pytest.TempPathFactory, *extra_args: str) -> Iter
         yield running
 
 
+@contextlib.contextmanager
+def model_daemon_for_module(
+    factory: pytest.TempPathFactory, endpoint: str, *extra_args: str
+) -> Iterator[RunningDaemon]:
+    """daemon_for_module whose subagents ask the model "vision-model" at `endpoint` (the base
+    URL of tests/model_servers.py's served_model)."""
+    model = ["--model-endpoint", endpoint, "--model", "vision-model"]
+    with daemon_for_module(factory, *model, *extra_args) as running:
+        yield running
+
+
 @dataclass
 class H2Response:
     headers: dict[str, str]

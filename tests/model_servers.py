@@ -12,6 +12,7 @@ Every request's JSON body is kept, for the test to see what the daemon sent.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -238,6 +239,15 @@ def _b64(data: bytes) -> str:
 def serving_model(model: ScriptedModel) -> Any:
     """A context manager serving `model`; yields the server (`server.server_address[1]`)."""
     return serving_http(model_handler(model))
+
+
+@contextlib.contextmanager
+def served_model() -> Iterator[tuple[ScriptedModel, str]]:
+    """A new ScriptedModel served on loopback, and the base URL a daemon's --model-endpoint
+    takes (`http://127.0.0.1:<port>/v1`)."""
+    model = ScriptedModel()
+    with serving_model(model) as server:
+        yield model, url_of(server, "/v1")
 
 
 @dataclass

@@ -108,12 +108,16 @@ def helper_path() -> str:
     return _helper_path
 
 
-def sandbox_service(workspace: Path, *, enabled: bool = True) -> SandboxService:
+def sandbox_service(
+    workspace: Path, *, enabled: bool = True, state_root: Path | None = None
+) -> SandboxService:
+    """`state_root`: the daemon's state root (default: a new one, not made)."""
     config = DaemonConfig(
         auth_token="t",
         workspace=workspace,
         sandbox_enabled=enabled,
         sandbox_helper_path=helper_path(),
+        **({} if state_root is None else {"state_root": state_root}),
     )
     return Daemon(config).service(SandboxService)
 

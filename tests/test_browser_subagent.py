@@ -19,7 +19,7 @@ from PIL import Image
 from agent.v1.agent_pb2 import SubagentType
 from tests.daemon_process import running_daemon
 from tests.loopback_http import serving_http
-from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
+from tests.model_servers import Final, ScriptedModel, ToolCalls, served_model, url_of
 from tests.polling import eventually
 from tests.test_model_tools import _processes_with, run_task, task_call
 
@@ -57,9 +57,8 @@ def page_handler(seen: list[str]) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def model() -> Iterator[tuple[ScriptedModel, str]]:
-    scripted = ScriptedModel()
-    with serving_model(scripted) as server:
-        yield scripted, url_of(server, "/v1")
+    with served_model() as served:
+        yield served
 
 
 async def test_the_browser_subagent_fills_a_form_reads_the_page_and_sees_a_screenshot(

@@ -20,9 +20,9 @@ from agent.v1.control_pb2 import (
     RefreshGithubAccessTokenRequest,
     UpdateEnvironmentVariablesRequest,
 )
-from agent.v1.shell_pb2 import ShellArgs
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
+from tests import shell_calls
 from tests.daemon_process import RunningDaemon, running_daemon
 
 TOKEN = "ghs_" + "A1b2C3d4" * 5
@@ -57,11 +57,7 @@ elif args[:2] == ["pr", "edit"]:
 
 
 async def shell(client: ExecDaemonClient, command: str, agent_id: str) -> str:
-    call = ToolCall()
-    call.shell_tool_call.args.CopyFrom(ShellArgs(command=command))
-    outcome = await client.run(call, agent_id=agent_id)
-    assert outcome.result is not None, outcome.error
-    result = outcome.result.shell_tool_call.result
+    result = await shell_calls.shell(client, command, agent_id)
     assert result.WhichOneof("result") == "success", result
     return str(result.success.stdout)
 

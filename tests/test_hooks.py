@@ -26,13 +26,24 @@ from tests.guards_support import (
 )
 from tests.polling import eventually
 
+# A secret injected into the daemon's environment (the redactor knows its value).
+DAEMON_SECRET_NAME = "HOOKS_DEPLOY_TOKEN"
+DAEMON_SECRET = "dtok-7f3a91c2e5b8"
+
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     root = tmp_path_factory.mktemp("hooks")
     workspace = root / "workspace"
     workspace.mkdir()
-    with running_daemon(workspace, root / "state", env={"HOME": str(root / "home")}) as running:
+    env = {
+        "HOME": str(root / "home"),
+        "CLOUD_AGENT_INJECTED_SECRET_NAMES": DAEMON_SECRET_NAME,
+        DAEMON_SECRET_NAME: DAEMON_SECRET,
+    }
+    with running_daemon(
+        workspace, root / "state", "--secret-redaction-enabled", env=env
+    ) as running:
         yield running
 
 
@@ -432,3 +443,76 @@ async def test_shell_hooks_rewrite_the_command_and_see_its_output(
     after = events(space, "after")[0]
     assert after["command"] == "echo rewritten"
     assert "rewritten" in after["output"]
+
+
+async def test_hooks_see_the_names_of_secret_variables_never_their_values(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    command = logging_hook(space, "seen", answer({}))
+    events_seen = ("preToolUse", "beforeShellExecution", "afterShellExecution", "postToolUse")
+    cursor_hooks(
+        daemon, {event: [{"command": command}] for event in (*events_seen, "beforeReadFile")}
+    )
+    secret, pin = "sk-call-5e1f0a77c3", "abc"  # pin: shorter than any value redaction finds
+    ran = space / "ran.txt"
+    script = (
+        f'printf %s "$API_KEY $PIN $MODE ${DAEMON_SECRET_NAME}" > {ran}; '
+        f'echo "key=$API_KEY daemon=${DAEMON_SECRET_NAME} mode=$MODE"'
+    )
+    env = {"API_KEY": secret, "PIN": pin, "MODE": "plain-42"}
+    outcome = await client.run(shell(script, env=env, secret_env=["API_KEY", "PIN"]))
+    assert case(result_of(outcome)) == "success"
+    # Positive control: the command had every value.
+    assert ran.read_text() == f"{secret} {pin} plain-42 {DAEMON_SECRET}"
+    by_event = {event["hook_event_name"]: event for event in events(space, "seen")}
+    assert set(by_event) == set(events_seen)
+    for event in by_event.values():
+        assert event["tool_input"]["env"] == {
+            "API_KEY": "[REDACTED]",
+            "PIN": "[REDACTED]",
+            "MODE": "plain-42",
+        }
+        assert event["tool_input"]["secret_env"] == ["API_KEY", "PIN"]
+    assert by_event["beforeShellExecution"]["command"] == script
+    shown_output = "key=[REDACTED] daemon=[REDACTED] mode=plain-42\n"
+    assert by_event["afterShellExecution"]["output"] == shown_output
+    post = by_event["postToolUse"]
+    assert post["tool_response"]["success"]["stdout"] == shown_output
+    assert json.loads(post["tool_output"])["success"]["stdout"] == shown_output
+    # A variable named among the daemon's secret names is secret without saying so.
+    await client.run(shell("true", env={DAEMON_SECRET_NAME: "override-9c4d2e"}))
+    # A file holding the daemon's secret: a beforeReadFile hook gets its content masked.
+    (space / "deploy.env").write_text(f"TOKEN={DAEMON_SECRET}\n")
+    assert case(result_of(await client.run(read(space / "deploy.env")))) == "success"
+    seen = events(space, "seen")
+    overridden = [e["tool_input"] for e in seen if e["tool_input"].get("command") == "true"]
+    assert [given["env"] for given in overridden] == [{DAEMON_SECRET_NAME: "[REDACTED]"}] * 4
+    before_read = next(e for e in seen if e["hook_event_name"] == "beforeReadFile")
+    assert before_read["content"] == "TOKEN=[REDACTED]\n"
+    logged = (space / "seen.log").read_text()
+    for value in (secret, DAEMON_SECRET, "override-9c4d2e"):
+        assert value not in logged
+
+
+async def test_a_hook_echoing_the_input_back_leaves_the_secret_values_as_they_were(
+    client: ExecDaemonClient, daemon: RunningDaemon, space: Path
+) -> None:
+    """The hook got `[REDACTED]` for the secret: giving that back does not set it."""
+    body = (
+        "tool_input = json.load(sys.stdin)['tool_input']\n"
+        "tool_input['command'] += ' # audited'\n"
+        "print(json.dumps({'updated_input': tool_input}))\n"
+    )
+    cursor_hooks(daemon, {"preToolUse": [{"command": hook_script(space, "audit", body)}]})
+    ran, secret = space / "ran.txt", "sk-call-0b9d44e1aa"
+    outcome = await client.run(
+        shell(
+            f'printf %s "$API_KEY $MODE" > {ran}',
+            env={"API_KEY": secret, "MODE": "m1"},
+            secret_env=["API_KEY"],
+        )
+    )
+    assert case(result_of(outcome)) == "success"
+    assert outcome.result is not None and outcome.result.hook_feedback.input_rewritten
+    assert outcome.result.shell_tool_call.args.command.endswith(" # audited")
+    assert ran.read_text() == f"{secret} m1"

@@ -3,9 +3,10 @@ confinement (exec_daemon/kernel/sandboxing.py's ISOLATED): ffprobe/ffmpeg on an 
 (tools/subagent_media.py) and the linters (tools/lints.py).
 
 From inside the media helpers' confinement (and the limits `bounded` adds), a probe program (the
-same wrapper with bash in ffmpeg's place) creates nothing outside and reaches no loopback
-listener, and ffmpeg told to write an image elsewhere fails; the same programs unconfined do both
-(the controls). A sandboxed daemon still turns an attached video into frames, and still lints;
+same wrapper with bash in ffmpeg's place) creates nothing outside, reaches no loopback listener
+and reads nothing but its input and the system's programs (not the daemon's state root), and
+ffmpeg told to write an image elsewhere, or given a playlist naming a file in the state root,
+fails; the same programs unconfined (or under the linters' isolation) do all that (the controls). A sandboxed daemon still turns an attached video into frames, and still lints;
 the workspace's own node_modules/.bin/tsc, which the agent may write, runs confined there.
 """
 
@@ -26,11 +27,11 @@ from agent.v1.agent_pb2 import SubagentType
 from agent.v1.shell_pb2 import SandboxPolicy
 from exec_daemon.kernel.processes import UNCONFINED, Confinement
 from exec_daemon.kernel.runner import Completed, run_helper
-from exec_daemon.kernel.sandboxing import ISOLATED, SandboxDemand
+from exec_daemon.kernel.sandboxing import ISOLATED, ISOLATED_INPUT_ONLY, SandboxDemand
 from sandbox.service import SandboxService
 from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
-from tests.model_servers import Final, ScriptedModel, serving_model, url_of
+from tests.interop import model_daemon_for_module
+from tests.model_servers import Final, ScriptedModel
 from tests.sandbox_harness import sandbox_service
 from tests.test_lints import REPO, read_lints
 from tests.test_model_tools import run_task, task_call
@@ -54,7 +55,9 @@ def outside() -> Iterator[Path]:
 async def service(tmp_path: Path) -> AsyncIterator[SandboxService]:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    running = sandbox_service(workspace)
+    state_root = tmp_path / "state"
+    state_root.mkdir(mode=0o700)
+    running = sandbox_service(workspace, state_root=state_root)
     yield running
     await running.aclose()
 
@@ -67,8 +70,9 @@ def listener() -> Iterator[int]:
         yield server.getsockname()[1]
 
 
-async def isolated(service: SandboxService) -> Confinement:
-    decision = await service.decide(None, ISOLATED)
+async def isolated(service: SandboxService, demand: SandboxDemand = ISOLATED) -> Confinement:
+    """The linters' confinement, or (ISOLATED_INPUT_ONLY) the media helpers'."""
+    decision = await service.decide(None, demand)
     assert not decision.refusal, decision.refusal
     assert decision.confinement.key.startswith("sandbox-")
     return decision.confinement
@@ -103,7 +107,8 @@ async def test_a_probe_in_the_media_confinement_creates_nothing_and_reaches_no_n
     os.unlink(outside / "touched")
     os.rmdir(outside / "made")
     confined = await run_media(
-        ["bash", "-c", probe_script(outside, listener)], await isolated(service)
+        ["bash", "-c", probe_script(outside, listener)],
+        await isolated(service, ISOLATED_INPUT_ONLY),
     )
     assert confined.stdout.text().split() == ["ran"], confined
     assert "ermission denied" in confined.stderr.text() or "not permitted" in confined.stderr.text()
@@ -124,7 +129,7 @@ async def test_ffmpeg_in_the_media_confinement_cannot_write_an_image_elsewhere(
         plain = await run_helper(write, env=media_env(), time_limit=HELPER_SECONDS, pass_fds=(fd,))
         assert plain.returncode == 0 and target.stat().st_size > 0, plain
         target.unlink()
-        confined = await run_media(write, await isolated(service), fd)
+        confined = await run_media(write, await isolated(service, ISOLATED_INPUT_ONLY), fd)
         assert confined.returncode != 0
         assert "Could not open file" in confined.stderr.text(), confined
         assert not target.exists()
@@ -134,32 +139,86 @@ async def test_ffmpeg_in_the_media_confinement_cannot_write_an_image_elsewhere(
         assert not target.exists() or target.stat().st_size == 0
         # What the attachments do, in the same confinement: a frame to the output pipe.
         to_pipe = [*write[:-2], "-f", "image2pipe", "-c:v", "mjpeg", "pipe:1"]
-        frame = await run_media(to_pipe, await isolated(service), fd)
+        frame = await run_media(to_pipe, await isolated(service, ISOLATED_INPUT_ONLY), fd)
         assert frame.returncode == 0 and frame.stdout.data[:2] == b"\xff\xd8", frame
     finally:
         os.close(fd)
+
+
+def frame_of(fd: int) -> list[str]:
+    """ffmpeg as the attachments run it: the first frame of the descriptor's file, as JPEG."""
+    argv = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-i", f"/proc/self/fd/{fd}"]
+    return [*argv, "-frames:v", "1", "-f", "image2pipe", "-c:v", "mjpeg", "pipe:1"]
+
+
+async def test_the_media_confinement_reads_its_input_but_not_the_daemons_state(
+    service: SandboxService, outside: Path
+) -> None:
+    state_root = service.daemon.config.state_root
+    (state_root / "kept.txt").write_text("the daemon's state\n")
+    # A video the input names (an HLS playlist's segment), lying in the state root.
+    segment = state_root / "segment.ts"
+    green = ["-f", "lavfi", "-i", "color=c=green:s=64x48:r=10:d=1", "-c:v", "mpeg2video"]
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            *green,
+            "-f",
+            "mpegts",
+            str(segment),
+        ],
+        check=True,
+        timeout=60,
+    )
+    playlist = outside / "clip.m3u8"
+    playlist.write_text(
+        f"#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1.0,\n{segment}\n#EXT-X-ENDLIST\n"
+    )
+    video = outside / "clip.mp4"
+    make_video(video)
+    fds = [os.open(path, os.O_RDONLY) for path in (playlist, video)]
+    listed, played = fds
+    try:
+        probe = (
+            f"head -c 7 /proc/self/fd/{listed}; echo; cat {state_root}/kept.txt; ls {state_root}"
+        )
+        # The controls: under the linters' isolation (reads everywhere but the secret files) the
+        # probe reads the state root, and the playlist's segment in it gives a frame.
+        linters = await isolated(service)
+        everywhere = await run_media(["bash", "-c", probe], linters, listed)
+        assert everywhere.stdout.text().splitlines()[:2] == ["#EXTM3U", "the daemon's state"]
+        named = await run_media(frame_of(listed), linters, listed)
+        assert named.returncode == 0 and named.stdout.data[:2] == b"\xff\xd8", named
+        media = await isolated(service, ISOLATED_INPUT_ONLY)
+        confined = await run_media(["bash", "-c", probe], media, listed)
+        assert confined.stdout.text().splitlines() == ["#EXTM3U"], confined
+        assert confined.stderr.text().count("Permission denied") == 2, confined
+        refused = await run_media(frame_of(listed), media, listed)
+        assert refused.returncode != 0 and refused.stdout.data == b"", refused
+        # It still decodes the video it was given.
+        frame = await run_media(frame_of(played), media, played)
+        assert frame.returncode == 0 and dominant(frame.stdout.data) == "red", frame
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 # --- a sandboxed daemon -------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def scripted() -> Iterator[tuple[ScriptedModel, str]]:
-    model = ScriptedModel()
-    with serving_model(model) as server:
-        yield model, url_of(server, "/v1")
-
-
-@pytest.fixture(scope="module")
 def sandboxed(
     tmp_path_factory: pytest.TempPathFactory, scripted: tuple[ScriptedModel, str]
 ) -> Iterator[RunningDaemon]:
-    flags = ["--model-endpoint", scripted[1], "--model", "vision-model", "--sandbox-enabled"]
     # The linters' test is of the command-line linters (tools/lints.py), which a language
     # server would otherwise stand in for: the servers' own confinement is
     # tests/test_language_servers.py's.
-    flags.append("--no-language-servers")
-    with daemon_for_module(tmp_path_factory, *flags) as daemon:
+    flags = ["--sandbox-enabled", "--no-language-servers"]
+    with model_daemon_for_module(tmp_path_factory, scripted[1], *flags) as daemon:
         yield daemon
 
 

@@ -40,7 +40,7 @@ from tests.model_servers import (
     SearchEngine,
     Stall,
     ToolCalls,
-    serving_model,
+    served_model,
     serving_search,
     tiny_png,
     url_of,
@@ -52,9 +52,8 @@ API_KEY = "sk-test-" + uuid.uuid4().hex
 
 @pytest.fixture
 def model() -> Iterator[tuple[ScriptedModel, str]]:
-    scripted = ScriptedModel()
-    with serving_model(scripted) as server:
-        yield scripted, url_of(server, "/v1")
+    with served_model() as served:
+        yield served
 
 
 SEARCH_RESULTS = [

@@ -24,11 +24,11 @@ import pytest
 from agent.v1 import files_pb2 as files
 from agent.v1 import mcp_pb2 as mcp
 from agent.v1.common_pb2 import RunMode
-from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.shared_daemon import *  # noqa: F403 (space and client, on this module's daemon)
+from tests.shell_calls import shell_call
 from tests.workspace_support import (
     case,
     delete_call,
@@ -110,10 +110,6 @@ def refused_write(result: Any) -> str:
 def reveals_secret(result: Any) -> bool:
     """Whether an answer carries the secret (a grep's echo of its own pattern aside)."""
     return SECRET in str(result).replace(f'pattern: "{SECRET}"', "")
-
-
-def shell_call(command: str, **args: Any) -> ToolCall:
-    return ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, **args)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,8 @@ from exec_daemon.pool_client import PooledSandbox
 from tests.daemon_process import RunningDaemon, running_daemon, running_pool
 from tests.polling import eventually, wait_until
 from tests.sandbox_harness import processes_with_argument
-from tests.test_shell import shell, shell_call, stdout_of
+from tests.shell_calls import shell, shell_call
+from tests.test_shell import stdout_of
 
 OWN_USER = pwd.getpwuid(os.geteuid())
 PROTO = Path(__file__).resolve().parents[1] / "proto"

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult, ShellToolCall
-from agent.v1.tool_call_pb2 import ToolCall
+from agent.v1.shell_pb2 import SandboxPolicy, ShellResult
 from exec_daemon.client import ExecDaemonClient
+from tests import shell_calls
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.shell_calls import printed
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -73,23 +74,15 @@ async def client(daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
 
 
 async def shell(client: ExecDaemonClient, command: str, agent: str = "caches") -> ShellResult:
-    args = ShellArgs(command=command, requested_sandbox_policy=RW, timeout=90_000)
-    outcome = await client.run(ToolCall(shell_tool_call=ShellToolCall(args=args)), agent_id=agent)
-    assert outcome.result is not None, outcome.error
-    return outcome.result.shell_tool_call.result
-
-
-def output(result: ShellResult) -> str:
-    case = result.WhichOneof("result")
-    assert case in ("success", "failure"), result
-    part: Any = getattr(result, case)
-    return str(part.stdout) + str(part.stderr)
+    return await shell_calls.shell(
+        client, command, agent, requested_sandbox_policy=RW, timeout=90_000
+    )
 
 
 def succeeded(result: ShellResult) -> str:
-    assert result.WhichOneof("result") == "success", output(result)
+    assert result.WhichOneof("result") == "success", printed(result)
     assert result.sandbox_policy.type == SandboxPolicy.TYPE_WORKSPACE_READWRITE
-    return output(result)
+    return printed(result)
 
 
 def local_npm_package(folder: Path) -> Path:
@@ -221,7 +214,7 @@ async def test_a_cache_folder_replaced_from_outside_is_not_granted(
             )
     notes = list(result.sandbox_policy.notes)
     assert any("build caches are off" in note for note in notes), notes
-    assert "npm_config_cache" not in output(result)
+    assert "npm_config_cache" not in printed(result)
     assert (home / ".bashrc").read_text() == "# the user's\n"
 
 
@@ -253,7 +246,7 @@ async def test_shared_caches_are_homes_own_cache_folders_only(tmp_path: Path, ho
     with shared_daemon(tmp_path, home) as own:
         async with own.client() as connected:
             result = await shell(connected, script)
-    text = output(result)
+    text = printed(result)
     assert "cache-ok" in text and "vars=unset" in text
     assert (home / ".npm" / "a").exists() and (home / ".cargo" / "registry" / "a").exists()
     assert (home / ".cargo" / "config.toml").read_text() == "# the user's\n"
@@ -296,7 +289,7 @@ async def test_shared_caches_do_not_follow_the_variables_the_agent_can_set(
     with shared_daemon(tmp_path, home, **env) as own:
         async with own.client() as connected:
             result = await shell(connected, f"touch {on_path}/git ~/.npm/ok; ls ~/.npm")
-    assert "ok" in output(result)
+    assert "ok" in printed(result)
     assert not (on_path / "git").exists()
 
 

@@ -12,12 +12,10 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult, ShellToolCall
-from agent.v1.tool_call_pb2 import ToolCall
+from agent.v1.shell_pb2 import SandboxPolicy, ShellResult
 from exec_daemon.client import ExecDaemonClient
 from sandbox.probe import SIMULATE_MISSING_ENV
 from sandbox.proxy import ALLOW_PRIVATE_ENV
@@ -25,6 +23,7 @@ from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.loopback_http import serving_http
 from tests.polling import file_holds
 from tests.sandbox_harness import processes_with_argument
+from tests.shell_calls import printed, shell
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -53,20 +52,8 @@ def agent(request: pytest.FixtureRequest) -> str:
     return str(request.node.name)
 
 
-async def shell(
-    client: ExecDaemonClient, command: str, agent: str = "", **kwargs: Any
-) -> ShellResult:
-    call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, **kwargs)))
-    outcome = await client.run(call, agent_id=agent)
-    assert outcome.result is not None, outcome.error
-    return outcome.result.shell_tool_call.result
-
-
 def output(result: ShellResult) -> str:
-    case = result.WhichOneof("result")
-    assert case in ("success", "failure", "timeout"), result
-    part = getattr(result, case)
-    return str(part.stdout) + str(part.stderr)
+    return printed(result, ("success", "failure", "timeout"))
 
 
 def test_the_daemon_logs_one_sandbox_status_line(sandbox_daemon: RunningDaemon) -> None:

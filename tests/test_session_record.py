@@ -30,8 +30,9 @@ from sandbox.proxy import ALLOW_PRIVATE_ENV
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.guards_support import hook_script, write_config
 from tests.loopback_http import serving_http
-from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
+from tests.model_servers import Final, ScriptedModel, ToolCalls, served_model
 from tests.polling import WAIT_SECONDS, generous
+from tests.shell_calls import shell_call
 from tests.test_mcp import SERVER_MODULE, wait_for_port
 from tests.test_model_tools import run_task, task_call
 from tests.test_pty_server import connect
@@ -65,9 +66,8 @@ def record_folder(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def model() -> Iterator[tuple[ScriptedModel, str]]:
-    scripted = ScriptedModel()
-    with serving_model(scripted) as server:
-        yield scripted, url_of(server, "/v1")
+    with served_model() as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +95,6 @@ def recording_daemon(
     flags += ["--fetch-allow-private", "127.0.0.0/8", "--mcp-config", json.dumps(mcp), *extra]
     with running_daemon(tmp_path / "ws", tmp_path / "state", *flags, env=SECRET_ENV) as daemon:
         yield daemon
-
-
-def shell(command: str) -> ToolCall:
-    return ToolCall(shell_tool_call={"args": {"command": command}})
 
 
 def case(outcome: Any) -> str:
@@ -139,14 +135,14 @@ async def run_scripted_session(
 ) -> None:
     workspace = daemon.workspace
     async with daemon.client() as client:
-        made = shell("echo out-$RECORD_SECRET; echo x > made-by-command.txt")
+        made = shell_call("echo out-$RECORD_SECRET; echo x > made-by-command.txt")
         assert case(await client.run(made, agent_id="main")) == "success"
         edit = ToolCall(
             edit_tool_call={"args": {"path": str(workspace / "notes.txt"), "contents": "tea\n"}}
         )
         assert case(await client.run(edit, agent_id="main")) == "success"
         refused = await client.run(
-            shell("touch refused-marker"), agent_id="main", run_mode=RunMode.RUN_MODE_ALLOWLIST
+            shell_call("touch refused-marker"), agent_id="main", run_mode=RunMode.RUN_MODE_ALLOWLIST
         )
         assert case(refused) == "rejected"
         assert not (workspace / "refused-marker").exists()
@@ -231,7 +227,7 @@ async def test_a_scripted_session_comes_back_whole_in_order_and_outlives_a_resta
     # A restart on the same workspace: the record goes on where it stopped.
     with recording_daemon(tmp_path, endpoint, mcp_port) as daemon:
         async with daemon.client() as client:
-            assert case(await client.run(shell("echo after-restart"), agent_id="other")) == (
+            assert case(await client.run(shell_call("echo after-restart"), agent_id="other")) == (
                 "success"
             )
             after = await entries(client)
@@ -339,7 +335,7 @@ async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder
             hook = hook_script(tmp_path / "hooks", "deny", f"print(json.dumps({deny!r}))\n")
             hooks = {"beforeShellExecution": [{"command": hook, "matcher": "rm -rf"}]}
             write_config(d.workspace / ".cursor" / "hooks.json", {"version": 1, "hooks": hooks})
-            denied = await client.run(shell("rm -rf build"), agent_id="hooked")
+            denied = await client.run(shell_call("rm -rf build"), agent_id="hooked")
             assert case(denied) == "rejected"
             [hooked] = [e for e in await entries(client, "hooked") if e["kind"] == "result"]
             assert hooked["refused"] and hooked["outcome"] == "rejected"
@@ -351,7 +347,7 @@ async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder
                 ("sandbox_proxy", "127.0.0.1", False),
             ]
             assert "allowlist" in egress[1]["reason"]
-            assert case(await client.run(shell("echo first"), agent_id="main")) == "success"
+            assert case(await client.run(shell_call("echo first"), agent_id="main")) == "success"
             await entries(client)  # written
             [segment] = [p.name for p in segments(record_folder)]
             script = (
@@ -372,7 +368,9 @@ async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder
             )
             assert case(await client.run(edit, agent_id="main")) != "success"
             assert not (record_folder / "planted").exists()
-            assert b"forged" not in (record_folder / segment).read_bytes()
+            # The line `echo` would append (the record's own entries, written meanwhile by its
+            # writer thread, hold the word inside the recorded command).
+            assert b"forged" not in (record_folder / segment).read_bytes().splitlines()
             # Positive control: unconfined, the same command does write there.
             none = {"type": "TYPE_INSECURE_NONE"}
             unconfined = ToolCall(

@@ -22,9 +22,7 @@ from agent.v1.shell_pb2 import (
     AwaitArgs,
     AwaitToolCall,
     SandboxPolicy,
-    ShellArgs,
     ShellResult,
-    ShellToolCall,
     WriteShellStdinArgs,
     WriteShellStdinToolCall,
 )
@@ -34,6 +32,7 @@ from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import WAIT_SECONDS, eventually, generous
 from tests.sandbox_harness import processes_with_argument
+from tests.shell_calls import shell, shell_call
 
 # An rc file that would break a prompt-scraping shell (FM 11): PS1 and PROMPT_COMMAND changed,
 # output at start-up, an alias that must keep working.
@@ -69,18 +68,6 @@ async def client(shell_daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]
 def agent(request: pytest.FixtureRequest) -> str:
     """A session of its own for every test."""
     return str(request.node.name)
-
-
-def shell_call(command: str, **kwargs: Any) -> ToolCall:
-    return ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, **kwargs)))
-
-
-async def shell(
-    client: ExecDaemonClient, command: str, agent: str = "", **kwargs: Any
-) -> ShellResult:
-    outcome = await client.run(shell_call(command, **kwargs), agent_id=agent)
-    assert outcome.result is not None, outcome.error
-    return outcome.result.shell_tool_call.result
 
 
 async def busy_session(client: ExecDaemonClient, agent: str) -> asyncio.Task[ShellResult]:

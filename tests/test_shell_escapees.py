@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from agent.v1.shell_pb2 import ShellArgs, ShellResult, ShellToolCall
+from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import generous
 from tests.sandbox_harness import processes_with_argument
+from tests.shell_calls import shell
 
 _serial = itertools.count(1)
 
@@ -49,13 +50,6 @@ async def until_started(marker: str, seconds: float = 5.0) -> list[int]:
     while not (found := processes_with_argument(marker)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     return found
-
-
-async def shell(client: ExecDaemonClient, command: str, agent: str, **kwargs: Any) -> ShellResult:
-    call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, **kwargs)))
-    outcome = await client.run(call, agent_id=agent)
-    assert outcome.result is not None, outcome.error
-    return outcome.result.shell_tool_call.result
 
 
 @pytest.fixture(scope="module")

@@ -8,21 +8,16 @@ import os
 import uuid
 from pathlib import Path
 
-from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
-from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient, ExecStream
 from exec_daemon.kernel.processes import all_processes, proc_info
 from tests.daemon_process import running_daemon
+from tests.shell_calls import shell_call
 from tools.sem_search import INDEX_PROCESS_CODE
 
 CALLS = 1000
 WORKERS = 10
 AGENTS = 5
 ROUND = 200
-
-
-def shell_call(command: str, **kwargs: object) -> ToolCall:
-    return ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, **kwargs)))  # type: ignore[arg-type]
 
 
 def status_field(pid: int, name: str) -> int:

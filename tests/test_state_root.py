@@ -17,12 +17,10 @@ import stat
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agent.v1.shell_pb2 import SandboxPolicy, ShellArgs, ShellResult, ShellToolCall
-from agent.v1.tool_call_pb2 import ToolCall
+from agent.v1.shell_pb2 import SandboxPolicy, ShellResult
 from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
@@ -37,6 +35,7 @@ from sandbox.plan import build_plan
 from sandbox.policy import resolve_policy
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import eventually, wait_until
+from tests.shell_calls import printed, shell
 from tests.test_shared_terminals import shared_terminal, write_environment
 from tools.display import DisplayService
 from tools.shell.service import KEEP_SPILL_FILES, ShellService
@@ -46,22 +45,6 @@ pytestmark = pytest.mark.timeout(120)
 RW = SandboxPolicy(type=SandboxPolicy.TYPE_WORKSPACE_READWRITE)
 NONE = SandboxPolicy(type=SandboxPolicy.TYPE_INSECURE_NONE)
 X11_SOCKETS = Path(PLAN_X11_SOCKETS)
-
-
-async def shell(
-    client: ExecDaemonClient, command: str, agent: str = "", **kwargs: Any
-) -> ShellResult:
-    call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command, **kwargs)))
-    outcome = await client.run(call, agent_id=agent)
-    assert outcome.result is not None, outcome.error
-    return outcome.result.shell_tool_call.result
-
-
-def printed(result: ShellResult) -> str:
-    case = result.WhichOneof("result")
-    assert case in ("success", "failure"), result
-    part = getattr(result, case)
-    return str(part.stdout) + str(part.stderr)
 
 
 @pytest.fixture(scope="module")

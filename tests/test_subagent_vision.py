@@ -18,8 +18,8 @@ from PIL import Image
 from agent.v1.agent_pb2 import SubagentType
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
-from tests.interop import daemon_for_module
-from tests.model_servers import Final, ScriptedModel, ToolCalls, serving_model, url_of
+from tests.interop import model_daemon_for_module
+from tests.model_servers import Final, ScriptedModel, ToolCalls
 from tests.test_model_tools import run_task, task_call
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,19 +29,11 @@ MEDIA_REVIEW = SubagentType.SUBAGENT_TYPE_MEDIA_REVIEW
 
 
 @pytest.fixture(scope="module")
-def scripted() -> Iterator[tuple[ScriptedModel, str]]:
-    model = ScriptedModel()
-    with serving_model(model) as server:
-        yield model, url_of(server, "/v1")
-
-
-@pytest.fixture(scope="module")
 def daemon(
     tmp_path_factory: pytest.TempPathFactory, scripted: tuple[ScriptedModel, str]
 ) -> Iterator[RunningDaemon]:
-    flags = ["--model-endpoint", scripted[1], "--model", "vision-model"]
-    flags += ["--computer-use-enabled", "--screenshot-delay-ms", "50"]
-    with daemon_for_module(tmp_path_factory, *flags) as running:
+    flags = ["--computer-use-enabled", "--screenshot-delay-ms", "50"]
+    with model_daemon_for_module(tmp_path_factory, scripted[1], *flags) as running:
         yield running
 
 

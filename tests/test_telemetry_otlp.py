@@ -41,7 +41,6 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from agent.v1.computer_pb2 import ComputerUseAction, ComputerUseArgs, ComputerUseToolCall
 from agent.v1.mcp_pb2 import McpArgs, McpToolCall
-from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.metering import Metric
 from exec_daemon.telemetry.metrics import (
@@ -56,6 +55,7 @@ from tests.daemon_process import RunningDaemon, running_daemon
 from tests.loopback_http import serving_http
 from tests.otlp_receiver import serving_grpc
 from tests.polling import wait_until
+from tests.shell_calls import shell_call
 from tests.test_tracing import (
     NO_RIPGREP,
     TRACE_TOKEN,
@@ -237,10 +237,6 @@ def http_collector() -> Iterator[tuple[int, Receiver]]:
         yield server.server_address[1], received
 
 
-def shell(command: str) -> ToolCall:
-    return ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command=command)))
-
-
 def computer_use() -> ToolCall:
     action = ComputerUseAction()
     action.screenshot.SetInParent()
@@ -275,7 +271,7 @@ async def test_traces_metrics_and_logs_over_grpc(workspace: Path, tmp_path: Path
             client.headers["traceparent"] = traceparent(trace_id, parent_id)
             assert (await client.run(read_todos(), agent_id=f"agent-{TRACE_TOKEN}")).result
             async with client.exec_stream():
-                shelled = await client.run(shell("printf 'hello telemetry\\n'"))
+                shelled = await client.run(shell_call("printf 'hello telemetry\\n'"))
                 assert "hello telemetry" in shelled.result.shell_tool_call.result.success.stdout
                 assert (await client.run(exec_error_call())).error is not None
                 assert (await client.run(computer_use())).result is not None
@@ -529,7 +525,7 @@ async def test_log_format_json_writes_one_object_per_line_with_the_calls_ids(
         ) as daemon,
     ):
         async with daemon.client() as client:
-            assert (await client.run(shell("true"))).result is not None
+            assert (await client.run(shell_call("true"))).result is not None
         wait_until(lambda: "json-log-check" in daemon.log(), ARRIVAL_SECONDS, "the hook's warning")
         wait_until(lambda: received.spans(), ARRIVAL_SECONDS, "the shell span")
         assert daemon.stop() == 0
@@ -564,7 +560,7 @@ async def test_debug_logs_each_calls_start_and_end_with_its_trace_ids(
         ) as daemon,
     ):  # fmt: skip
         async with daemon.client() as client:
-            assert (await client.run(shell("echo hi"))).result is not None
+            assert (await client.run(shell_call("echo hi"))).result is not None
             await client.run(exec_error_call())
         wait_until(lambda: len(received.spans()) >= 2, ARRIVAL_SECONDS, "the two spans")
         assert daemon.stop() == 0
@@ -590,7 +586,7 @@ async def test_below_debug_only_failed_calls_are_logged(workspace: Path, tmp_pat
         workspace, tmp_path / "state", "--log-level", "info", "--log-format", "json", *NO_RIPGREP
     ) as daemon:
         async with daemon.client() as client:
-            assert (await client.run(shell("echo hi"))).result is not None
+            assert (await client.run(shell_call("echo hi"))).result is not None
             await client.run(exec_error_call())
         assert daemon.stop() == 0
         records = call_records(daemon)

@@ -11,13 +11,15 @@ message (`{"type": "image_url", "image_url": {"url": "data:image/webp;base64,...
 
 ffprobe and ffmpeg parse that file, which the agent supplied (a crafted one may exploit a
 demuxer), so they run bounded (`_bounded`) and, when the sandbox is on (--sandbox-enabled),
-confined by it (the ISOLATED demand of exec_daemon/kernel/sandboxing.py): no network (no IP
-socket at all), no writes but to a few devices (/dev/null, ...), its processes and threads in
-a PID namespace of their own, at most 64, the daemon's secret files read empty; they read the
-attachment through the descriptor the read rules opened, passed on, and write the answer to
-their stdout pipe. The rest of the file system stays readable (the sandbox's Landlock rule
-grants reads everywhere: no narrower read set exists). A kernel without what the sandbox needs
-gives no frames (unavailable, naming what is missing), never an unconfined ffmpeg.
+confined by it (the ISOLATED_INPUT_ONLY demand of exec_daemon/kernel/sandboxing.py): no network
+(no IP socket at all), no writes but to a few devices (/dev/null, ...), its processes and
+threads in a PID namespace of their own, at most 64; they read the attachment through the
+descriptor the read rules opened, passed on, and write the answer to their stdout pipe. Of the
+file system they read nothing else but the system's programs and libraries (/usr, /lib*, the
+loader's configuration: sandbox/plan.py's PROGRAM_READS): not the daemon's state, the home or
+the workspace, so neither an exploit nor a playlist naming other files (HLS, concat) reaches
+them. A kernel without what the sandbox needs gives no frames (unavailable, naming what is
+missing), never an unconfined ffmpeg.
 
 Without the sandbox they run unconfined but bounded all the same: at most MEDIA_MEMORY_BYTES
 of address space and MEDIA_CPU_SECONDS of CPU (prlimit), no file larger than 0 bytes (a write
@@ -49,7 +51,7 @@ from exec_daemon.kernel.paths import PathRefused, open_checked
 from exec_daemon.kernel.processes import UNCONFINED, Confinement
 from exec_daemon.kernel.protected import resolve_path
 from exec_daemon.kernel.runner import HelperFailed, run_helper
-from exec_daemon.kernel.sandboxing import ISOLATED, Sandboxing
+from exec_daemon.kernel.sandboxing import ISOLATED_INPUT_ONLY, Sandboxing
 from exec_daemon.kernel.state import Daemon
 from tools.files import SNIFF_BYTES, image_mime
 from tools.workspace import AgentPaths
@@ -296,7 +298,7 @@ class _Source:
 async def media_confinement(daemon: Daemon, given: str) -> Confinement:
     """How ffmpeg parsing the agent's `given` file is confined (see the module docstring).
     Raises CodedError(UNAVAILABLE) when the sandbox is on but cannot confine it."""
-    decision = await daemon.service(Sandboxing).decide(None, ISOLATED)
+    decision = await daemon.service(Sandboxing).decide(None, ISOLATED_INPUT_ONLY)
     if decision.refusal:
         raise CodedError(
             ErrorCode.UNAVAILABLE,

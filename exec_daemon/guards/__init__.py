@@ -8,7 +8,9 @@ Order, outermost first (each wraps the ones after it):
    reaches the user's hooks (they may be slow or have side effects, and would see calls that
    never run). Input a hook rewrites is judged again by the same rules before it runs.
 3. hooks — innermost, right around the handler: before-hooks see the call as it will run
-   (e.g. with the sandbox policy the permissions chose), after-hooks see the raw result.
+   (e.g. with the sandbox policy the permissions chose), after-hooks see the raw result; but
+   no hook ever sees a secret (hooks.py masks them in what it hands a hook, whether or not
+   redaction is on).
 Tracing, when there is one, goes outside all of them so a span covers the guards' time too.
 """
 

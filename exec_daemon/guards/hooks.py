@@ -23,7 +23,11 @@ and postToolUse only.
 
 A hook gets one JSON object on stdin (hook_event_name, conversation_id, tool_name, tool_input,
 tool_use_id, cwd, workspace_roots and the event's own fields: command, file_path, output, ...)
-and may answer one JSON object on stdout: `permission` allow/deny/ask (Claude's
+with no secret in it: a shell call's secret variables (named in its `secret_env` or among the
+daemon's injected secret names) keep their names but their values read `[REDACTED]`, and every
+value the redactor knows (exec_daemon/guards/redaction.py) is masked wherever it occurs (the
+command, a file's content, the tool's output): a hook may log its input. It may answer one
+JSON object on stdout: `permission` allow/deny/ask (Claude's
 `hookSpecificOutput.permissionDecision` and `decision: block` too), `user_message`,
 `agent_message`, `updated_input`, `additional_context`. Exit code 2 denies (stderr is the
 message). A crash, a timeout or output that is not JSON fails open — the call goes on and the
@@ -34,7 +38,8 @@ blocks the event loop. Any deny wins over ask, ask over allow. Deny → the tool
 case (source "hook", with the hook's messages); ask → `rejected` with needs_approval, unless the
 call itself carries run_mode RUN_MODE_RUN_EVERYTHING (a person approved it). Rewritten input is
 judged again by the permission rules before it runs, and the answer then carries the args that
-ran (hook_feedback.input_rewritten). `additional_context` and the messages of allowing hooks go
+ran (hook_feedback.input_rewritten); a value the hook gives back as it was shown (a masked one
+included) stays the call's own. `additional_context` and the messages of allowing hooks go
 into the answer's hook_feedback.
 """
 
@@ -56,8 +61,17 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from agent.v1.common_pb2 import Rejected, RunMode
+from agent.v1.shell_pb2 import ShellArgs
 from exec_daemon.guards.config_files import WatchedConfig, home_dir
 from exec_daemon.guards.permissions import Judge, Verdict
+from exec_daemon.guards.redaction import (
+    REDACTED,
+    CallSecrets,
+    SecretMatcher,
+    SecretStore,
+    call_secrets,
+    redact_json_value,
+)
 from exec_daemon.guards.rejections import refused_result, rejected_result
 from exec_daemon.kernel.context import Invocation, Middleware, Next
 from exec_daemon.kernel.errors import CodedError, ErrorCode
@@ -323,6 +337,57 @@ class CallView:
         )
 
 
+@dataclass(frozen=True)
+class HiddenSecrets:
+    """What the hooks of one call never see (a hook may log its input): the values of the
+    call's secret variables (ShellArgs.env named in its secret_env or among the daemon's secret
+    names), masked whole whatever their length, their names kept; and anywhere in what a hook
+    gets, every secret the redactor knows (the daemon's and the call's own)."""
+
+    env_names: frozenset[str]
+    secrets: SecretStore | CallSecrets
+
+    @staticmethod
+    def of(store: SecretStore, args: Message) -> HiddenSecrets:
+        names = store.command_env_secret_names(args) if isinstance(args, ShellArgs) else frozenset()
+        return HiddenSecrets(names, call_secrets(store, args))
+
+    @property
+    def matcher(self) -> SecretMatcher:
+        return self.secrets.matcher
+
+    def tool_input(self, view: CallView) -> dict[str, Any]:
+        """The call's input with its secret variables' values masked."""
+        env = view.tool_input.get("env")
+        if not self.env_names or not isinstance(env, dict):
+            return view.tool_input
+        hidden = {name: REDACTED if name in self.env_names else env[name] for name in env}
+        return {**view.tool_input, "env": hidden}
+
+    def shown_input(self, view: CallView) -> dict[str, Any]:
+        """The call's input exactly as its hooks got it."""
+        shown: dict[str, Any] = redact_json_value(self.tool_input(view), self.matcher)
+        return shown
+
+
+def unmasked(
+    update: dict[str, Any], shown: dict[str, Any], original: dict[str, Any]
+) -> dict[str, Any]:
+    """A hook's updated input with every value it gave back as it was shown (a masked secret in
+    it) replaced by the call's own: a hook echoing the input back, or a part of it, changes
+    nothing (a variable's value does not become `[REDACTED]`)."""
+    restored: dict[str, Any] = {}
+    for key, value in update.items():
+        seen, own = shown.get(key), original.get(key)
+        if key in shown and key in original and value == seen:
+            restored[key] = own
+        elif isinstance(value, dict) and isinstance(seen, dict) and isinstance(own, dict):
+            restored[key] = unmasked(value, seen, own)
+        else:
+            restored[key] = value
+    return restored
+
+
 def _matches_names(matcher: str, names: Sequence[str]) -> bool:
     if _PLAIN_MATCHER.fullmatch(matcher):
         wanted = {part.strip() for part in re.split(r"[|,]", matcher) if part.strip()}
@@ -349,11 +414,14 @@ def hook_applies(hook: Hook, view: CallView) -> bool:
 # --- running one hook ----------------------------------------------------------------------------
 
 
-async def run_hook(hook: Hook, payload: dict[str, Any], env: dict[str, str]) -> HookAnswer:
-    """Runs one hook process to its end or its timeout; never raises (but for cancellation)."""
+async def run_hook(
+    hook: Hook, payload: dict[str, Any], env: dict[str, str], matcher: SecretMatcher
+) -> HookAnswer:
+    """Runs one hook process to its end or its timeout; never raises (but for cancellation).
+    The hook gets `payload` with every secret `matcher` knows masked."""
     started = time.monotonic()
-    # A tool's output can be large: encode it off the event loop.
-    data = await asyncio.to_thread(lambda: json.dumps(payload).encode())
+    # A tool's output can be large: redact and encode it off the event loop.
+    data = await asyncio.to_thread(lambda: json.dumps(redact_json_value(payload, matcher)).encode())
     try:
         done = await run_helper(
             ["/bin/sh", "-c", hook.command],
@@ -457,12 +525,23 @@ class _Step:
         self.runs.append((hook, payload))
 
 
+@dataclass(frozen=True)
+class _AfterCall:
+    """What the step after a call needs of the step before it."""
+
+    hooks: Sequence[Hook]
+    view: CallView
+    hidden: HiddenSecrets
+    started: float
+
+
 class HookRunner:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         self._files = daemon.service(HookFiles)
         self._judge = daemon.service(Judge)
         self._meter = daemon.service(Meter)
+        self._secrets = daemon.service(SecretStore)
 
     def _env(self) -> dict[str, str]:
         env = self._daemon.env.snapshot()
@@ -470,7 +549,13 @@ class HookRunner:
         return env
 
     def _payload(
-        self, hook: Hook, event: str, inv: Invocation, view: CallView, extra: dict[str, Any]
+        self,
+        hook: Hook,
+        event: str,
+        inv: Invocation,
+        view: CallView,
+        extra: dict[str, Any],
+        hidden: HiddenSecrets,
     ) -> dict[str, Any]:
         claude = hook.dialect == "claude"
         tool_use_id = getattr(inv.args, "tool_call_id", "") or str(inv.ctx.call_id)
@@ -480,7 +565,7 @@ class HookRunner:
             "session_id": inv.ctx.agent_id,
             "generation_id": str(inv.ctx.call_id),
             "tool_name": view.claude_name if claude else view.cursor_name,
-            "tool_input": view.tool_input,
+            "tool_input": hidden.tool_input(view),
             "tool_use_id": tool_use_id,
             "cwd": getattr(inv.args, "working_directory", "") or self._daemon.workspace,
             "workspace_roots": [self._daemon.workspace],
@@ -488,11 +573,12 @@ class HookRunner:
         payload.update(extra)
         return payload
 
-    async def _run_step(self, step: _Step) -> list[HookAnswer]:
+    async def _run_step(self, step: _Step, hidden: HiddenSecrets) -> list[HookAnswer]:
         if not step.runs:
             return []
-        env = self._env()
-        answers = list(await asyncio.gather(*(run_hook(h, p, env) for h, p in step.runs)))
+        env, matcher = self._env(), hidden.matcher
+        runs = (run_hook(hook, payload, env, matcher) for hook, payload in step.runs)
+        answers = list(await asyncio.gather(*runs))
         for answer in answers:
             outcome = "failed" if answer.failure else answer.decision or "none"
             self._meter.add(Metric.HOOK_RUNS, outcome=outcome)
@@ -503,28 +589,34 @@ class HookRunner:
         if not hooks:
             return await call_next(inv)
         view = CallView.of(inv)
-        before = await self._before_step(hooks, inv, view)
-        answers = await self._run_step(before)
+        hidden = HiddenSecrets.of(self._secrets, inv.args)
+        before = await self._before_step(hooks, inv, view, hidden)
+        answers = await self._run_step(before, hidden)
         refusal = _refusal(answers, approved=inv.ctx.run_mode == RunMode.RUN_MODE_RUN_EVERYTHING)
         if refusal is not None:
             return rejected_result(inv.tool, inv.args, refusal)
-        inv, refused = await self._rewrite(inv, answers)
+        inv, refused = await self._rewrite(inv, answers, view, hidden)
         if refused is not None and refused.refusal is not None:
             return refused_result(inv.tool, inv.args, refused.refusal, refused.denied_path)
         _note(inv, answers)
         if inv.ctx.report.feedback.input_rewritten:
+            # The secrets stay the ones of the call as it came: a hook that drops a name from
+            # secret_env does not make after-hooks see its value.
             view = CallView.of(inv)
         started = time.monotonic()
+        after = _AfterCall(hooks, view, hidden, started)
         try:
             result = await call_next(inv)
         except CodedError as exc:
             failure = {"error": exc.message, "duration": _ms_since(started)}
-            await self._after(hooks, inv, view, None, failure, started)
+            await self._after(after, inv, None, failure)
             raise
-        await self._after(hooks, inv, view, result, {}, started)
+        await self._after(after, inv, result, {})
         return result
 
-    async def _before_step(self, hooks: Sequence[Hook], inv: Invocation, view: CallView) -> _Step:
+    async def _before_step(
+        self, hooks: Sequence[Hook], inv: Invocation, view: CallView, hidden: HiddenSecrets
+    ) -> _Step:
         step = _Step()
         events = [PRE_TOOL_USE]
         if view.events in _PRE_EVENTS:
@@ -534,7 +626,8 @@ class HookRunner:
             if hook.event in events and hook_applies(hook, view):
                 if hook.event not in fields:
                     fields[hook.event] = await self._before_fields(hook.event, inv, view)
-                step.add(hook, self._payload(hook, hook.event, inv, view, fields[hook.event]))
+                payload = self._payload(hook, hook.event, inv, view, fields[hook.event], hidden)
+                step.add(hook, payload)
         return step
 
     async def _before_fields(self, event: str, inv: Invocation, view: CallView) -> dict[str, Any]:
@@ -555,17 +648,18 @@ class HookRunner:
         return str(Path(self._daemon.workspace, path)) if path else path
 
     async def _rewrite(
-        self, inv: Invocation, answers: list[HookAnswer]
+        self, inv: Invocation, answers: list[HookAnswer], view: CallView, hidden: HiddenSecrets
     ) -> tuple[Invocation, Verdict | None]:
         """The call as the hooks rewrote it, judged again; or the verdict refusing it."""
         updates = [a.updated_input for a in answers if a.updated_input]
         if not updates:
             return inv, None
+        shown = await asyncio.to_thread(hidden.shown_input, view)
         args = type(inv.args)()
         args.CopyFrom(inv.args)
         known = set(args.DESCRIPTOR.fields_by_name)
         for update in updates:
-            values = dict(update)
+            values = unmasked(update, shown, view.tool_input)
             if "file_path" in values and "path" in known:
                 values["path"] = values.pop("file_path")
             if "content" in values and "contents" in known:
@@ -589,14 +683,9 @@ class HookRunner:
         return verdict.invocation, None
 
     async def _after(
-        self,
-        hooks: Sequence[Hook],
-        inv: Invocation,
-        view: CallView,
-        result: Message | None,
-        failure: dict[str, Any],
-        started: float,
+        self, call: _AfterCall, inv: Invocation, result: Message | None, failure: dict[str, Any]
     ) -> None:
+        view = call.view
         case = result.WhichOneof("result") if result is not None else None  # type: ignore[attr-defined]
         ran = case in _RAN_CASES
         events = [POST_TOOL_USE if ran else POST_TOOL_USE_FAILURE]
@@ -606,27 +695,30 @@ class HookRunner:
             events.append(AFTER_EDIT)
         elif view.events is HookEvents.MCP and case not in (None, "rejected", "aborted"):
             events.append(AFTER_MCP)
-        selected = [h for h in hooks if h.event in events and hook_applies(h, view)]
+        selected = [h for h in call.hooks if h.event in events and hook_applies(h, view)]
         if not selected:
             return
-        output, output_json = await asyncio.to_thread(_result_dict, result)
-        duration = _ms_since(started)
+        output, output_json = await asyncio.to_thread(_result_dict, result, call.hidden.matcher)
+        duration = _ms_since(call.started)
         step = _Step()
         for hook in selected:
             extra = _after_fields(hook, inv, view, (output, output_json), duration) | failure
-            step.add(hook, self._payload(hook, hook.event, inv, view, extra))
-        _note(inv, await self._run_step(step))
+            step.add(hook, self._payload(hook, hook.event, inv, view, extra, call.hidden))
+        _note(inv, await self._run_step(step, call.hidden))
 
 
 def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _result_dict(result: Message | None) -> tuple[dict[str, Any], str]:
-    """The result as JSON data and text (both can be large: built off the event loop)."""
+def _result_dict(result: Message | None, matcher: SecretMatcher) -> tuple[dict[str, Any], str]:
+    """The result as JSON data and text, secrets masked (a secret in the text would be escaped
+    as JSON escapes it, so the data is masked before it becomes text); both can be large:
+    built off the event loop."""
     if result is None:
         return {}, "{}"
     output = json_format.MessageToDict(result, preserving_proto_field_name=True)
+    output = redact_json_value(output, matcher)
     return output, json.dumps(output)
 
 

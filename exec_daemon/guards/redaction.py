@@ -437,15 +437,20 @@ class SecretStore:
         }
         self._add({env.get(name, "") for name in self._secret_names} | registered_secrets())
 
-    def command_env_secrets(self, args: ShellArgs) -> frozenset[str]:
-        """The values of a shell call's own variables that are secrets (named in its
-        secret_env, or among the daemon's secret names). They are redacted from that call's
-        answer only: a call (the agent's, perhaps) cannot make the daemon hide text from others."""
+    def command_env_secret_names(self, args: ShellArgs) -> frozenset[str]:
+        """The names of a shell call's own variables whose values are secrets (named in its
+        secret_env, or among the daemon's secret names)."""
         declared = set(args.secret_env) | self._secret_names
+        return frozenset(name for name in args.env if name in declared)
+
+    def command_env_secrets(self, args: ShellArgs) -> frozenset[str]:
+        """The values of a shell call's own variables that are secrets. They are redacted from
+        that call's answer only: a call (the agent's, perhaps) cannot make the daemon hide text
+        from others."""
         return frozenset(
             value
-            for name, value in args.env.items()
-            if name in declared and len(value) >= MIN_SECRET_LENGTH
+            for name in self.command_env_secret_names(args)
+            if len(value := args.env[name]) >= MIN_SECRET_LENGTH
         )
 
     def _add(self, values: set[str]) -> None:
@@ -595,6 +600,30 @@ class CallSecrets:
         return self._matcher
 
 
+def call_secrets(store: SecretStore, args: Message) -> SecretStore | CallSecrets:
+    """The secrets of one call: the daemon's, and a shell call's own declared ones."""
+    if isinstance(args, ShellArgs) and args.env:
+        own = store.command_env_secrets(args)
+        if own:
+            return CallSecrets(store, own)
+    return store
+
+
+def redact_json_value(value: Any, matcher: SecretMatcher) -> Any:
+    """JSON data (dicts, lists, strings, numbers...) with every secret in its strings and keys
+    masked, as a copy."""
+    if isinstance(value, str):
+        return matcher.redact(value)
+    if isinstance(value, list):
+        return [redact_json_value(item, matcher) for item in value]
+    if isinstance(value, dict):
+        return {
+            redact_json_value(key, matcher): redact_json_value(item, matcher)
+            for key, item in value.items()
+        }
+    return value
+
+
 class _CallStreams:
     """The held-back tails of one call's streamed deltas."""
 
@@ -709,11 +738,7 @@ def redaction_middleware(daemon: Daemon) -> Middleware:
     store = daemon.service(SecretStore)
 
     async def redaction(inv: Invocation, call_next: Next) -> Message:
-        secrets: SecretStore | CallSecrets = store
-        if isinstance(inv.args, ShellArgs) and inv.args.env:
-            own = store.command_env_secrets(inv.args)
-            if own:
-                secrets = CallSecrets(store, own)
+        secrets = call_secrets(store, inv.args)
         streams = _CallStreams(secrets)
         emit = inv.ctx.emit
 

@@ -30,14 +30,20 @@ class SandboxDemand:
     read_only: bool = False
     # Confined, or not run at all (auto_review: a command nobody approved).
     confined: bool = False
-    # A daemon helper parsing what the agent supplied (ffmpeg reading an attached video): when
+    # A daemon helper parsing what the agent supplied (a linter, ffmpeg reading a video): when
     # the sandbox is up, confined with no network and no writes but to a few devices (/dev/null,
     # ...) whatever the call or sandbox.json asks; unconfined when it is off.
     isolated: bool = False
+    # With `isolated`: reads nothing of the file system but what running a system program
+    # needs (the dynamic loader, the libraries, the programs) and the files open on the
+    # descriptors passed in (its input): not the daemon's state, not the home or workspace.
+    reads_input_only: bool = False
 
 
 AS_REQUESTED = SandboxDemand()
 ISOLATED = SandboxDemand(isolated=True)
+# A helper that parses one input it gets as a descriptor (ffmpeg on an attached video).
+ISOLATED_INPUT_ONLY = SandboxDemand(isolated=True, reads_input_only=True)
 
 
 @dataclass(frozen=True)
