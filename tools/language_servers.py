@@ -36,16 +36,29 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exec_daemon.kernel.agents import AgentModes, SubagentSessions
+from exec_daemon.kernel.context import RUN_EVERYTHING, CallContext, call_run_mode
+from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDemand
+from exec_daemon.kernel.spec import EVERYTHING
 from exec_daemon.kernel.state import Daemon
 
 if TYPE_CHECKING:
     # pygls and lsprotocol take ~0.6 s to import: only a daemon that starts a server pays it.
     from tools.lsp_session import LanguageServer
 
+from tools.helix_languages import (
+    CONFIG_PATH,
+    WorkspaceLanguages,
+    read_languages,
+)
 from tools.language_server_kinds import (
     SERVER_FOR_KIND,
+    ServerKind,
+    ServerUnavailable,
     server_argv,
+    workspace_server,
 )
+from tools.workspace import AgentPaths
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +81,9 @@ class LanguageServers:
             return None
         if spec.name not in self.servers:
             env = self.daemon.env.snapshot()
-            argv = await asyncio.to_thread(server_argv, spec, env, config.language_server_memory_mb)
+            argv = await asyncio.to_thread(
+                server_argv, spec, env, config.language_server_memory_mb, self.daemon.workspace
+            )
             if argv is None:
                 return None
             # Label read now, off the event loop (cached).
@@ -79,6 +94,52 @@ class LanguageServers:
             if self._idle is None:
                 self._idle = asyncio.create_task(self._stop_idle())
         return self.servers[spec.name]
+
+    async def workspace_languages(self) -> WorkspaceLanguages:
+        """What the workspace's .helix/languages.toml names (nothing when language servers are
+        off). Raises BadConfig."""
+        if not self.daemon.config.language_servers_enabled:
+            return WorkspaceLanguages({}, ())
+        rules = self.daemon.service(AgentPaths)
+        return await asyncio.to_thread(read_languages, self.daemon.workspace, rules)
+
+    async def named_server(
+        self, languages: WorkspaceLanguages, name: str, demand: SandboxDemand
+    ) -> LanguageServer:
+        """The server a workspace language lists: one the file defines (run as the agent's own
+        program, under `demand`), else the built-in one of that name. Raises ServerUnavailable
+        when there is neither."""
+        named = languages.servers.get(name)
+        if named is None:
+            builtin = BUILTIN_BY_NAME.get(name)
+            server = await self.server_for(builtin) if builtin is not None else None
+            if server is None:
+                raise ServerUnavailable(
+                    f"{name}: {CONFIG_PATH} lists it but defines no [language-server.{name}]"
+                    if builtin is None
+                    else f"{name} is not installed"
+                )
+            return server
+        kind = workspace_server(named, _first_language_id(languages, name))
+        return await self._workspace_server(kind, demand)
+
+    async def _workspace_server(self, kind: ServerKind, demand: SandboxDemand) -> LanguageServer:
+        """The server of this definition running under `demand` (one each: a call that may run
+        it only confined does not share one a run_everything call started unconfined); those of
+        a changed definition are stopped."""
+        prefix = f"{CONFIG_PATH}:{kind.name}:"
+        for key, stale in list(self.servers.items()):
+            if key.startswith(prefix) and stale.kind != kind:
+                del self.servers[key]
+                await stale.stop()
+        key = f"{prefix}{'confined' if demand.confined else ''}{'-read-only' if demand.read_only else ''}"
+        if key not in self.servers:
+            from tools.lsp_session import LanguageServer
+
+            self.servers[key] = LanguageServer(kind, self.daemon, demand)
+            if self._idle is None:
+                self._idle = asyncio.create_task(self._stop_idle())
+        return self.servers[key]
 
     async def file_written(self, path: Path | str, text: str) -> None:
         """An edit tool wrote `text` to `path`: running servers that have it open see it now."""
@@ -116,6 +177,32 @@ class LanguageServers:
             self._idle.cancel()
             await asyncio.gather(self._idle, return_exceptions=True)
         await asyncio.gather(*(server.stop() for server in self.servers.values()))
+
+
+BUILTIN_BY_NAME = {server.name: kind for kind, server in SERVER_FOR_KIND.items()}
+
+
+def workspace_demand(ctx: CallContext) -> SandboxDemand:
+    """How a server the workspace names must run for this call: it is the repository's own
+    program, so outside run_everything (and for a read-only agent or one in a mode that changes
+    nothing) only confined, as shell commands that run the repository's code are; read-only
+    for an agent that may change nothing."""
+    daemon = ctx.daemon
+    restricted = daemon.service(SubagentSessions).is_readonly(ctx.agent_id) or (
+        daemon.service(AgentModes).allows(ctx.agent_id) is not EVERYTHING
+    )
+    if not restricted and call_run_mode(ctx) == RUN_EVERYTHING:
+        return AS_REQUESTED
+    return SandboxDemand(read_only=restricted, confined=True)
+
+
+def _first_language_id(languages: WorkspaceLanguages, server: str) -> str:
+    """The languageId of the first language listing `server` (one per server, so its
+    definition stays the same whichever file asks)."""
+    return next(
+        (language.language_id for language in languages.languages if server in language.servers),
+        server,
+    )
 
 
 def _real(path: Path | str) -> str:

@@ -1,0 +1,244 @@
+"""Language servers the workspace names in Helix's `.helix/languages.toml`
+(tools/helix_languages.py): read_lints runs them as the agent's own programs and asks them about
+the files their languages cover. The server here is a real one, tests/toy_language_server.py
+(pygls over stdio), named `toy-lint` for `.toy` files.
+
+One daemon serves the module (each test writes the workspace's config); the sandbox test has a
+daemon of its own (--sandbox-enabled)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.v1.common_pb2 import RunMode
+from agent.v1.files_pb2 import ReadLintsArgs
+from agent.v1.tool_call_pb2 import ToolCall
+from exec_daemon.client import ExecDaemonClient
+from tests.daemon_process import RunningDaemon, running_daemon
+from tests.polling import eventually, generous
+from tests.shared_daemon import client, daemon, space
+from tests.workspace_support import replace_call, result_of, write_call
+
+__all__ = ["client", "daemon", "space"]
+
+pytestmark = pytest.mark.timeout(300)
+
+TOY_SERVER = Path(__file__).resolve().parent / "toy_language_server.py"
+# A start of the toy server (Python importing pygls) on a loaded 2-core machine.
+SETTLE_SECONDS = 60.0
+
+
+def helix_config(
+    workspace: Path,
+    command: str = sys.executable,
+    args: tuple[str, ...] = (str(TOY_SERVER),),
+    config: dict[str, Any] | None = None,
+    environment: dict[str, str] | None = None,
+) -> None:
+    """Names toy-lint for .toy files in the workspace's .helix/languages.toml (JSON strings and
+    arrays are TOML ones)."""
+    lines = [
+        "[language-server.toy-lint]",
+        f"command = {json.dumps(command)}",
+        f"args = {json.dumps(list(args))}",
+    ]
+    if config is not None:
+        lines.append(f"config = {{ {_inline(config)} }}")
+    if environment is not None:
+        lines.append(f"environment = {{ {_inline(environment)} }}")
+    lines += [
+        "",
+        "[[language]]",
+        'name = "toy"',
+        'file-types = ["toy", { glob = "Toyfile" }]',
+        'language-servers = ["toy-lint"]',
+    ]
+    (workspace / ".helix").mkdir(exist_ok=True)
+    (workspace / ".helix" / "languages.toml").write_text("\n".join(lines) + "\n")
+
+
+def _inline(table: dict[str, Any]) -> str:
+    return ", ".join(f"{key} = {json.dumps(value)}" for key, value in table.items())
+
+
+async def read_lints(client: ExecDaemonClient, *paths: str, run_mode: int = 0) -> Any:
+    call = ToolCall()
+    call.read_lints_tool_call.args.CopyFrom(ReadLintsArgs(paths=list(paths)))
+    outcome = await client.run(call, run_mode=run_mode)
+    assert outcome.error is None and outcome.result is not None, outcome
+    result = outcome.result.read_lints_tool_call.result
+    assert result.WhichOneof("result") == "success", result
+    return result.success
+
+
+async def settled(client: ExecDaemonClient, *paths: str, run_mode: int = 0) -> Any:
+    """read_lints once every file was answered (the first call may find the server starting)."""
+    deadline = time.monotonic() + generous(SETTLE_SECONDS)
+    while (success := await read_lints(client, *paths, run_mode=run_mode)).skipped:
+        assert time.monotonic() < deadline, success
+    return success
+
+
+def toy_found(success: Any) -> dict[str, set[tuple[int, str]]]:
+    return {
+        file.path: {(d.start_line, d.message) for d in file.diagnostics if d.source == "toy-lint"}
+        for file in success.files
+    }
+
+
+def skipped(success: Any) -> dict[str, str]:
+    return {entry.path: entry.reason for entry in success.skipped}
+
+
+async def test_a_named_server_lints_its_files_and_answers_after_an_edit(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    path = space / "notes.toy"
+    name = f"{space.name}/notes.toy"
+    assert (await result_of(client, write_call(path, "fine\nTODO later\n"))).success
+    # Without the config no linter covers .toy files.
+    (daemon.workspace / ".helix" / "languages.toml").unlink(missing_ok=True)
+    assert name in (await read_lints(client, name)).unsupported_paths
+    helix_config(daemon.workspace, config={"forbidden": ["TODO", "FIXME"]})
+    first = await settled(client, name)
+    assert toy_found(first)[name] == {(2, "TODO is forbidden here")}
+    assert "toy-lint" in first.linters
+    edit = await result_of(client, replace_call(path, "TODO later", "done"))
+    assert edit.success.replacements == 1
+    assert toy_found(await settled(client, name))[name] == set()
+    # The server's config (its initializationOptions) holds: FIXME is forbidden too. No paths:
+    # the files the edit tools wrote.
+    await result_of(client, replace_call(path, "fine", "FIXME soon"))
+    assert toy_found(await settled(client))[name] == {(1, "FIXME is forbidden here")}
+    # A glob of file-types: a file named Toyfile, no extension.
+    (space / "Toyfile").write_text("a TODO\n")
+    toyfile = f"{space.name}/Toyfile"
+    assert toy_found(await settled(client, toyfile))[toyfile] == {(1, "TODO is forbidden here")}
+
+
+async def test_it_runs_without_the_daemons_token_with_the_variables_it_names(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    watched = ["EXEC_DAEMON_AUTH_TOKEN", "TOY_MARK"]
+    helix_config(
+        daemon.workspace, config={"report_env": watched}, environment={"TOY_MARK": "from-config"}
+    )
+    (space / "env.toy").write_text("nothing\n")
+    name = f"{space.name}/env.toy"
+    messages = {message for _, message in toy_found(await settled(client, name))[name]}
+    # The server reports its environment (the positive control: its own variable is seen).
+    assert messages == {"EXEC_DAEMON_AUTH_TOKEN unset", "TOY_MARK=from-config"}
+
+
+async def test_a_missing_or_failing_command_leaves_its_files_skipped(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    (space / "a.toy").write_text("TODO\n")
+    (space / "ok.json").write_text("{}\n")
+    names = [f"{space.name}/a.toy", f"{space.name}/ok.json"]
+    helix_config(daemon.workspace, command="no-such-toy-lint-7f3a", args=())
+    missing = await read_lints(client, *names)
+    assert "no program 'no-such-toy-lint-7f3a'" in skipped(missing)[names[0]]
+    assert names[1] in {file.path for file in missing.files}, "the other linters still answer"
+    # A program that exits at once (the shell's `false`).
+    helix_config(daemon.workspace, command="false", args=())
+    failing = await read_lints(client, *names)
+    assert skipped(failing)[names[0]].startswith("toy-lint "), failing
+    # The same file once the config names the real server: the refusals were not vacuous.
+    helix_config(daemon.workspace)
+    answered = await settled(client, *names)
+    assert toy_found(answered)[names[0]] == {(1, "TODO is forbidden here")}
+
+
+async def test_a_config_that_is_not_toml_is_reported_and_the_rest_answers(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    (daemon.workspace / ".helix").mkdir(exist_ok=True)
+    (daemon.workspace / ".helix" / "languages.toml").write_text("[language-server.toy\n")
+    (space / "bad.json").write_text("{\n")
+    name = f"{space.name}/bad.json"
+    success = await read_lints(client, name)
+    assert skipped(success)[".helix/languages.toml"].startswith("not TOML")
+    assert [d.source for f in success.files for d in f.diagnostics] == ["json"]
+
+
+async def test_outside_run_everything_it_runs_only_in_the_sandbox(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    """The config is the agent's (or the repository's) program: in allowlist mode, as for a
+    build tool, only confined; this daemon has no sandbox, so it does not run."""
+    helix_config(daemon.workspace)
+    (space / "gated.toy").write_text("TODO\n")
+    name = f"{space.name}/gated.toy"
+    allowlist = await read_lints(client, name, run_mode=RunMode.RUN_MODE_ALLOWLIST)
+    assert "cannot run: the sandbox is not available" in skipped(allowlist)[name]
+    everything = await settled(client, name, run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+    assert toy_found(everything)[name] == {(1, "TODO is forbidden here")}
+    # The unconfined server run_everything started is not lent to an allowlist call.
+    again = await read_lints(client, name, run_mode=RunMode.RUN_MODE_ALLOWLIST)
+    assert "the sandbox is not available" in skipped(again)[name]
+
+
+async def test_a_killed_named_server_is_restarted(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    helix_config(daemon.workspace)
+    (space / "k.toy").write_text("TODO\n")
+    name = f"{space.name}/k.toy"
+    await settled(client, name)
+    [old] = daemon.children_running(str(TOY_SERVER))
+    os.kill(old, signal.SIGKILL)
+    answered = await settled(client, name)
+    assert toy_found(answered)[name] == {(1, "TODO is forbidden here")}
+    new = await eventually(lambda: daemon.children_running(str(TOY_SERVER)))
+    assert new != [old]
+
+
+# ---------------------------------------------------------------------------------------------
+# Under the sandbox: the named server runs confined, as the agent's commands do.
+
+
+@pytest.fixture
+def escape_target() -> Iterator[Path]:
+    """A file in the daemon's home, outside every writable area of the sandbox."""
+    target = Path.home() / f".exec-daemon-helix-escape-{secrets.token_hex(4)}"
+    yield target
+    target.unlink(missing_ok=True)
+
+
+@pytest.fixture
+async def sandboxed(tmp_path: Path) -> AsyncIterator[tuple[RunningDaemon, ExecDaemonClient]]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", "--sandbox-enabled") as running:
+        async with running.client() as connected:
+            yield running, connected
+
+
+async def test_under_the_sandbox_it_writes_in_the_workspace_only(
+    sandboxed: tuple[RunningDaemon, ExecDaemonClient], escape_target: Path
+) -> None:
+    running, client = sandboxed
+    workspace = running.workspace
+    (workspace / "w.toy").write_text("TODO\n")
+    inside = workspace / "written-by-server.txt"
+    helix_config(workspace, config={"write_to": str(inside)})
+    success = await settled(client, "w.toy")
+    assert (1, "write: ok") in toy_found(success)["w.toy"], "the positive control"
+    assert inside.read_text() == "escaped"
+    helix_config(workspace, config={"write_to": str(escape_target)})
+    success = await settled(client, "w.toy")
+    outcomes = {message for _, message in toy_found(success)["w.toy"]} - {"TODO is forbidden here"}
+    assert outcomes in ({"write: EACCES"}, {"write: EROFS"}, {"write: EPERM"}), outcomes
+    assert not await asyncio.to_thread(escape_target.exists)
