@@ -24,6 +24,10 @@ processes are killed when their resident memory passes --language-server-memory-
 idle for --language-server-idle-minutes is stopped; one that exits is restarted in the
 background, and until it answers again its files are reported skipped with the reason.
 --no-language-servers leaves read_lints to the command-line linters.
+
+Servers the workspace names in .helix/languages.toml (tools/helix_languages.py) are kept here
+too, one per definition and confinement (`workspace_demand`): the command is the agent's own
+program, so outside run_everything, or for a restricted agent, it runs only confined.
 """
 
 from __future__ import annotations

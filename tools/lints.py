@@ -7,6 +7,7 @@
 | .js .mjs .cjs | typescript-language-server | `node --check` (syntax errors), when the server is not installed |
 | .ts .tsx .mts .cts | typescript-language-server (the workspace's typescript) | tsc --noEmit, when the server is not installed |
 | .json | | the JSON parser |
+| what a [[language]] of the workspace's .helix/languages.toml covers | the servers it lists (tools/helix_languages.py), run as the agent's own programs | ruff beside, for Python |
 
 A linter that is not installed makes its files `unsupported_paths`, as are files no linter
 covers. No paths = the files the edit tools wrote in this session and those `git status` lists
