@@ -71,6 +71,11 @@ class ServerKind:
     # instead of waiting for pushed diagnostics: it pushes syntax, semantic and suggestion
     # diagnostics apart, without a version, and nothing when a kind stays empty.
     asks_tsserver: bool = False
+    # A changed text is sent as didClose + didOpen, not didChange: pyright checks a file 250 ms
+    # after the last didChange at the soonest (its backoff while the user types), an opened one
+    # at once. It versions every publish of an open file, so an unversioned one (the empty
+    # publish after a didClose) is not taken for the new text's.
+    reopens_on_change: bool = False
     # A server .helix/languages.toml names (tools/helix_languages.py): its program as written
     # there (a name on PATH, or a path from the workspace), variables added to its environment.
     command: str = ""
@@ -100,6 +105,7 @@ PYRIGHT = ServerKind(
     ("--stdio",),
     "python",
     {"python.analysis": {"diagnosticMode": "openFilesOnly"}},
+    reopens_on_change=True,
 )
 TYPESCRIPT = ServerKind(
     "typescript-language-server",

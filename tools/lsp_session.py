@@ -394,6 +394,8 @@ class LanguageServer:
         if path is None:
             return
         document = self.documents.get(path)
+        if params.version is None and document is not None and self.kind.reopens_on_change:
+            return
         latest = document.version if document is not None else 0
         self.published[path] = Published(
             params.version if params.version is not None else latest, params.diagnostics
@@ -437,6 +439,16 @@ class LanguageServer:
             return
         document.version += 1
         document.text = text
+        if self.kind.reopens_on_change:
+            client.text_document_did_close(
+                types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri))
+            )
+            client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    types.TextDocumentItem(uri, self.kind.language_id(path), document.version, text)
+                )
+            )
+            return
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
                 types.VersionedTextDocumentIdentifier(document.version, uri),
