@@ -242,3 +242,40 @@ async def test_under_the_sandbox_it_writes_in_the_workspace_only(
     outcomes = {message for _, message in toy_found(success)["w.toy"]} - {"TODO is forbidden here"}
     assert outcomes in ({"write: EACCES"}, {"write: EROFS"}, {"write: EPERM"}), outcomes
     assert not await asyncio.to_thread(escape_target.exists)
+
+
+# ---------------------------------------------------------------------------------------------
+# The memory cap and the idle stop, on a daemon of their own (the smallest cap, the shortest idle
+# time the flags allow).
+
+
+@pytest.fixture
+async def capped(tmp_path: Path) -> AsyncIterator[tuple[RunningDaemon, ExecDaemonClient]]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    flags = ("--language-server-memory-mb", "64", "--language-server-idle-minutes", "0.1")
+    with running_daemon(workspace, tmp_path / "state", *flags) as running:
+        async with running.client() as connected:
+            yield running, connected
+
+
+async def test_a_named_server_is_memory_capped_and_stopped_when_idle(
+    capped: tuple[RunningDaemon, ExecDaemonClient],
+) -> None:
+    running, client = capped
+    (running.workspace / "m.toy").write_text("TODO\n")
+    helix_config(running.workspace)
+    assert toy_found(await settled(client, "m.toy"))["m.toy"] == {(1, "TODO is forbidden here")}
+    # Idle for 0.1 minutes: stopped; the next call starts it again.
+    await eventually(
+        lambda: not running.children_running(str(TOY_SERVER)), seconds=60, what="the idle stop"
+    )
+    assert toy_found(await settled(client, "m.toy"))["m.toy"] == {(1, "TODO is forbidden here")}
+    # Past the cap (it holds 100 MB): stopped, its files skipped with the reason.
+    helix_config(running.workspace, config={"hold_mb": 100})
+    reasons: list[str] = []
+    deadline = time.monotonic() + generous(SETTLE_SECONDS)
+    while not any("more than 64 MB" in reason for reason in reasons):
+        assert time.monotonic() < deadline, reasons[-3:]
+        reasons += skipped(await read_lints(client, "m.toy")).values()
+    assert all(reason.startswith("toy-lint") for reason in reasons), reasons

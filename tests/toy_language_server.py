@@ -5,7 +5,8 @@ It reports, for every open document, each line holding one of the words its `con
 (initializationOptions `{"forbidden": [...]}`, default ["TODO"]) as an error with code
 `forbidden`. With `{"report_env": ["NAME", ...]}` it also reports on line 1, as information,
 `NAME=<value>` or `NAME unset` for each, and with `{"write_to": "/path"}` it tries to write
-that file when it starts and reports `write: ok` or `write: <errno name>` on line 1.
+that file when it starts and reports `write: ok` or `write: <errno name>` on line 1. With
+`{"hold_mb": N}` it keeps N MB resident from its start (to pass a memory cap).
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from pygls.lsp.server import LanguageServer
 
 server = LanguageServer("toy-lint", "1")
 options: dict[str, Any] = {}
+held: list[bytes] = []
 
 
 @server.feature(types.INITIALIZE)
 def initialize(params: types.InitializeParams) -> None:
     options.update(params.initialization_options or {})
+    # Bytes of a non-zero value: every page is written, so resident.
+    held.append(b"\x01" * (int(options.get("hold_mb", 0)) << 20))
     target = options.get("write_to")
     if target:
         try:
