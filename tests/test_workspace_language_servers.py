@@ -177,17 +177,23 @@ async def test_outside_run_everything_it_runs_only_in_the_sandbox(
     client: ExecDaemonClient, space: Path, daemon: RunningDaemon
 ) -> None:
     """The config is the agent's (or the repository's) program: in allowlist mode, as for a
-    build tool, only confined; this daemon has no sandbox, so it does not run."""
+    build tool, only confined; this daemon has no sandbox, so it does not run. So for the
+    built-in servers, which run workspace code too (a shell script's: bash-language-server)."""
     helix_config(daemon.workspace)
     (space / "gated.toy").write_text("TODO\n")
-    name = f"{space.name}/gated.toy"
-    allowlist = await read_lints(client, name, run_mode=RunMode.RUN_MODE_ALLOWLIST)
-    assert "cannot run: the sandbox is not available" in skipped(allowlist)[name]
-    everything = await settled(client, name, run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
-    assert toy_found(everything)[name] == {(1, "TODO is forbidden here")}
-    # The unconfined server run_everything started is not lent to an allowlist call.
-    again = await read_lints(client, name, run_mode=RunMode.RUN_MODE_ALLOWLIST)
-    assert "the sandbox is not available" in skipped(again)[name]
+    (space / "gated.sh").write_text("#!/bin/bash\nrm -rf $1/*\n")
+    names = [f"{space.name}/gated.toy", f"{space.name}/gated.sh"]
+    allowlist = await read_lints(client, *names, run_mode=RunMode.RUN_MODE_ALLOWLIST)
+    for name, server in zip(names, ("toy-lint", "bash-language-server"), strict=True):
+        reason = skipped(allowlist)[name]
+        assert reason.startswith(f"{server} cannot run: the sandbox is not available"), reason
+    everything = await settled(client, *names, run_mode=RunMode.RUN_MODE_RUN_EVERYTHING)
+    assert toy_found(everything)[names[0]] == {(1, "TODO is forbidden here")}
+    shell = {d.code for f in everything.files if f.path == names[1] for d in f.diagnostics}
+    assert "SC2115" in shell, everything
+    # The unconfined servers run_everything started are not lent to an allowlist call.
+    again = await read_lints(client, *names, run_mode=RunMode.RUN_MODE_ALLOWLIST)
+    assert set(skipped(again)) == set(names), again
 
 
 async def test_a_killed_named_server_is_restarted(

@@ -61,7 +61,7 @@ from exec_daemon.kernel.state import Daemon
 from tools.helix_languages import CONFIG_PATH as HELIX_CONFIG
 from tools.helix_languages import NO_LANGUAGES, BadConfig, WorkspaceLanguages
 from tools.language_server_kinds import ServerUnavailable
-from tools.language_servers import LanguageServers, workspace_demand
+from tools.language_servers import LanguageServers, server_demand
 
 if TYPE_CHECKING:
     from tools.lsp_session import LanguageServer
@@ -523,7 +523,8 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     kinds = await asyncio.to_thread(lambda: [file_kind(path) for path in selection.files])
     servers = daemon.service(LanguageServers)
     named = await _workspace_named(daemon, selection)
-    found = {kind: await servers.server_for(kind) for kind in set(kinds) if kind}
+    demand = server_demand(ctx)
+    found = {kind: await servers.server_for(kind, demand) for kind in set(kinds) if kind}
     # Python keeps ruff beside pyright; a server replaces the other kinds' linter.
     tools = {
         kind: _tool_for(kind, daemon.workspace, env)
@@ -561,7 +562,7 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
             jobs.append((files, _lint_kind(daemon, kind, tools[kind], files, launch)))
     for name, files in by_name.items():
         try:
-            server = await servers.named_server(named.languages, name, workspace_demand(ctx))
+            server = await servers.named_server(named.languages, name, demand)
         except ServerUnavailable as failure:
             jobs.append((files, _unavailable(name, str(failure))))
             continue
