@@ -173,6 +173,25 @@ async def test_a_config_that_is_not_toml_is_reported_and_the_rest_answers(
     assert [d.source for f in success.files for d in f.diagnostics] == ["json"]
 
 
+async def test_a_config_hidden_from_the_agent_is_not_read(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    """Read as the agent's reads are: where it really is, under .cursorignore."""
+    helix_config(daemon.workspace)
+    (space / "hidden.toy").write_text("TODO\n")
+    name = f"{space.name}/hidden.toy"
+    ignore = daemon.workspace / ".cursorignore"
+    ignore.write_text(".helix/\n")
+    try:
+        hidden = await read_lints(client, name)
+    finally:
+        ignore.unlink()
+    assert skipped(hidden)[".helix/languages.toml"].startswith("not read: "), hidden
+    assert name in hidden.unsupported_paths
+    # The same config once nothing hides it: the server answers.
+    assert toy_found(await settled(client, name))[name] == {(1, "TODO is forbidden here")}
+
+
 async def test_outside_run_everything_it_runs_only_in_the_sandbox(
     client: ExecDaemonClient, space: Path, daemon: RunningDaemon
 ) -> None:
