@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -29,6 +30,7 @@ from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import eventually, generous
 from tests.shared_daemon import client, daemon, space
 from tests.workspace_support import replace_call, result_of, write_call
+from tools.helix_languages import BadConfig, parse_languages
 
 __all__ = ["client", "daemon", "space"]
 
@@ -171,6 +173,76 @@ async def test_a_config_that_is_not_toml_is_reported_and_the_rest_answers(
     success = await read_lints(client, name)
     assert skipped(success)[".helix/languages.toml"].startswith("not TOML")
     assert [d.source for f in success.files for d in f.diagnostics] == ["json"]
+
+
+def test_the_helix_file_types_and_server_forms_are_read() -> None:
+    languages = parse_languages(
+        """
+        [language-server.a]
+        command = "a-lsp"
+        config = { style = { strict = true } }
+        environment = { A = "1" }
+
+        [[language]]
+        name = "alpha"
+        language-id = "alpha-lang"
+        file-types = ["al", "Alfile", { glob = "conf/*.cfg" }]
+        language-servers = [{ name = "a", except-features = ["format"] }, "pyright"]
+        """
+    )
+    server = languages.servers["a"]
+    assert (server.command, server.args, server.environment) == ("a-lsp", (), (("A", "1"),))
+    assert server.config == {"style": {"strict": True}}
+    covered = {
+        path: language.language_id if (language := languages.language_of(path)) else None
+        for path in ("x/y.al", "Alfile", "sub/Alfile", "conf/a.cfg", "x.alx", "al")
+    }
+    assert covered == {
+        "x/y.al": "alpha-lang",
+        "Alfile": "alpha-lang",
+        "sub/Alfile": "alpha-lang",
+        "conf/a.cfg": "alpha-lang",
+        "x.alx": None,
+        "al": "alpha-lang",  # a whole file name matches too, as in Helix
+    }
+    assert languages.languages[0].servers == ("a", "pyright")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[language-server.a\n", "not TOML"),
+        ("[language-server.a]\nargs = []\n", "[language-server.a] has no command"),
+        ('[language-server.a]\ncommand = "x"\nargs = "--stdio"\n', "args is not a list"),
+        ("[[language]]\nfile-types = []\n", "a [[language]] has no name"),
+        ('[[language]]\nname = "n"\nfile-types = [1]\n', "a file type is neither"),
+    ],
+)
+def test_a_config_of_another_shape_says_where(text: str, message: str) -> None:
+    with pytest.raises(BadConfig, match=re.escape(message)):
+        parse_languages(text)
+
+
+async def test_a_language_may_list_a_built_in_server_or_an_undefined_one(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    (daemon.workspace / ".helix").mkdir(exist_ok=True)
+    (daemon.workspace / ".helix" / "languages.toml").write_text(
+        '[[language]]\nname = "shellish"\nfile-types = ["shx"]\n'
+        'language-servers = ["bash-language-server"]\n\n'
+        '[[language]]\nname = "ghost"\nfile-types = ["gho"]\nlanguage-servers = ["ghost-ls"]\n'
+    )
+    (space / "run.shx").write_text("#!/bin/bash\nrm -rf $1/*\n")
+    (space / "x.gho").write_text("boo\n")
+    names = [f"{space.name}/run.shx", f"{space.name}/x.gho"]
+    deadline = time.monotonic() + generous(SETTLE_SECONDS)
+    while names[0] in skipped(success := await read_lints(client, *names)):
+        assert time.monotonic() < deadline, success
+    shell = {d.code for f in success.files if f.path == names[0] for d in f.diagnostics}
+    assert "SC2115" in shell, success
+    assert skipped(success)[names[1]] == (
+        "ghost-ls: .helix/languages.toml lists it but defines no [language-server.ghost-ls]"
+    )
 
 
 async def test_a_config_hidden_from_the_agent_is_not_read(

@@ -18,8 +18,8 @@ session (read_lints with no paths lints those).
 Confinement: a server runs as the agent's shell commands do: through the one spawn path
 (exec_daemon/kernel/processes.py, the daemon's secrets out of its environment) under the
 sandbox decision of a call that asked for nothing (`Sandboxing.decide(None, demand)`:
-confined when the sandbox is on), since it loads workspace code (tsserver plugins a tsconfig.json names,
-pyright's configured environments). Memory is capped (V8's heap limit, and the server's
+confined when the sandbox is on), since it loads workspace code (tsserver plugins a
+tsconfig.json names, pyright's configured environments). Memory is capped (V8's heap limit, and the server's
 processes are killed when their resident memory passes --language-server-memory-mb); a server
 idle for --language-server-idle-minutes is stopped; one that exits is restarted in the
 background, and until it answers again its files are reported skipped with the reason.
