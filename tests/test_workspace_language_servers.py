@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from agent.v1.agent_pb2 import SwitchModeArgs, SwitchModeToolCall
 from agent.v1.common_pb2 import RunMode
 from agent.v1.files_pb2 import ReadLintsArgs
 from agent.v1.tool_call_pb2 import ToolCall
@@ -74,10 +75,12 @@ def _inline(table: dict[str, Any]) -> str:
     return ", ".join(f"{key} = {json.dumps(value)}" for key, value in table.items())
 
 
-async def read_lints(client: ExecDaemonClient, *paths: str, run_mode: int = 0) -> Any:
+async def read_lints(
+    client: ExecDaemonClient, *paths: str, run_mode: int = 0, agent_id: str = ""
+) -> Any:
     call = ToolCall()
     call.read_lints_tool_call.args.CopyFrom(ReadLintsArgs(paths=list(paths)))
-    outcome = await client.run(call, run_mode=run_mode)
+    outcome = await client.run(call, agent_id, run_mode=run_mode)
     assert outcome.error is None and outcome.result is not None, outcome
     result = outcome.result.read_lints_tool_call.result
     assert result.WhichOneof("result") == "success", result
@@ -285,6 +288,26 @@ async def test_outside_run_everything_it_runs_only_in_the_sandbox(
     # The unconfined servers run_everything started are not lent to an allowlist call.
     again = await read_lints(client, *names, run_mode=RunMode.RUN_MODE_ALLOWLIST)
     assert set(skipped(again)) == set(names), again
+
+
+async def test_an_agent_in_ask_mode_gets_it_only_confined(
+    client: ExecDaemonClient, space: Path, daemon: RunningDaemon
+) -> None:
+    """An agent whose mode changes nothing may not run the workspace's program unconfined,
+    even in run_everything (this daemon has no sandbox, so it does not run for it)."""
+    helix_config(daemon.workspace)
+    (space / "asked.toy").write_text("TODO\n")
+    name = f"{space.name}/asked.toy"
+    switch = ToolCall(
+        switch_mode_tool_call=SwitchModeToolCall(args=SwitchModeArgs(target_mode_id="ask"))
+    )
+    switched = await client.run(switch, agent_id="asker")
+    assert switched.result is not None
+    assert switched.result.switch_mode_tool_call.result.WhichOneof("result") == "success"
+    asked = await read_lints(client, name, agent_id="asker")
+    assert "cannot run: the sandbox is not available" in skipped(asked)[name]
+    # Another agent, in agent mode: the server answers.
+    assert toy_found(await settled(client, name))[name] == {(1, "TODO is forbidden here")}
 
 
 async def test_a_killed_named_server_is_restarted(
