@@ -527,7 +527,8 @@ def main() -> None:
     default=True,
     show_default=True,
     help="read_lints asks warm language servers (pyright, typescript-language-server, "
-    "bash-language-server); off: command-line linters only.",
+    "bash-language-server, and those the workspace's .helix/languages.toml names); off: "
+    "command-line linters only.",
 )
 @click.option(
     "--language-server-idle-minutes",

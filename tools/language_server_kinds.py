@@ -18,6 +18,7 @@ from agent.v1.files_pb2 import LintDiagnostic
 from exec_daemon.kernel.processes import (
     all_processes,
 )
+from tools.helix_languages import NamedServer
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,11 @@ class ServerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class ServerKind:
-    """One language server: the npm script that runs it and what it is told at start."""
+    """One language server: the npm script that runs it (or, for one the workspace names in
+    .helix/languages.toml, its command) and what it is told at start."""
 
     name: str
-    script: str  # under node_modules/.bin
+    script: str  # under node_modules/.bin; "" for a workspace's server
     args: tuple[str, ...]
     default_language: str
     # workspace/configuration answers, by section.
@@ -69,14 +71,29 @@ class ServerKind:
     # instead of waiting for pushed diagnostics: it pushes syntax, semantic and suggestion
     # diagnostics apart, without a version, and nothing when a kind stays empty.
     asks_tsserver: bool = False
+    # A changed text is sent as didClose + didOpen, not didChange: pyright checks a file 250 ms
+    # after the last didChange at the soonest (its backoff while the user types), an opened one
+    # at once. It versions every publish of an open file, so an unversioned one (the empty
+    # publish after a didClose) is not taken for the new text's.
+    reopens_on_change: bool = False
+    # A server .helix/languages.toml names (tools/helix_languages.py): its program as written
+    # there (a name on PATH, or a path from the workspace), variables added to its environment.
+    command: str = ""
+    environment: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def from_workspace(self) -> bool:
+        return bool(self.command)
 
     def label(self) -> str:
-        return _package_label(self.name)
+        return self.name if self.from_workspace else _package_label(self.name)
 
     def language_id(self, path: str) -> str:
         return LANGUAGE_IDS.get(os.path.splitext(path)[1].lower(), self.default_language)
 
     def initialization_options(self, workspace: str) -> dict[str, Any]:
+        if self.from_workspace:
+            return self.settings
         if self.name != TYPESCRIPT.name:
             return {}
         return {"tsserver": {"path": str(typescript_lib(workspace))}, "hostInfo": "exec-daemon"}
@@ -88,6 +105,7 @@ PYRIGHT = ServerKind(
     ("--stdio",),
     "python",
     {"python.analysis": {"diagnosticMode": "openFilesOnly"}},
+    reopens_on_change=True,
 )
 TYPESCRIPT = ServerKind(
     "typescript-language-server",
@@ -137,9 +155,36 @@ def find_node(env: dict[str, str]) -> str | None:
     return shutil.which("node", path=env.get("PATH", os.defpath))
 
 
-def server_argv(kind: ServerKind, env: dict[str, str], memory_mb: int) -> list[str] | None:
+def workspace_server(server: NamedServer, language_id: str) -> ServerKind:
+    """The kind of a server the workspace's .helix/languages.toml names."""
+    return ServerKind(
+        server.name,
+        "",
+        server.args,
+        language_id,
+        server.config,
+        command=server.command,
+        environment=server.environment,
+    )
+
+
+def find_command(command: str, workspace: str, env: dict[str, str]) -> str | None:
+    """Where a workspace server's program is, found as a shell finds it (a bare name on the
+    agent's PATH; a path from the workspace), None when there is no such program."""
+    if "/" in command:
+        path = os.path.join(workspace, command)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which(command, path=env.get("PATH", os.defpath))
+
+
+def server_argv(
+    kind: ServerKind, env: dict[str, str], memory_mb: int, workspace: str
+) -> list[str] | None:
     """node (its heap capped below `memory_mb`) and the server's script, or None when either is
-    missing."""
+    missing; for a workspace's server, its program and args (None: no such program)."""
+    if kind.from_workspace:
+        program = find_command(kind.command, workspace, env)
+        return None if program is None else [program, *kind.args]
     script = NODE_MODULES / ".bin" / kind.script
     node = find_node(env)
     if node is None or not script.exists():

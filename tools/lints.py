@@ -7,6 +7,7 @@
 | .js .mjs .cjs | typescript-language-server | `node --check` (syntax errors), when the server is not installed |
 | .ts .tsx .mts .cts | typescript-language-server (the workspace's typescript) | tsc --noEmit, when the server is not installed |
 | .json | | the JSON parser |
+| what a [[language]] of the workspace's .helix/languages.toml covers | the servers it lists (tools/helix_languages.py), run as the agent's own programs | ruff beside, for Python |
 
 A linter that is not installed makes its files `unsupported_paths`, as are files no linter
 covers. No paths = the files the edit tools wrote in this session and those `git status` lists
@@ -57,8 +58,10 @@ from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.sandboxing import ISOLATED, Sandboxing
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, Subject, ToolSpec
 from exec_daemon.kernel.state import Daemon
+from tools.helix_languages import CONFIG_PATH as HELIX_CONFIG
+from tools.helix_languages import NO_LANGUAGES, BadConfig, WorkspaceLanguages
 from tools.language_server_kinds import ServerUnavailable
-from tools.language_servers import LanguageServers
+from tools.language_servers import LanguageServers, server_demand
 
 if TYPE_CHECKING:
     from tools.lsp_session import LanguageServer
@@ -519,7 +522,9 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     env = daemon.env.snapshot()
     kinds = await asyncio.to_thread(lambda: [file_kind(path) for path in selection.files])
     servers = daemon.service(LanguageServers)
-    found = {kind: await servers.server_for(kind) for kind in set(kinds) if kind}
+    named = await _workspace_named(daemon, selection)
+    demand = server_demand(ctx)
+    found = {kind: await servers.server_for(kind, demand) for kind in set(kinds) if kind}
     # Python keeps ruff beside pyright; a server replaces the other kinds' linter.
     tools = {
         kind: _tool_for(kind, daemon.workspace, env)
@@ -529,8 +534,17 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
     jobs: list[tuple[list[str], Awaitable[tuple[str, LintRun | str]]]] = []
     unsupported: list[str] = []
     by_kind: dict[str, list[str]] = {}
+    by_name: dict[str, list[str]] = {}
     for path, kind in zip(selection.files, kinds, strict=True):
-        if kind is None or (found[kind] is None and tools[kind] is None):
+        names = named.get(path)
+        if names:
+            # A language of .helix/languages.toml covers it: its servers answer (ruff still
+            # runs beside for Python).
+            for name in names:
+                by_name.setdefault(name, []).append(path)
+            if kind == "python" and tools.get(kind) is not None:
+                by_kind.setdefault(kind, []).append(path)
+        elif kind is None or (found[kind] is None and tools[kind] is None):
             unsupported.append(path)
         else:
             by_kind.setdefault(kind, []).append(path)
@@ -538,13 +552,21 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
         launch = await linters_launch(daemon, env)
     except LintFailure as failure:
         return _error("unavailable", str(failure))
-    by_server: dict[str, tuple[LanguageServer, list[str]]] = {}
+    by_server: dict[int, tuple[LanguageServer, list[str]]] = {}
     for kind, files in by_kind.items():
         server = found[kind]
-        if server is not None:
-            by_server.setdefault(server.kind.name, (server, []))[1].extend(files)
+        own = [path for path in files if not named.get(path)]
+        if server is not None and own:
+            by_server.setdefault(id(server), (server, []))[1].extend(own)
         if tools.get(kind) is not None:
             jobs.append((files, _lint_kind(daemon, kind, tools[kind], files, launch)))
+    for name, files in by_name.items():
+        try:
+            server = await servers.named_server(named.languages, name, demand)
+        except ServerUnavailable as failure:
+            jobs.append((files, _unavailable(name, str(failure))))
+            continue
+        by_server.setdefault(id(server), (server, []))[1].extend(files)
     for server, files in by_server.values():
         jobs.append((files, _ask_server(server, files)))
     outcomes = await asyncio.gather(*(job for _, job in jobs))
@@ -553,6 +575,30 @@ async def read_lints(args: ReadLintsArgs, ctx: CallContext) -> ReadLintsResult:
             daemon.workspace, selection, unsupported, [files for files, _ in jobs], outcomes
         )
     )
+
+
+class NamedServers(dict[str, tuple[str, ...]]):
+    """The servers the workspace's .helix/languages.toml lists for each asked file it covers."""
+
+    languages: WorkspaceLanguages = NO_LANGUAGES
+
+
+async def _workspace_named(daemon: Daemon, selection: Selection) -> NamedServers:
+    """Which asked files a language of .helix/languages.toml covers, and the servers it lists;
+    a file that cannot be used is reported skipped and the built-in servers answer."""
+    named = NamedServers()
+    try:
+        named.languages = await daemon.service(LanguageServers).workspace_languages()
+    except BadConfig as bad:
+        config = os.path.join(daemon.workspace, HELIX_CONFIG)
+        selection.skipped.append((config, f"{bad}; the built-in language servers answered"))
+        return named
+    named.update(named.languages.servers_by_file(daemon.workspace, selection.files))
+    return named
+
+
+async def _unavailable(name: str, reason: str) -> tuple[str, LintRun | str]:
+    return name, reason
 
 
 async def _ask_server(server: LanguageServer, files: list[str]) -> tuple[str, LintRun | str]:

@@ -31,8 +31,9 @@ from exec_daemon.kernel.processes import (
     open_pipe,
     spawn,
 )
-from exec_daemon.kernel.sandboxing import Sandboxing
+from exec_daemon.kernel.sandboxing import AS_REQUESTED, SandboxDemand, Sandboxing
 from exec_daemon.kernel.state import Daemon
+from tools.helix_languages import CONFIG_PATH as HELIX_CONFIG
 from tools.language_server_kinds import (
     MAX_OPEN_DOCUMENTS,
     MEMORY_CHECK_SECONDS,
@@ -75,6 +76,21 @@ def to_lint(diagnostic: types.Diagnostic, source: str) -> LintDiagnostic:
         end_line=end.line + 1,
         end_column=end.character + 1,
     )
+
+
+def settings_section(settings: dict[str, Any], section: str) -> Any:
+    """workspace/configuration's answer for `section`: the key itself ("python.analysis"), else
+    the dotted path through nested tables (as Helix answers from a server's `config`), else {}."""
+    if not section:
+        return settings
+    if section in settings:
+        return settings[section]
+    found: Any = settings
+    for part in section.split("."):
+        if not isinstance(found, dict) or part not in found:
+            return {}
+        found = found[part]
+    return found
 
 
 def is_editor_hint(diagnostic: types.Diagnostic) -> bool:
@@ -135,9 +151,13 @@ class DiagnosticsClient(LanguageClient):
 class LanguageServer:
     """One server process for the daemon's workspace, started on first need."""
 
-    def __init__(self, kind: ServerKind, daemon: Daemon) -> None:
+    def __init__(
+        self, kind: ServerKind, daemon: Daemon, demand: SandboxDemand = AS_REQUESTED
+    ) -> None:
         self.kind = kind
         self.daemon = daemon
+        # What its confinement must be beyond the sandbox's default (tools/language_servers.py).
+        self.demand = demand
         self.client: DiagnosticsClient | None = None
         self.child: Child | None = None
         self.confinement: Confinement | None = None
@@ -186,11 +206,12 @@ class LanguageServer:
         daemon = self.daemon
         env = daemon.env.snapshot()
         argv = await asyncio.to_thread(
-            server_argv, self.kind, env, daemon.config.language_server_memory_mb
+            server_argv, self.kind, env, daemon.config.language_server_memory_mb, daemon.workspace
         )
         if argv is None:
-            raise ServerUnavailable(f"{self.kind.name} is not installed")
-        decision = await daemon.service(Sandboxing).decide(None)
+            raise ServerUnavailable(self._missing())
+        env.update(self.kind.environment)
+        decision = await daemon.service(Sandboxing).decide(None, self.demand)
         if decision.refusal:
             raise ServerUnavailable(f"{self.kind.name} cannot run: {decision.refusal}")
         began = time.monotonic()
@@ -266,6 +287,14 @@ class LanguageServer:
         self.down_reason = ""
         log.info("%s started in %.2f s (pid %d)", self.kind.name, self.start_seconds, self.pid)
         return client
+
+    def _missing(self) -> str:
+        if self.kind.from_workspace:
+            return (
+                f"{self.kind.name}: no program {self.kind.command!r} "
+                f"(the command {HELIX_CONFIG} names) on PATH or in the workspace"
+            )
+        return f"{self.kind.name} is not installed"
 
     def _track(self, coroutine: Any) -> None:
         task = asyncio.create_task(coroutine)
@@ -365,6 +394,8 @@ class LanguageServer:
         if path is None:
             return
         document = self.documents.get(path)
+        if params.version is None and document is not None and self.kind.reopens_on_change:
+            return
         latest = document.version if document is not None else 0
         self.published[path] = Published(
             params.version if params.version is not None else latest, params.diagnostics
@@ -376,11 +407,7 @@ class LanguageServer:
             self.changed.notify_all()
 
     def configuration(self, params: types.ConfigurationParams) -> list[Any]:
-        answers: list[Any] = []
-        for item in params.items:
-            section = item.section or ""
-            answers.append(self.kind.settings.get(section, {} if section else self.kind.settings))
-        return answers
+        return [settings_section(self.kind.settings, item.section or "") for item in params.items]
 
     def sync(self, path: str, text: str | None) -> None:
         """Sends the server `text` as `path`'s content (opening it first); None closes it."""
@@ -412,6 +439,16 @@ class LanguageServer:
             return
         document.version += 1
         document.text = text
+        if self.kind.reopens_on_change:
+            client.text_document_did_close(
+                types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri))
+            )
+            client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    types.TextDocumentItem(uri, self.kind.language_id(path), document.version, text)
+                )
+            )
+            return
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
                 types.VersionedTextDocumentIdentifier(document.version, uri),
