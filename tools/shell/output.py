@@ -36,7 +36,7 @@ DEFAULT_SPILL_THRESHOLD = KEEP_BYTES
 # (its pipes then fill and the command blocks, as for a slow client).
 SPILL_BACKLOG_BYTES = 8 << 20
 
-# One thread for every spill file: writes are done in the order they were handed over.
+# One thread writes every spill file, in the order the writes were handed over.
 _SPILL_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shell-spill")
 
 _REPLACE_ERRORS = "exec_daemon.shell_replace"
