@@ -1,17 +1,22 @@
 """tools/shell/output.py on a disk that fills: a spill file that could not be written whole is
 removed and not reported (no output_location, no size), and the inline answer keeps what memory
-holds. The disk is a real 64 KiB tmpfs (mounting needs root: skipped without)."""
+holds. The disk is a real 64 KiB tmpfs (mounting needs root: skipped without). And on a disk
+that is slow to answer, the spill file is written without holding up the event loop."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import tools.shell.output
 from tests.workspace_support import tiny_disk_in
-from tools.shell.output import KEEP_BYTES, OutputCapture
+from tools.shell.output import KEEP_BYTES, CapturedOutput, OutputCapture
 
 LINE = b"x" * 999 + b"\n"
 
@@ -62,3 +67,39 @@ def test_a_spill_with_room_is_whole_and_the_answer_stops_at_the_threshold(tmp_pa
     spilled = Path(output.spill_path)
     assert spilled.read_bytes() == LINE * 300 and output.total_bytes == len(LINE) * 300
     assert len(output.stdout) < 1000 + 200 and output.spill_path in output.stdout
+
+
+class DiskAnsweringLate:
+    """`os` for tools/shell/output.py, whose writes wait until the test releases them (the disk
+    under writeback throttling); a write still waiting after 10 s fails."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        if not self.released.wait(10):
+            raise OSError(errno.EIO, "the event loop never ran while the spill was written")
+        return os.write(fd, data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+
+def test_a_slow_disk_does_not_hold_up_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = DiskAnsweringLate()
+    monkeypatch.setattr(tools.shell.output, "os", disk)
+
+    async def spill_while_the_disk_waits() -> CapturedOutput:
+        capture = OutputCapture(1000, lambda: tmp_path / "shell-output" / "shell-1-1.txt")
+        for _ in range(300):
+            capture.feed("stdout", LINE)
+        # The event loop runs on while the disk has not answered: that is what lets it answer.
+        asyncio.get_running_loop().call_soon(disk.released.set)
+        await asyncio.sleep(0)
+        return capture.finish()
+
+    output = asyncio.run(spill_while_the_disk_waits())
+    assert output.spill_path and "never ran" not in output.truncation_note
+    assert Path(output.spill_path).read_bytes() == LINE * 300

@@ -19,18 +19,60 @@ the asyncio transport and the loopback TCP stack: under a 100 MB output, those w
 daemon's largest cost (py-spy). It now frames up to SEND_BATCH_BYTES of a stream (as far as
 the flow-control window allows) and writes them at once. Frame sizes, flow control and the
 order of frames are unchanged; another stream waits for at most one batch.
+
+Framing: h2's `send_data` takes one frame's data, and per frame it ran its state machines,
+built a `DataFrame` and serialized it: under a 100 MB output (6,400 frames of 16 KiB) that was
+the largest part of the daemon's CPU after the copies (py-spy). `send_data_frames` does for a
+whole batch what `send_data` does for one frame — the same checks, the same state machine
+inputs and flow-control accounting, once — and writes the frames' 9-byte headers itself: the
+bytes on the wire are the same (tests/test_hypercorn_fixes.py compares them with h2's).
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import h2.exceptions
+from h2.connection import ConnectionInputs, H2Connection
+from h2.stream import StreamInputs
 from hypercorn.protocol import h2 as hypercorn_h2
 from hypercorn.protocol.h2 import H2Protocol, StreamBuffer
 
 # What the sending task frames of one stream before one socket write.
 SEND_BATCH_BYTES = 256 << 10
+
+
+# A frame header: 24-bit length, type, flags, stream id (RFC 9113, 4.1).
+_FRAME_HEADER = struct.Struct(">HBBBL")
+_DATA_FRAME = 0x0
+
+
+def send_data_frames(connection: H2Connection, stream_id: int, data: bytes) -> None:
+    """`connection.send_data` for `data` of any length within the flow-control window: as many
+    DATA frames (none flagged, unpadded) as the peer's maximum frame size makes of it."""
+    frame_size = connection.max_outbound_frame_size
+    if len(data) <= frame_size:
+        connection.send_data(stream_id, data)
+        return
+    window = connection.local_flow_control_window(stream_id)
+    if len(data) > window:
+        raise h2.exceptions.FlowControlError(
+            f"Cannot send {len(data)} bytes, flow control window is {window}"
+        )
+    connection.state_machine.process_input(ConnectionInputs.SEND_DATA)
+    stream = connection.streams[stream_id]
+    stream.state_machine.process_input(StreamInputs.SEND_DATA)
+    stream.outbound_flow_control_window -= len(data)
+    connection.outbound_flow_control_window -= len(data)
+    out = connection._data_to_send
+    view = memoryview(data)
+    stream_bits = stream_id & 0x7FFFFFFF
+    for start in range(0, len(data), frame_size):
+        piece = view[start : start + frame_size]
+        length = len(piece)
+        out += _FRAME_HEADER.pack(length >> 8, length & 0xFF, _DATA_FRAME, 0, stream_bits)
+        out += piece
 
 
 class _EndedStream:
@@ -74,21 +116,10 @@ async def _send_data(self: H2Protocol, stream_id: int) -> None:
     """hypercorn's `H2Protocol._send_data`, framing up to SEND_BATCH_BYTES before a write."""
     try:
         buffer = self.stream_buffers[stream_id]
-        sent = 0
-        while sent < SEND_BATCH_BYTES:
-            chunk_size = max(
-                0,
-                min(
-                    self.connection.local_flow_control_window(stream_id),
-                    self.connection.max_outbound_frame_size,
-                ),
-            )
-            data = await buffer.pop(chunk_size)
-            if not data:
-                break
-            self.connection.send_data(stream_id, data)
-            sent += len(data)
-        if sent:
+        batch = max(0, min(self.connection.local_flow_control_window(stream_id), SEND_BATCH_BYTES))
+        data = await buffer.pop(batch)
+        if data:
+            send_data_frames(self.connection, stream_id, data)
             await self._flush()
         else:
             self.priority.block(stream_id)

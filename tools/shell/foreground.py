@@ -89,6 +89,7 @@ class ForegroundCall:
             stream, data = self._take(DELTA_BYTES)
             self._pending_bytes -= len(data)
             text = self.capture.feed(stream, data)
+            await self.capture.spill_caught_up()
             if self._paused and self._pending_bytes < LOW_WATER_BYTES and self.execution:
                 self.execution.resume_output()
                 self._paused = False
@@ -148,8 +149,19 @@ class ForegroundCall:
             self._paused = False
         await self.forward(emit)
         await self.flush_decoders(emit)
+        await self._spill_written()
         status = done.result() if done.done() and not done.cancelled() else None
         return ending, status
+
+    async def _spill_written(self) -> None:
+        """Waits for the spill file to be whole; a cancellation meanwhile (an abort after
+        the command ended) still lets the answer be built (`finish` waits the rest out)."""
+        try:
+            await self.capture.settle()
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
 
     def _command_ended(self, _done: asyncio.Future[ExitStatus]) -> None:
         self._flush_now.set()

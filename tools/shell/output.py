@@ -7,14 +7,21 @@ holds inline at most the threshold's bytes of each (its first and last halves, a
 the file between); a copy that could not be written whole is removed, not reported. stdout and
 stderr are kept apart, so a flood on stdout never pushes stderr out. Bytes that are not UTF-8
 are decoded with U+FFFD and the result says so.
+
+The spill file is written by one worker thread, in order, never on the event loop: a write may
+wait for the disk (writeback throttling held a 100 MB output's loop ~0.5 s in writes, py-spy),
+and every other call and stream would wait with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 import os
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +32,12 @@ KEEP_BYTES = 512 * 1024
 # Output larger than this (or than `file_output_threshold_bytes`) is spilled to a file. Never
 # above KEEP_BYTES: the spill file starts with what memory still holds in full.
 DEFAULT_SPILL_THRESHOLD = KEEP_BYTES
+# Output handed to the spill writer and not on disk yet, above which the call waits for it
+# (its pipes then fill and the command blocks, as for a slow client).
+SPILL_BACKLOG_BYTES = 8 << 20
+
+# One thread writes every spill file, in the order the writes were handed over.
+_SPILL_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shell-spill")
 
 _REPLACE_ERRORS = "exec_daemon.shell_replace"
 _replacements = 0
@@ -91,13 +104,19 @@ def _trim_tail(data: bytes | bytearray) -> bytes:
 
 
 class KeptBytes:
-    """The first and last bytes of a stream, and how many it had in all."""
+    """The first and last bytes of a stream, and how many it had in all.
+
+    The last bytes are kept as the chunks they came in (no copy: a 100 MB output's every chunk
+    was copied twice, per stream and interleaved, while only its last ones are ever shown),
+    the oldest dropped once the newer ones hold the tail whole.
+    """
 
     def __init__(self, keep: int = KEEP_BYTES) -> None:
         self._head_limit = keep // 2
         self._tail_limit = keep - keep // 2
         self.head = bytearray()
-        self.tail = bytearray()
+        self._tail_chunks: deque[bytes] = deque()
+        self._tail_bytes = 0
         self.total = 0
 
     def add(self, data: bytes) -> None:
@@ -109,16 +128,22 @@ class KeptBytes:
         if not data:
             return
         if len(data) >= self._tail_limit:
-            self.tail[:] = data[-self._tail_limit :]
-            return
-        self.tail += data
-        excess = len(self.tail) - self._tail_limit
-        if excess > 0:
-            del self.tail[:excess]
+            self._tail_chunks.clear()
+            self._tail_bytes = 0
+        self._tail_chunks.append(data)
+        self._tail_bytes += len(data)
+        while self._tail_bytes - len(self._tail_chunks[0]) >= self._tail_limit:
+            self._tail_bytes -= len(self._tail_chunks.popleft())
+
+    @property
+    def tail(self) -> bytes:
+        """The last bytes kept (at most half of `keep`)."""
+        joined = b"".join(self._tail_chunks)
+        return joined[-self._tail_limit :] if len(joined) > self._tail_limit else joined
 
     @property
     def cut(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
+        return self.total - len(self.head) - min(self._tail_bytes, self._tail_limit)
 
     def everything(self) -> bytes:
         """All bytes, when nothing was cut."""
@@ -172,6 +197,11 @@ class OutputCapture:
         self.interleaved = KeptBytes()
         self._decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
         self.spill_error = ""
+        # The spill writer's jobs not known to be done yet (with their sizes), oldest first.
+        self._spill_jobs: deque[tuple[Future[None], int]] = deque()
+        self._spill_backlog = 0
+        # Set by the writer thread when a write failed (the OS's reason).
+        self._spill_failure = ""
 
     @property
     def total(self) -> int:
@@ -207,21 +237,63 @@ class OutputCapture:
         self._spill(self.interleaved.everything())
 
     def _spill(self, data: bytes) -> None:
+        """Hands `data` to the spill writer (the file is complete once `settle` returned)."""
         assert self._spill_fd is not None
+        job = _SPILL_WRITER.submit(self._write_spill, self._spill_fd, data)
+        self._spill_jobs.append((job, len(data)))
+        self._spill_backlog += len(data)
+
+    def _write_spill(self, fd: int, data: bytes) -> None:
+        """On the writer thread; after a failed write the rest of the output is not written."""
+        if self._spill_failure:
+            return
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self._spill_fd, view) :]
+                view = view[os.write(fd, view) :]
         except OSError as exc:
-            self.spill_error = f"the full output could not be written to a file: {exc.strerror}"
+            self._spill_failure = exc.strerror or str(exc)
+
+    def _forget_written(self) -> None:
+        while self._spill_jobs and self._spill_jobs[0][0].done():
+            self._spill_backlog -= self._spill_jobs.popleft()[1]
+
+    @property
+    def spill_backlog(self) -> int:
+        """Bytes handed to the spill writer that are not written yet."""
+        self._forget_written()
+        return self._spill_backlog
+
+    async def spill_caught_up(self, backlog: int = SPILL_BACKLOG_BYTES) -> None:
+        """Waits while more than `backlog` bytes wait for the spill writer."""
+        while self.spill_backlog > backlog:
+            await asyncio.wrap_future(self._spill_jobs[0][0])
+
+    async def settle(self) -> None:
+        """Waits until everything handed to the spill writer is written (or failed)."""
+        await self.spill_caught_up(0)
+
+    def _settled(self) -> None:
+        """Everything written (waiting for the writer when `settle` was not awaited), and a
+        failed copy closed and removed: an incomplete copy is no copy (it is what filled the
+        disk), not reported."""
+        if self._spill_jobs:
+            self._spill_jobs[-1][0].result()
+            self._forget_written()
+        if self._spill_failure and not self.spill_error:
+            self.spill_error = (
+                f"the full output could not be written to a file: {self._spill_failure}"
+            )
             self.close()
-            # An incomplete copy is no copy: removed (it is what filled the disk), not reported.
             with contextlib.suppress(OSError):
                 os.unlink(self.spill_path)
             self.spill_path = ""
 
     def close(self) -> None:
         if self._spill_fd is not None:
+            if self._spill_jobs:
+                self._spill_jobs[-1][0].result()
+                self._forget_written()
             with contextlib.suppress(OSError):
                 os.close(self._spill_fd)
             self._spill_fd = None
@@ -233,6 +305,7 @@ class OutputCapture:
         return self._threshold if self.spill_path else KEEP_BYTES
 
     def finish(self) -> CapturedOutput:
+        self._settled()
         self.close()
         budget = self._inline_budget
         stdout, stdout_replaced = self.streams["stdout"].text("stdout", self.spill_path, budget)
