@@ -492,7 +492,8 @@ static void mask_outside_sockets(void) {
     for (int i = 0; i < n_outside_sockets; i++) {
         struct stat st;
         if (!outside_sockets[i] || lstat(outside_sockets[i], &st) < 0 || !S_ISSOCK(st.st_mode)) continue;
-        if (mount("/dev/null", outside_sockets[i], NULL, MS_BIND, NULL) < 0)
+        /* A socket removed since it was listed (its server ended) needs no hiding. */
+        if (mount("/dev/null", outside_sockets[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
             fail(errno, "hide the unix socket %s", outside_sockets[i]);
     }
 }
