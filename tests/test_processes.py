@@ -27,6 +27,7 @@ from exec_daemon.kernel.processes import (
     terminate_sessions,
 )
 from tests.daemon_process import running_daemon
+from tests.polling import generous
 
 
 def alive(pid: int) -> bool:
@@ -193,3 +194,33 @@ async def test_daemon_as_pid1_reaps_and_keeps_exit_codes(tmp_path: Path) -> None
         init_pid = next(info.pid for info in all_processes() if info.ppid == daemon.process.pid)
         os.kill(init_pid, signal.SIGTERM)
         assert daemon.process.wait(10) == 0
+
+
+async def test_a_spawn_cancelled_while_starting_ends_what_the_child_already_started(
+    tmp_path: Path,
+) -> None:
+    """asyncio forks the child, then awaits its setup: a cancellation right then (an abort just
+    after a call started) must end the child's whole session, not the child alone."""
+    pids_file = tmp_path / "pids"
+    script = f"echo $$ > {pids_file}; sleep 100 & echo $! >> {pids_file}; sleep 100; exit 0"
+    spec = SpawnSpec(("bash", "-c", script), cwd=str(tmp_path), env=dict(os.environ))
+    ours = {info.pid for info in all_processes() if info.ppid == os.getpid()}
+    starting = asyncio.create_task(spawn(spec))
+    # Until asyncio forked the child (it then awaits its setup, a loop iteration or two).
+    while not {info.pid for info in all_processes() if info.ppid == os.getpid()} - ours:
+        await asyncio.sleep(0)
+
+    def session_members() -> list[int]:
+        if not pids_file.exists() or len(lines := pids_file.read_text().split()) < 2:
+            return []
+        return [info.pid for info in all_processes() if info.alive and info.sid == int(lines[0])]
+
+    # Blocking the loop keeps the setup from finishing while the child starts its sleeps.
+    deadline = time.monotonic() + generous(30)
+    while len(members := session_members()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(members) == 3, members  # bash, `sleep 100 &` and the foreground `sleep 100`
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert await wait_dead(members, generous(10)) == []

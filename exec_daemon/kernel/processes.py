@@ -153,16 +153,7 @@ async def spawn(spec: SpawnSpec, confinement: Confinement = UNCONFINED) -> Child
     spec = confinement.wrap(spec)
     ticks = boot_ticks_now()
     try:
-        process = await asyncio.create_subprocess_exec(
-            *spec.argv,
-            stdin=asyncio.subprocess.DEVNULL if spec.stdin is None else spec.stdin,
-            stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
-            stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
-            cwd=spec.cwd,
-            env=without_secrets(spec.env),
-            pass_fds=spec.pass_fds,
-            start_new_session=True,
-        )
+        process = await _start_process(spec)
     except BaseException:
         await confinement.abandon(spec)
         raise
@@ -175,6 +166,48 @@ async def spawn(spec: SpawnSpec, confinement: Confinement = UNCONFINED) -> Child
             await asyncio.wait_for(child.wait(), 2.0)
         raise
     return child
+
+
+# Cleanups of processes whose starter was cancelled (the loop keeps only weak references).
+_cleanups: set[asyncio.Task[None]] = set()
+
+
+async def _start_process(spec: SpawnSpec) -> asyncio.subprocess.Process:
+    """create_subprocess_exec of a session leader. asyncio forks the child first, then awaits
+    its setup: a cancellation then (an abort right after a call started) makes asyncio kill the
+    child's pid alone, while what it already started (`sleep 5 & sleep 5`) lives on. Here the
+    start is finished and the child's whole session ended before the cancellation goes on."""
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *spec.argv,
+            stdin=asyncio.subprocess.DEVNULL if spec.stdin is None else spec.stdin,
+            stdout=asyncio.subprocess.DEVNULL if spec.stdout is None else spec.stdout,
+            stderr=asyncio.subprocess.DEVNULL if spec.stderr is None else spec.stderr,
+            cwd=spec.cwd,
+            env=without_secrets(spec.env),
+            pass_fds=spec.pass_fds,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        cleanup = asyncio.ensure_future(_end_started(starting))
+        _cleanups.add(cleanup)
+        cleanup.add_done_callback(_cleanups.discard)
+        await asyncio.shield(cleanup)
+        raise
+
+
+async def _end_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """Ends the session of the process `starting` gives, if it started."""
+    try:
+        process = await starting
+    except Exception:
+        return
+    await terminate_sessions({process.pid}, grace=0.2)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(process.wait(), 2.0)
 
 
 def with_env(spec: SpawnSpec, **values: str) -> SpawnSpec:
