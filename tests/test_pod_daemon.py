@@ -103,6 +103,8 @@ def pod(tmp_path: Path) -> Iterator[Pod]:
     running = Pod(process, port, tmp_path)
     try:
         wait_until(lambda: "phase 2" in running.log(), 30, "phase 2")
+        # Its port is served once its modules are loaded, while the services start.
+        wait_until(lambda: "pod management on" in running.log(), 30, "pod management")
         yield running
     finally:
         if process.poll() is None:

@@ -10,11 +10,13 @@ a loopback stand-in VNC server (it greets as one), the IDE on code-server when i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import re
 import signal
 import socketserver
+import struct
 import tempfile
 import threading
 import uuid
@@ -30,6 +32,7 @@ from exec_daemon.client import StreamEndedError
 from exec_daemon.kernel.config import DEFAULT_IDE_FOLDER
 from exec_daemon.kernel.reseed import reseed_process_randomness
 from exec_daemon.rpc.ide import installed_versions
+from exec_daemon.rpc.websocket_frames import FrameBoundaries
 from proto.agent.v1.control_pb2 import WarmRemoteAccessServerRequest
 from tests.daemon_process import RunningDaemon, free_port, running_daemon
 from tests.guards_support import shell
@@ -278,3 +281,38 @@ async def test_a_restore_closes_the_ides_connections(daemon: RunningDaemon) -> N
     # The window reconnects: code-server answers the new WebSocket.
     async with await ide_websocket(daemon) as window:
         await asyncio.wait_for(window.ping(), generous(20))
+
+
+def frame(payload: bytes, masked: bool = False) -> bytes:
+    """A binary WebSocket frame (RFC 6455): the three length encodings, masked or not."""
+    size = len(payload)
+    mask_bit = 0x80 if masked else 0
+    if size < 126:
+        head = bytes([0x82, mask_bit | size])
+    elif size < 1 << 16:
+        head = bytes([0x82, mask_bit | 126]) + struct.pack("!H", size)
+    else:
+        head = bytes([0x82, mask_bit | 127]) + struct.pack("!Q", size)
+    return head + (b"\0\0\0\0" if masked else b"") + payload
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4096])
+def test_frame_boundaries_are_found_however_the_stream_is_cut(chunk: int) -> None:
+    frames = [
+        frame(b"x" * size, masked)
+        for size in (0, 5, 125, 126, 300, 70_000)
+        for masked in (False, True)
+    ]
+    stream = b"".join(frames)
+    ends = set(itertools.accumulate(len(each) for each in frames))
+    boundaries = FrameBoundaries()
+    fed = 0
+    for at in range(0, len(stream), chunk):
+        piece = stream[at : at + chunk]
+        # Reading what bytes_to_boundary allows never passes a frame's end.
+        assert fed in ends or fed + min(len(piece), boundaries.bytes_to_boundary()) <= min(
+            end for end in ends if end > fed
+        )
+        boundaries.feed(piece)
+        fed += len(piece)
+        assert (boundaries.bytes_to_boundary() == 0) == (fed in ends or fed == 0), fed
