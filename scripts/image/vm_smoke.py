@@ -17,6 +17,9 @@ booted with QEMU, snapshotted and restored twice, each against a minimal guest b
    CLOCK_TOLERANCE_S of the host's, ids / temp names / random bytes, the kernel's and the exec
    daemon's own (its `random`, drawn after its reseed), never the same in the two, the background shell's ticks
    still coming, Ping, the filesystem writable again.
+   Telemetry (the exec daemon's, to an OTLP collector on the host's loopback: exec_daemon.trace=
+   and the trace token on the token drive) carries a fresh `service.instance.id` in each: the
+   boot's and the two restores' differ.
 5. The second restored VM paused and resumed in place (PrepareSnapshot, QMP stop + cont,
    Resumed): a PTY connection held across it is closed with 1012 at once; a new one works.
 Each check prints `ok <what> (<seconds>)` or `FAIL <what>: <why>`; figures last as one JSON line.
@@ -35,6 +38,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -45,9 +49,13 @@ from typing import Any
 
 import websockets
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.*
+
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
+from tests.test_restored import instance_id_of_calls_span
+from tests.test_telemetry_otlp import Receiver, grpc_collector
 
 BOOT_TIMEOUT_S = 300.0
 RESTORE_TIMEOUT_S = 120.0
@@ -57,6 +65,10 @@ CLOCK_TOLERANCE_S = 3.0
 # A connection held across a pause is closed within this long of Resumed (TCG: generous).
 CLOSED_WITHIN_S = 30.0
 GUEST_OPTIONS = "exec_daemon.desktop=0 exec_daemon.off=dockerd"
+# The host's loopback as QEMU's user network shows it to the guest.
+HOST_FROM_GUEST = "10.0.2.2"
+# A call's span is exported within the SDK's 5 s schedule; TCG and a loaded host: generous.
+SPAN_EXPORTED_S = 90.0
 BASELINE_PORT = 8080
 TICKS = b"i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.5; done\r"
 DAEMON_LOG = "/run/pod-daemon/exec-daemon.log"
@@ -168,6 +180,9 @@ class Run:
         self.work = Path(options.work).resolve()
         self.spec = json.loads((self.vm_dir / "vm.json").read_text())
         self.token = secrets.token_hex(32)
+        self.trace_token = secrets.token_hex(16)
+        self.guest_options = GUEST_OPTIONS
+        self.collector = Receiver()
         self.figures: dict[str, Any] = {"accelerator": options.accel}
         self.failures: list[str] = []
         self.vms: list[Qemu] = []
@@ -348,8 +363,8 @@ class Run:
 
     async def boot(self) -> Qemu:
         disk = self.overlay("vm", self.vm_dir / self.spec["rootfs"])
-        self.token_file = self.token_drive("vm", self.token)
-        vm = self.qemu("vm", self.guest_ports(), GUEST_OPTIONS, [disk, self.token_file], None)
+        self.token_file = self.token_drive("vm", f"{self.token}\n{self.trace_token}")
+        vm = self.qemu("vm", self.guest_ports(), self.guest_options, [disk, self.token_file], None)
         await poll("Ping", lambda: self.ping(vm), BOOT_TIMEOUT_S, vm)
         self.figures["boot_to_ping_s"] = round(time.monotonic() - vm.started, 2)
         return vm
@@ -367,15 +382,18 @@ class Run:
     async def token_kept(self, vm: Qemu) -> None:
         seen = await self.shell(
             vm, "sudo cat /proc/cmdline; ls /dev/vd*; sudo grep -rlsD skip "
-            f"{self.token[:16]} /etc /run /tmp /workspace 2>/dev/null; true",
+            f"-e {self.token[:16]} -e {self.trace_token} /etc /run /tmp /workspace 2>/dev/null; true",
         )  # fmt: skip
-        if self.token[:16] in seen or "/dev/vdb" in seen:
+        if self.token[:16] in seen or self.trace_token in seen or "/dev/vdb" in seen:
             raise Failure(f"the token is within the agent's reach: {seen!r}")
         if self.token_file.read_bytes().strip(b"\0"):
             raise Failure("the token drive was not zeroed")
 
     async def pod_management(self, vm: Qemu) -> None:
-        health = await asyncio.to_thread(self.pod, vm, "Health", {})
+        # Served once the services have started (scripts/image/pod-daemon: Ping comes first).
+        health = await poll(
+            "Health", lambda: asyncio.to_thread(self.pod, vm, "Health", {}), BOOT_TIMEOUT_S, vm
+        )
         names = {s["name"]: s.get("state") for s in health["services"]}
         if names.get("exec-daemon") != "SERVICE_STATE_RUNNING" or not health.get("healthy"):
             raise Failure(f"unhealthy: {health}")
@@ -386,6 +404,19 @@ class Run:
                 raise
         else:
             raise Failure("a wrong token was let in")
+
+    async def instance_id(self, vm: Qemu) -> str:
+        """The `service.instance.id` of the span of a call made now, once the collector has it."""
+        agent_id = f"vm-smoke-{secrets.token_hex(8)}"
+        call = ToolCall(shell_tool_call=ShellToolCall(args=ShellArgs(command="true")))
+        async with self.client(vm) as client:
+            await asyncio.wait_for(client.run(call, agent_id=agent_id), CALL_TIMEOUT_S)
+        deadline = time.monotonic() + SPAN_EXPORTED_S
+        while (found := instance_id_of_calls_span(self.collector, agent_id)) is None:
+            if time.monotonic() > deadline:
+                raise Failure(f"no span of the call within {SPAN_EXPORTED_S:.0f} s")
+            await asyncio.sleep(0.2)
+        return found
 
     async def start_ticks(self, vm: Qemu) -> tuple[str, int]:
         async with websockets.connect(self.pty_url(vm, "/terminals/new?name=ticks")) as ws:
@@ -419,7 +450,11 @@ class Run:
         shutil.copyfile(disk, own_disk)
         token_drive = self.token_drive(f"restored{index}", "")
         vm = self.qemu(
-            f"restored{index}", self.guest_ports(), GUEST_OPTIONS, [own_disk, token_drive], memory
+            f"restored{index}",
+            self.guest_ports(),
+            self.guest_options,
+            [own_disk, token_drive],
+            memory,
         )
         await self.resume(vm)
 
@@ -482,6 +517,13 @@ class Run:
             raise Failure(out)
 
     async def main(self) -> int:
+        with grpc_collector() as (port, self.collector):
+            self.guest_options = (
+                f"{GUEST_OPTIONS} exec_daemon.trace=http://{HOST_FROM_GUEST}:{port}"
+            )
+            return await self.checks()
+
+    async def checks(self) -> int:
         self.work.mkdir(parents=True, exist_ok=True)
         try:
             await self.check("the minimal guest boots, snapshots, restores", self.baseline)
@@ -496,6 +538,9 @@ class Run:
             await self.check(
                 "pod management on 26500 behind the token", lambda: self.pod_management(vm)
             )
+            booted_id = await self.check(
+                "telemetry reaches the host's collector", lambda: self.instance_id(vm)
+            )
             ticks = await self.check("a background shell ticks", lambda: self.start_ticks(vm))
             await asyncio.sleep(5)
             self.figures["vm_rss_mb"] = vm.rss_mb()
@@ -504,13 +549,17 @@ class Run:
             )
             if snapshot is None:
                 return self.report()
-            first = await self.restored_checks(1, snapshot, ticks)
+            first, first_id = await self.restored_checks(1, snapshot, ticks)
             # The second restore comes later: its clock, restored stale, must be set too.
             await asyncio.sleep(3)
-            second = await self.restored_checks(2, snapshot, ticks)
+            second, second_id = await self.restored_checks(2, snapshot, ticks)
             await self.check(
                 "the two restores share no id, temp name or random bytes",
                 lambda: distinct([first, second]),
+            )
+            await self.check(
+                "the boot and the two restores export telemetry under three instance ids",
+                lambda: distinct_instances([booted_id, first_id, second_id]),
             )
         finally:
             for vm in self.vms:
@@ -519,13 +568,14 @@ class Run:
 
     async def restored_checks(
         self, index: int, snapshot: tuple[Path, Path], ticks: tuple[str, int] | None
-    ) -> str | None:
-        """One restore from the snapshot and its checks; its randomness (None if it failed)."""
+    ) -> tuple[str | None, str | None]:
+        """One restore from the snapshot and its checks; its randomness and its telemetry's
+        instance id (None where they failed)."""
         restored = await self.check(
             f"restore {index} to the first command", lambda: self.restore(index, *snapshot)
         )
         if restored is None:
-            return None
+            return None, None
         vm, seconds = restored
         self.figures[f"restore{index}_to_first_command_s"] = round(seconds, 2)
         await self.check(
@@ -539,6 +589,9 @@ class Run:
                 f"restore {index}: the background shell still ticks",
                 lambda: self.ticks_continue(vm, *ticks),
             )
+        instance_id = await self.check(
+            f"restore {index}: telemetry's instance id", lambda: self.instance_id(vm)
+        )
         await self.check(f"restore {index}: Ping", lambda: self.ping(vm))
         await self.check(f"restore {index}: the filesystem is writable", lambda: self.writable(vm))
         if index == 2:
@@ -548,7 +601,7 @@ class Run:
                 lambda: self.paused_in_place(vm),
             )
         vm.stop()
-        return randomness
+        return randomness, instance_id
 
     def report(self) -> int:
         figures = self.figures
@@ -577,6 +630,11 @@ async def distinct(outputs: list[str | None]) -> None:
     first, second = (set(str(o).split()) for o in outputs)
     if len(first) != 4 or len(second) != 4 or first & second:
         raise Failure(f"shared between the two restores: {first & second or first}")
+
+
+async def distinct_instances(ids: list[str | None]) -> None:
+    if None in ids or len(set(ids)) != len(ids):
+        raise Failure(f"service.instance.id of the boot, restore 1, restore 2: {ids}")
 
 
 def main() -> int:
