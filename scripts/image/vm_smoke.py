@@ -318,6 +318,8 @@ class Run:
         output = b""
         deadline = time.monotonic() + seconds
         while not wanted(output):
+            if time.monotonic() > deadline:
+                raise Failure(f"not seen within {seconds:.0f} s: {output[-200:]!r}")
             try:
                 message = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
             except TimeoutError:
