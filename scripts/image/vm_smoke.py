@@ -308,6 +308,13 @@ class Run:
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
+    def terminal(self, vm: Qemu, path: str) -> Any:
+        """A PTY WebSocket; no keepalive pings (a starved TCG guest answers them late) and the
+        calls' bound to open."""
+        return websockets.connect(
+            self.pty_url(vm, path), ping_interval=None, open_timeout=CALL_TIMEOUT_S
+        )
+
     def pty_url(self, vm: Qemu, path: str) -> str:
         port = vm.ports[self.spec["guest_ports"]["pty"]]
         separator = "&" if "?" in path else "?"
@@ -383,7 +390,7 @@ class Run:
             raise Failure(f"expected ubuntu /workspace, got {out}")
 
     async def pty_echo(self, vm: Qemu) -> None:
-        async with websockets.connect(self.pty_url(vm, "/terminals/new")) as ws:
+        async with self.terminal(vm, "/terminals/new") as ws:
             await ws.send(b"echo pty-$((6*7))\r")
             await self.read_until(ws, lambda out: b"pty-42" in out, CALL_TIMEOUT_S)
 
@@ -427,14 +434,14 @@ class Run:
         return found
 
     async def start_ticks(self, vm: Qemu) -> tuple[str, int]:
-        async with websockets.connect(self.pty_url(vm, "/terminals/new?name=ticks")) as ws:
+        async with self.terminal(vm, "/terminals/new?name=ticks") as ws:
             attached = json.loads(await asyncio.wait_for(ws.recv(), 30))
             await ws.send(TICKS)
             output = await self.read_until(ws, lambda out: b"tick-3\r" in out, 60)
         return str(attached["id"]), last_tick(output)
 
     async def ticks_continue(self, vm: Qemu, terminal: str, before: int) -> None:
-        async with websockets.connect(self.pty_url(vm, f"/terminals/{terminal}")) as ws:
+        async with self.terminal(vm, f"/terminals/{terminal}") as ws:
             await self.read_until(ws, lambda out: last_tick(out) >= before + 3, 60)
 
     # --- snapshot and restores -------------------------------------------------------------
@@ -495,7 +502,7 @@ class Run:
         """A client connected across a pause and Resumed (the VM paused and resumed in place, its
         connections alive) is told at once to reconnect: its PTY connection closed with 1012;
         a new one to the same terminal works."""
-        async with websockets.connect(self.pty_url(vm, "/terminals/new?name=held")) as held:
+        async with self.terminal(vm, "/terminals/new?name=held") as held:
             attached = json.loads(await asyncio.wait_for(held.recv(), 30))
             await asyncio.to_thread(self.pod, vm, "PrepareSnapshot", {"thawAfterMs": 300_000})
             await vm.qmp("stop")
@@ -516,7 +523,7 @@ class Run:
             self.figures["held_connection_closed_after_resumed_s"] = round(
                 time.monotonic() - began, 2
             )
-        async with websockets.connect(self.pty_url(vm, f"/terminals/{attached['id']}")) as ws:
+        async with self.terminal(vm, f"/terminals/{attached['id']}") as ws:
             if json.loads(await asyncio.wait_for(ws.recv(), 30)).get("type") != "attached":
                 raise Failure("the terminal could not be attached to again")
 
