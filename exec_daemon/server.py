@@ -54,7 +54,7 @@ from exec_daemon.rpc.ports import PortReservations, hypercorn_binds, reserve_por
 from exec_daemon.rpc.reflection import reflection_apps
 from exec_daemon.telemetry.call_log import call_logging
 from exec_daemon.telemetry.session_record import SessionRecord, record_middleware, subagent_parent
-from exec_daemon.telemetry.tracing import start_telemetry, tracing_middlewares
+from exec_daemon.telemetry.tracing import Telemetry, start_telemetry, tracing_middlewares
 from exec_daemon.terminals import environment, tmux
 from exec_daemon.terminals.pty import PtyManager
 from sandbox.service import SandboxService
@@ -285,10 +285,10 @@ async def _serve_reserved(config: DaemonConfig, ports: PortReservations) -> None
             # tmux first: its socket is bound before any sandbox starts, so every sandbox hides it.
             tmux.running(daemon),
             pty_server.serving(daemon, ports.take("--pty-websocket-port")) as pty,
-            desktop_server.serving(daemon, ports.take("--novnc-port")),
+            desktop_server.serving(daemon, ports.take("--novnc-port")) as desktop,
             environment.started(daemon),
         ):
-            restored.pty = pty
+            restored.serving(daemon, pty, desktop)
             door.bind(routes, config.auth_token)
             lifecycle.serving()
             if lifecycle.ready:
@@ -402,13 +402,22 @@ def _forget_pool_credential(path: Path | None) -> None:
 class Restored:
     """SIGUSR2: the VM was restored from a snapshot (scripts/image/pod-daemon's Resumed sends it
     once the kernel's generator is reseeded). The daemon's own randomness is seeded again, so two
-    VMs restored from one snapshot draw different ids and temp names, and every client connection
-    (RPC, PTY) is closed, so that clients reconnect at once instead of waiting on a connection
-    that died with the snapshot. Calls and terminals go on; background shells keep running."""
+    VMs restored from one snapshot draw different ids and temp names; telemetry exported from
+    then on carries a fresh `service.instance.id`; and every client connection (RPC, PTY, the
+    desktop page's and the IDE's) is closed, so that clients reconnect at once instead of waiting
+    on a connection that died with the snapshot. Calls and terminals go on; background shells
+    keep running."""
 
     def __init__(self) -> None:
-        self.pty: pty_server.Server | None = None
+        self._daemon: Daemon | None = None
+        self._pty: pty_server.Server | None = None
+        self._desktop: pty_server.Server | None = None
         self._closing: set[asyncio.Task[None]] = set()
+
+    def serving(
+        self, daemon: Daemon, pty: pty_server.Server | None, desktop: pty_server.Server | None
+    ) -> None:
+        self._daemon, self._pty, self._desktop = daemon, pty, desktop
 
     def signalled(self) -> None:
         reseed_process_randomness()
@@ -417,14 +426,24 @@ class Restored:
             "clients' connections",
             random.getrandbits(64),
         )
+        if self._daemon is not None:
+            self._daemon.service(Telemetry).restored()
         task = asyncio.get_running_loop().create_task(self._close_connections())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
     async def _close_connections(self) -> None:
         rpc = await connection_timeouts.close_all()
-        pty = await pty_server.close_all(self.pty) if self.pty is not None else 0
-        log.info("closed %d RPC and %d PTY connections", rpc, pty)
+        pty, desktop, ide = await asyncio.gather(
+            pty_server.close_all(self._pty) if self._pty is not None else _none(),
+            pty_server.close_all(self._desktop) if self._desktop is not None else _none(),
+            self._daemon.service(IdeServer).close_all() if self._daemon is not None else _none(),
+        )
+        log.info("closed %d RPC, %d PTY, %d desktop and %d IDE connections", rpc, pty, desktop, ide)
+
+
+async def _none() -> int:
+    return 0
 
 
 def _drain_at_once(lifecycle: Lifecycle, drain: asyncio.Event) -> None:

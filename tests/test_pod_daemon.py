@@ -5,6 +5,7 @@ token, the snapshot calls (without freezing this machine's filesystems)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -76,6 +77,15 @@ def services(folder: Path) -> list[dict[str, Any]]:
             "on_resumed": "SIGUSR2",
         },
         {
+            "name": "traced",
+            "phase": 2,
+            "telemetry": True,
+            # What it is given when the VM's telemetry is on: flags after its argv, the token.
+            "argv": ["sh", "-c", f'echo "$*" > {folder}/traced.args;'
+                     f' echo "$EXEC_DAEMON_TRACE_AUTH_TOKEN" > {folder}/traced.token;'
+                     " exec sleep 600", "traced"],
+        },
+        {
             "name": "orphans",
             "phase": 2,
             # Leaves a child behind that writes who its parent became, then exits: an orphan,
@@ -87,22 +97,27 @@ def services(folder: Path) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@pytest.fixture
-def pod(tmp_path: Path) -> Iterator[Pod]:
-    (tmp_path / "services.json").write_text(json.dumps({"services": services(tmp_path)}))
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
+@contextlib.contextmanager
+def running_pod(folder: Path, secrets: str = TOKEN, cmdline: str = "") -> Iterator[Pod]:
+    """The pod daemon with the token file holding `secrets`, and `cmdline` as the kernel's."""
+    (folder / "services.json").write_text(json.dumps({"services": services(folder)}))
+    token_file = folder / "token"
+    token_file.write_text(secrets)
+    (folder / "cmdline").write_text(cmdline)
     port = free_port()
-    with open(tmp_path / "pod.log", "wb") as log:
+    with open(folder / "pod.log", "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, str(POD_DAEMON), "--services", str(tmp_path / "services.json"),
+            [sys.executable, str(POD_DAEMON), "--services", str(folder / "services.json"),
              "--image-config", "", "--token-file", str(token_file), "--host", "127.0.0.1",
-             "--port", str(port), "--logs", str(tmp_path / "logs"), "--no-freeze"],
+             "--port", str(port), "--logs", str(folder / "logs"), "--no-freeze",
+             "--kernel-cmdline", str(folder / "cmdline")],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    running = Pod(process, port, tmp_path)
+    running = Pod(process, port, folder)
     try:
         wait_until(lambda: "phase 2" in running.log(), 30, "phase 2")
+        # Its port is served once its modules are loaded, while the services start.
+        wait_until(lambda: "pod management on" in running.log(), 30, "pod management")
         yield running
     finally:
         if process.poll() is None:
@@ -112,6 +127,12 @@ def pod(tmp_path: Path) -> Iterator[Pod]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@pytest.fixture
+def pod(tmp_path: Path) -> Iterator[Pod]:
+    with running_pod(tmp_path) as running:
+        yield running
 
 
 def children(pid: int) -> list[int]:
@@ -138,7 +159,30 @@ def test_phases_token_and_health(pod: Pod) -> None:
         "first": "SERVICE_STATE_RUNNING",
         "second": "SERVICE_STATE_RUNNING",
         "orphans": "SERVICE_STATE_RUNNING",
+        "traced": "SERVICE_STATE_RUNNING",
     }
+    # No telemetry asked for: the service runs as its argv says, without a trace token.
+    wait_until(lambda: (pod.folder / "traced.token").exists(), 10, "the traced service")
+    assert (pod.folder / "traced.args").read_text().strip() == ""
+    assert (pod.folder / "traced.token").read_text().strip() == ""
+
+
+def test_telemetry_reaches_the_exec_daemon_from_the_command_line_and_the_drive(
+    tmp_path: Path,
+) -> None:
+    endpoint = "http://10.0.2.2:4317"
+    with running_pod(
+        tmp_path, f"{TOKEN}\ntrace-token-42\n", f"quiet exec_daemon.trace={endpoint}"
+    ) as pod:
+        wait_until(lambda: (pod.folder / "traced.token").exists(), 10, "the traced service")
+        assert (pod.folder / "traced.args").read_text().split() == [
+            "--ghost-mode", "false", "--trace-endpoint", endpoint,
+        ]  # fmt: skip
+        assert (pod.folder / "traced.token").read_text().strip() == "trace-token-42"
+        # The daemon's token is the first line only; the services without `telemetry` get no
+        # trace token.
+        assert (pod.folder / "second.token").read_text().strip() == TOKEN
+        assert pod.call("Health")["healthy"] is True
 
 
 def test_a_wrong_token_is_refused(pod: Pod) -> None:
@@ -174,7 +218,7 @@ def test_orphans_are_reaped(pod: Pod) -> None:
     written = pod.folder / "orphan.parent"
     parent = wait_until(lambda: written.exists() and written.read_text().strip(), 30, "the orphan")
     assert int(parent) == pod.process.pid
-    wait_until(lambda: len(children(pod.process.pid)) == 3, 30, "only the three services")
+    wait_until(lambda: len(children(pod.process.pid)) == 4, 30, "only the four services")
     assert zombies(pod.process.pid) == []
 
 

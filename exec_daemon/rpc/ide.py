@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -51,6 +52,12 @@ from exec_daemon.rpc.browser_auth import (
     secret_matches,
     sign_in_redirect,
 )
+from exec_daemon.rpc.websocket_frames import (
+    CLOSE_RESTORED,
+    RESTORED_REASON,
+    FrameBoundaries,
+    close_frame,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +69,8 @@ START_SECONDS = 60.0
 ANSWER_SECONDS = 5.0
 SESSION_COOKIE = "code-server-session"
 MAX_HEAD_BYTES = 64 * 1024
+# After a restore, a WebSocket's frame being passed on may take this long to end before the close.
+FINISH_FRAME_SECONDS = 2.0
 VERSION_PATTERN = re.compile(r"\d{1,4}\.\d{1,4}\.\d{1,4}")
 
 
@@ -287,6 +296,7 @@ class IdeServer:
         )
         self._socket = Path()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._proxied: set[_Proxied] = set()
 
     @property
     def folder(self) -> Path:
@@ -500,18 +510,29 @@ class IdeServer:
             upgrade = bool(request.header("upgrade"))
             up_writer.write(self._upstream_head(request, target, upgrade=upgrade))
             refresh = session.refresh if session is not None else ""
+            proxied = _Proxied(writer, up_reader)
             pipes = [
                 asyncio.ensure_future(_pipe(reader, up_writer)),
-                asyncio.ensure_future(_answer(up_reader, writer, refresh)),
+                asyncio.ensure_future(proxied.answer(refresh, upgrade)),
             ]
+            proxied.answering = pipes[1]
+            self._proxied.add(proxied)
             try:
                 await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
             finally:
+                self._proxied.discard(proxied)
                 for pipe in pipes:
                     pipe.cancel()
                 await asyncio.wait(pipes)
         finally:
             up_writer.close()
+
+    async def close_all(self) -> int:
+        """The VM was restored from a snapshot: every proxied connection is closed, a WebSocket
+        with 1012 (as the PTY's), so that the browser reconnects at once; how many."""
+        proxied = list(self._proxied)
+        await asyncio.gather(*(each.close_restored() for each in proxied), return_exceptions=True)
+        return len(proxied)
 
     async def _stop_helper(self) -> None:
         helper, self._helper = self._helper, None
@@ -528,25 +549,74 @@ class IdeServer:
         await self._stop_helper()
 
 
-async def _answer(
-    source: asyncio.StreamReader, sink: asyncio.StreamWriter, set_cookie: str
-) -> None:
-    """code-server's answer to the browser, with `set_cookie` (a renewed sign-in) in its head."""
-    if set_cookie:
+class _Proxied:
+    """One browser connection through the proxy, from code-server's answer on: where its
+    WebSocket frames end, once upgraded, so that a close frame of the proxy's own fits between."""
+
+    def __init__(self, browser: asyncio.StreamWriter, upstream: asyncio.StreamReader) -> None:
+        self.browser = browser
+        self.upstream = upstream
+        self.answering: asyncio.Future[None] | None = None
+        self._frames: FrameBoundaries | None = None
+        self._restored = False
+
+    async def answer(self, set_cookie: str, upgrade: bool) -> None:
+        """code-server's answer to the browser, with `set_cookie` (a renewed sign-in) in its
+        head; a WebSocket's frames counted."""
         try:
-            head = await source.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            head = exc.partial if isinstance(exc, asyncio.IncompleteReadError) else b""
-            sink.write(head)
-        else:
+            head = await self.upstream.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            self.browser.write(exc.partial)
+            return
+        except asyncio.LimitOverrunError:
+            head = b""  # left in the reader: passed on as it is
+        if set_cookie and head:
             status, _, rest = head.partition(b"\r\n")
-            sink.write(status + b"\r\nSet-Cookie: " + set_cookie.encode("latin-1") + b"\r\n" + rest)
-    await _pipe(source, sink)
+            head = status + b"\r\nSet-Cookie: " + set_cookie.encode("latin-1") + b"\r\n" + rest
+        self.browser.write(head)
+        if not (upgrade and head.split(b" ", 2)[1:2] == [b"101"]):
+            await _pipe(self.upstream, self.browser)
+            return
+        frames = self._frames = FrameBoundaries()
+        try:
+            await _pipe(self.upstream, self.browser, frames.feed)
+        except asyncio.CancelledError:
+            if not self._restored:
+                raise
+            await self._close_websocket(frames)
+
+    async def close_restored(self) -> None:
+        if self._frames is None or self.answering is None:
+            self.browser.close()
+            return
+        self._restored = True
+        self.answering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.answering
+
+    async def _close_websocket(self, frames: FrameBoundaries) -> None:
+        """The frame being passed on, finished; then the close frame (1012)."""
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(FINISH_FRAME_SECONDS):
+                while wanted := frames.bytes_to_boundary():
+                    data = await self.upstream.read(wanted)
+                    if not data:
+                        return
+                    frames.feed(data)
+                    self.browser.write(data)
+                self.browser.write(close_frame(CLOSE_RESTORED, RESTORED_REASON))
+                await self.browser.drain()
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _pipe(
+    source: asyncio.StreamReader,
+    sink: asyncio.StreamWriter,
+    seen: Callable[[bytes], None] | None = None,
+) -> None:
     with contextlib.suppress(OSError):
         while data := await source.read(64 * 1024):
+            if seen is not None:
+                seen(data)
             sink.write(data)
             await sink.drain()
         if sink.can_write_eof():

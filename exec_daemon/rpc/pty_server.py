@@ -52,6 +52,7 @@ from exec_daemon.kernel.errors import CodedError
 from exec_daemon.kernel.state import Daemon
 from exec_daemon.rpc.browser_auth import bearer_token, secret_matches
 from exec_daemon.rpc.ports import serve_kwargs
+from exec_daemon.rpc.websocket_frames import CLOSE_RESTORED, RESTORED_REASON
 from exec_daemon.telemetry.session_record import SessionRecord
 from exec_daemon.terminals.pty import Attachment, ClientTooSlow, PtyManager, Terminal
 from exec_daemon.terminals.tmux import SharedTerminals
@@ -65,8 +66,6 @@ CLOSE_NORMAL = 1000
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNKNOWN_TERMINAL = 4404
 CLOSE_TOO_SLOW = 4408
-# RFC 6455's "service restart": the VM was restored from a snapshot; reconnect.
-CLOSE_RESTORED = 1012
 # Output frames carry at most this much; bigger frames mean fewer sends when output floods.
 MAX_FRAME_BYTES = 256 * 1024
 MAX_INPUT_MESSAGE_BYTES = 8 << 20
@@ -519,10 +518,11 @@ async def _shut_down(server: Server) -> None:
 
 async def close_all(server: Server) -> int:
     """Closes every open connection with 1012 (the VM was restored from a snapshot: reconnect);
-    how many. The terminals go on; a client attaches to them again."""
+    how many. The terminals go on; a client attaches to them again. The desktop page's server
+    (exec_daemon/rpc/desktop_server.py) is one of these too."""
     connections = list(server.connections)
     await asyncio.gather(
-        *(c.close(CLOSE_RESTORED, "restored from a snapshot: reconnect") for c in connections),
+        *(c.close(CLOSE_RESTORED, RESTORED_REASON) for c in connections),
         return_exceptions=True,
     )
     return len(connections)

@@ -89,6 +89,7 @@ if TYPE_CHECKING:
 
     from exec_daemon.telemetry.call_spans import CallSpans
     from exec_daemon.telemetry.metrics import OtlpMeter
+    from exec_daemon.telemetry.resource import RenewableResource
 
 Redact = Callable[[str], str]
 INTERNAL_METRICS_VARIABLE = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
@@ -265,6 +266,7 @@ class Telemetry:
         self._call_spans: CallSpans | None = None
         self._meter: OtlpMeter | None = None
         self._log_handler: logging.Handler | None = None
+        self._resource: RenewableResource | None = None
 
     @property
     def started(self) -> bool:
@@ -287,6 +289,7 @@ class Telemetry:
 
         from exec_daemon.telemetry.call_spans import CallSpans
         from exec_daemon.telemetry.metrics import Histograms, HistogramsExporter, OtlpMeter
+        from exec_daemon.telemetry.resource import RenewableResource
 
         if self.started:
             return
@@ -296,7 +299,7 @@ class Telemetry:
         # written from the call's own path.
         logging.getLogger("opentelemetry.sdk._shared_internal").setLevel(logging.ERROR)
         exporters = _Exporters(target, config.trace_auth_token or "")
-        resource = Resource.create(daemon_resource(config))
+        resource = self._resource = RenewableResource.of(Resource.create(daemon_resource(config)))
         tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         loggers = LoggerProvider(resource=resource, shutdown_on_exit=False)
         scope = InstrumentationScope("exec_daemon", __version__)
@@ -338,6 +341,12 @@ class Telemetry:
     def middleware(self) -> Middleware:
         assert self._call_spans is not None and self._meter is not None, "start() first"
         return tracing_middleware(self._call_spans, self._meter)
+
+    def restored(self) -> None:
+        """The VM was restored from a snapshot: what is exported from now on carries a fresh
+        `service.instance.id` (the snapshot's other restores share the old one)."""
+        if self._resource is not None:
+            log.info("telemetry: service.instance.id is now %s", self._resource.renew_instance_id())
 
     def complete_calls(self) -> None:
         """Makes the spans and metrics of the calls ended so far now, on this thread, instead of
