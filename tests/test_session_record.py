@@ -372,7 +372,9 @@ async def test_the_agent_cannot_rewrite_the_record(tmp_path: Path, record_folder
             )
             assert case(await client.run(edit, agent_id="main")) != "success"
             assert not (record_folder / "planted").exists()
-            assert b"forged" not in (record_folder / segment).read_bytes()
+            # The record holds the command itself (its text says "forged"), flushed by now or
+            # not: what must be missing is the line the command appended.
+            assert b"forged" not in (record_folder / segment).read_bytes().splitlines()
             # Positive control: unconfined, the same command does write there.
             none = {"type": "TYPE_INSECURE_NONE"}
             unconfined = ToolCall(
