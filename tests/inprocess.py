@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import secrets
 import tempfile
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from exec_daemon.kernel.state import Daemon
 from exec_daemon.registry import SPECS
 from exec_daemon.rpc import hypercorn_fixes
 from exec_daemon.server import build_app, hypercorn_config, new_daemon
-from tests.daemon_process import free_port
+from tests.daemon_process import STARTUP_SECONDS, free_port
 
 
 def stand_in_specs(handlers: Mapping[str, Handler]) -> list[ToolSpec]:
@@ -78,11 +79,12 @@ async def serve_in_process(
 
 
 async def _wait_listening(port: int) -> None:
-    for _ in range(200):
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             _reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
             await writer.wait_closed()
             return
         await asyncio.sleep(0.02)
-    raise RuntimeError(f"in-process daemon did not listen on {port}")
+    raise RuntimeError(f"in-process daemon did not listen on {port} within {STARTUP_SECONDS} s")

@@ -72,12 +72,14 @@ def run_gate(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[s
     return run.returncode, report, run.stderr[-3000:]
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(GATE_SECONDS + 60)
 def test_the_gate_passes_on_this_tree() -> None:
     returncode, report, stderr = run_gate()
     assert returncode == 0, f"{stderr}\n{json.dumps(report.get('verdicts'), indent=1)}"
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(GATE_SECONDS + 60)
 def test_the_gate_fails_when_the_shell_output_path_costs_twice_the_cpu() -> None:
     slowed = {"PYTHONPATH": str(SLOW_OUTPUT), "SLOW_OUTPUT_EXTRA": "1.0"}

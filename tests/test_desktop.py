@@ -43,7 +43,7 @@ from tests.test_tracing import (
     http_receiver,
     tracing_flags,
 )
-from tests.x11_support import X11App, computer_use, x11_app
+from tests.x11_support import X11App, computer_use, x11_app, x_server
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -62,24 +62,16 @@ pytestmark = [
 # --- the desktop: Xtigervnc, the daemon, an icon -------------------------------------------------
 
 
-def free_display() -> int:
-    return next(n for n in range(60, 200) if not Path(f"/tmp/.X{n}-lock").exists())
-
-
 @pytest.fixture(scope="module")
 def vnc() -> Iterator[tuple[str, int]]:
-    number, port = free_display(), free_port()
-    server = subprocess.Popen(
-        ["Xtigervnc", f":{number}", "-geometry", "1920x1200", "-depth", "24", "-localhost",
-         "-rfbport", str(port), "-SecurityTypes", "None", "-AlwaysShared", "-nolisten", "tcp"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_until(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 15, "Xtigervnc up")
+    port = free_port()
+
+    def command(number: int) -> list[str]:
+        return ["Xtigervnc", f":{number}", "-geometry", "1920x1200", "-depth", "24", "-localhost",
+                "-rfbport", str(port), "-SecurityTypes", "None", "-AlwaysShared", "-nolisten", "tcp"]  # fmt: skip
+
+    with x_server(command, range(60, 200)) as number:
         yield f":{number}", port
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 class CuttableProxy:

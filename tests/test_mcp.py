@@ -22,7 +22,7 @@ from google.protobuf.struct_pb2 import Struct
 from agent.v1 import mcp_pb2 as mcp
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
-from tests.daemon_process import RunningDaemon, free_port, running_daemon
+from tests.daemon_process import STARTUP_SECONDS, RunningDaemon, free_port, running_daemon
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -38,7 +38,9 @@ def stdio_server(*extra: str, **entry: Any) -> dict[str, Any]:
     }
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 20.0) -> None:
+def wait_for_port(
+    port: int, process: subprocess.Popen[bytes], seconds: float = STARTUP_SECONDS
+) -> None:
     import socket
 
     deadline = time.monotonic() + seconds
@@ -50,7 +52,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 
             return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError("server did not listen")
+    raise RuntimeError(f"server did not listen within {seconds} s")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import asyncio
 import http.server
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from tests.loopback_http import serving_http
 from tests.polling import file_holds
 from tests.sandbox_harness import processes_with_argument
 from tests.shell_calls import printed, shell
+from tests.x11_support import x_server
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -237,22 +237,14 @@ def x_display() -> Iterator[tuple[str, int]]:
     """An X server with VNC on loopback, as the VM's desktop (scripts/image/desktop-init)."""
     if not shutil.which("Xtigervnc") or not shutil.which("xdpyinfo"):
         pytest.skip("needs Xtigervnc and xdpyinfo (run scripts/setup)")
-    number = next(n for n in range(200, 300) if not Path(f"/tmp/.X{n}-lock").exists())
     port = free_port()
-    server = subprocess.Popen(
-        ["Xtigervnc", f":{number}", "-geometry", "640x480", "-localhost", "-rfbport", str(port),
-         "-SecurityTypes", "None", "-nolisten", "tcp"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 15
-        while not Path(f"/tmp/.X11-unix/X{number}").exists():
-            assert time.monotonic() < deadline, "Xtigervnc did not start"
-            time.sleep(0.05)
+
+    def command(number: int) -> list[str]:
+        return ["Xtigervnc", f":{number}", "-geometry", "640x480", "-localhost", "-rfbport",
+                str(port), "-SecurityTypes", "None", "-nolisten", "tcp"]  # fmt: skip
+
+    with x_server(command, range(200, 300)) as number:
         yield f":{number}", port
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 async def test_a_sandboxed_shell_cannot_drive_the_desktop(

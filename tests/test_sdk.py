@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import subprocess
 import threading
@@ -114,9 +115,13 @@ def test_a_wrong_token_and_no_daemon_are_typed(daemon: RunningDaemon) -> None:
 async def test_every_control_rpc_of_the_low_level_client_carries_the_token(
     daemon: RunningDaemon,
 ) -> None:
+    # The module's other tests change the workspace too, in any order (pytest-randomly): the
+    # answer is known to hold this test's own change, not to be empty.
+    changed = f"token-check-{secrets.token_hex(4)}.txt"
+    (daemon.workspace / changed).write_text("changed\n")
     async with ExecDaemonClient(daemon.url, daemon.token) as client:
         answer = await client.control.get_diff(GetDiffRequest())  # no headers= by hand
-        assert answer.diff == ""
+        assert f"b/{changed}" in answer.diff
 
 
 # -- shell -------------------------------------------------------------------------------------

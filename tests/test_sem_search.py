@@ -21,6 +21,7 @@ from agent.v1.agent_pb2 import SemSearchArgs
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon, running_daemon
+from tests.polling import POLL_SECONDS, generous
 from tests.test_sem_search_index import new_index
 from tools.sem_search import RRF_K, SemanticIndex, chunk_text, fuse, words
 from tools.static_embeddings import StaticEmbedder
@@ -125,12 +126,9 @@ def corpus_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningD
 @pytest.fixture
 async def corpus_client(corpus_daemon: RunningDaemon) -> AsyncIterator[ExecDaemonClient]:
     async with corpus_daemon.client() as connected:
-        deadline = time.monotonic() + 120
         # The index is built in the background from the daemon's start: these tests judge
         # the ranking of a complete index.
-        while not (await search(connected, "x")).success.index_complete:
-            assert time.monotonic() < deadline, "the index was never completed"
-            await asyncio.sleep(0.05)
+        await search_complete(connected, "x")
         yield connected
 
 
@@ -141,6 +139,17 @@ async def search(client: ExecDaemonClient, query: str, **args: Any) -> Any:
     assert outcome.error is None, outcome.error
     assert outcome.result is not None
     return outcome.result.sem_search_tool_call.result
+
+
+async def search_complete(client: ExecDaemonClient, query: str, **args: Any) -> Any:
+    """The answer of a search made once the index holds every change made before it: a search
+    waits SEARCH_WAIT_SECONDS at most, then answers from what is indexed (index_complete false),
+    which under load is what an edit just made left."""
+    deadline = time.monotonic() + generous(120)
+    while not (result := await search(client, query, **args)).success.index_complete:
+        assert time.monotonic() < deadline, "the index never caught up"
+        await asyncio.sleep(POLL_SECONDS)
+    return result
 
 
 def paths(result: Any) -> list[str]:
@@ -195,7 +204,7 @@ async def test_the_index_follows_edits_and_deletions(
     client: ExecDaemonClient, workspace: Path
 ) -> None:
     write_corpus(workspace, CORPUS)
-    first = await search(client, "weather forecast for tomorrow")
+    first = await search_complete(client, "weather forecast for tomorrow")
     assert "weather.py" not in " ".join(paths(first))
     write_corpus(
         workspace,
@@ -208,11 +217,11 @@ def forecast(city: str) -> str:
         },
     )
     (workspace / "mail" / "notify.py").unlink()
-    again = await search(client, "weather forecast for tomorrow", max_results=20)
+    again = await search_complete(client, "weather forecast for tomorrow", max_results=20)
     assert "billing/invoice.py" in paths(again)[:3]
     assert "mail/notify.py" not in paths(again)
     assert again.success.total_files == len(CORPUS) - 1
-    old_meaning = await search(client, QUERIES[3][0], max_results=20)
+    old_meaning = await search_complete(client, QUERIES[3][0], max_results=20)
     contents = " ".join(chunk.contents for chunk in old_meaning.success.results)
     assert "VAT_RATE" not in contents, "the old content is gone from the index"
 

@@ -37,6 +37,7 @@ from tests.daemon_process import RunningDaemon, running_daemon
 from tests.polling import eventually, wait_until
 from tests.shell_calls import printed, shell
 from tests.test_shared_terminals import shared_terminal, write_environment
+from tests.x11_support import x_server
 from tools.display import DisplayService
 from tools.shell.service import KEEP_SPILL_FILES, ShellService
 
@@ -255,20 +256,11 @@ def _someones_x_server() -> Iterator[int]:
     """An Xvfb as anyone would start it: a socket file in /tmp/.X11-unix and an abstract one."""
     if not X11_SOCKETS.is_dir():
         pytest.skip("no /tmp/.X11-unix")
-    number = next(
-        n for n in range(400, 500)
-        if not Path(f"/tmp/.X{n}-lock").exists() and not (X11_SOCKETS / f"X{n}").exists()
-    )  # fmt: skip
-    server = subprocess.Popen(
-        ["Xvfb", f":{number}", "-nolisten", "tcp", "-screen", "0", "320x240x24"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_until(lambda: (X11_SOCKETS / f"X{number}").is_socket(), 20, "Xvfb's socket")
+    command = ["Xvfb", "-nolisten", "tcp", "-screen", "0", "320x240x24"]
+    with x_server(
+        lambda number: [*command[:1], f":{number}", *command[1:]], range(400, 500)
+    ) as number:
         yield number
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 async def _begin_session(client: ExecDaemonClient, agent: str) -> int:

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,52 @@ def xvfb_of(daemon: RunningDaemon) -> tuple[str, int] | None:
         if parent_pid(pid) == daemon.process.pid:
             return f":{lock.name[2:-5]}", pid
     return None
+
+
+@contextmanager
+def x_server(command: Callable[[int], list[str]], numbers: range) -> Iterator[int]:
+    """An X server a test starts, `command(number)`, on the first display number in `numbers` it
+    wins; ends with the block.
+
+    Looking for a number without a /tmp/.X<n>-lock and starting the server there races with
+    every other test process doing the same (pytest-xdist's workers, another checkout's suite):
+    the loser exits ("server already active") while the winner's socket appears, so the server
+    is only ours once the lock holds its pid; the loser tries the next number.
+    """
+    for number in numbers:
+        if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+            continue
+        server = subprocess.Popen(
+            command(number), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            if _serves(server, number):
+                yield number
+                return
+        finally:
+            server.terminate()
+            server.wait(10)
+    raise AssertionError(f"no X server started on any of the displays {numbers}")
+
+
+def _serves(server: subprocess.Popen[bytes], number: int) -> bool:
+    """Whether `server` took display `number` (False: it exited, the number was another's)."""
+    lock, socket = Path(f"/tmp/.X{number}-lock"), Path(f"/tmp/.X11-unix/X{number}")
+    wait_until(
+        lambda: (
+            server.poll() is not None or (_lock_holder(lock) == server.pid and socket.is_socket())
+        ),
+        WAIT_SECONDS,
+        f"X server :{number} up or gone",
+    )
+    return server.poll() is None
+
+
+def _lock_holder(lock: Path) -> int | None:
+    try:
+        return int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def pid_alive(pid: int) -> bool:
