@@ -234,6 +234,18 @@ async def test_text_the_keymap_lacks_reads_right_in_an_app_that_reads_late(
         reader.close()
 
 
+async def test_more_missing_characters_than_spare_keycodes_are_typed_whole(
+    client: ExecDaemonClient, app: X11App
+) -> None:
+    # 33 letters Xvfb's keymap lacks, for its 19 empty keycodes: typed in runs, rebinding the
+    # keycodes used longest ago.
+    text = "съешь же ещё этих мягких французских булок, да выпей чаю"
+    assert len(set(text)) > 19
+    result = await computer_use(client, click(center("entry")), type_text(text))
+    assert result.WhichOneof("result") == "success", result
+    wait_until(lambda: app.last_text() == text, what=f"the text, got {app.last_text()!r}")
+
+
 def read_file(path: str) -> bytes:
     return Path(path).read_bytes()
 

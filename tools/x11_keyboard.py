@@ -47,62 +47,76 @@ class Keyboard:
         self._bound: OrderedDict[int, int] = OrderedDict()  # keycode -> keysym bound there
 
     def type_text(self, text: str, delay_s: float) -> None:
-        """Sends each character's press and release, `delay_s` apart, then waits for the server."""
-        keys = self._keys_for([keysym_of(char) for char in text])
-        for index, (keycode, shift) in enumerate(keys):
-            if index:
-                time.sleep(delay_s)
-            self._press(keycode, shift)
+        """Sends each character's press and release, `delay_s` apart.
 
-    def _keys_for(self, keysyms: list[int]) -> list[tuple[int, int | None]]:
-        """(keycode, shift keycode or None) for each keysym, binding the missing ones first."""
-        first = self._display.display.info.min_keycode
-        last = self._display.display.info.max_keycode
-        rows = self._display.get_keyboard_mapping(first, last - first + 1)
-        keymap = {first + offset: list(row) for offset, row in enumerate(rows)}
+        Text with more missing characters than the keymap has spare keycodes goes in runs, each
+        bound before its first key; a later run rebinds the keycodes used longest ago.
+        """
+        keysyms = [keysym_of(char) for char in text]
+        typed = 0
+        while typed < len(keysyms):
+            keys = self._bind_run(keysyms[typed:])
+            for keycode, shift in keys:
+                if typed:
+                    time.sleep(delay_s)
+                self._press(keycode, shift)
+                typed += 1
+
+    def _bind_run(self, keysyms: list[int]) -> list[tuple[int, int | None]]:
+        """(keycode, shift keycode or None) for the longest run of `keysyms` the keymap can hold,
+        with the keysyms it lacks bound to spare keycodes."""
+        keymap = self._keymap()
         self._forget_rebound(keymap)
         shift = _find(keymap, SHIFT_L, level=0)
+        spare = [code for code, row in keymap.items() if not any(row) and code not in self._bound]
+        spare += self._bound  # ours, used longest ago first
         keys: dict[int, tuple[int, int | None]] = {}
-        for keysym in dict.fromkeys(keysyms):
-            unshifted = _find(keymap, keysym, level=0)
-            shifted = _find(keymap, keysym, level=1) if shift is not None else None
-            if unshifted is not None:
-                keys[keysym] = (unshifted, None)
-            elif shifted is not None:
-                keys[keysym] = (shifted, shift)
-        missing = [keysym for keysym in dict.fromkeys(keysyms) if keysym not in keys]
+        missing: list[int] = []
+        ours_in_use: set[int] = set()
+        run = 0
+        for keysym in keysyms:
+            if keysym not in keys and keysym not in missing:
+                key = _key_in(keymap, keysym, shift)
+                used = ours_in_use | ({key[0]} & set(self._bound)) if key else ours_in_use
+                if len(missing) + (key is None) + len(used) > len(spare):
+                    break
+                ours_in_use = used
+                if key is None:
+                    missing.append(keysym)
+                else:
+                    keys[keysym] = key
+            run += 1
+        if not run:
+            raise KeymapFull(f"the keymap has no spare keycode for {chr_of(keysyms[0])!r}")
+        free = [code for code in spare if code not in ours_in_use]
+        for keysym, keycode in zip(missing, free, strict=False):
+            self._bind(keycode, keysym, width=len(keymap[keycode]))
+            keys[keysym] = (keycode, None)
         if missing:
-            width = max(len(rows[0]), 2)
-            in_use = {keycode for keycode, _ in keys.values()}
-            for keysym, keycode in zip(missing, self._spare(keymap, missing, in_use), strict=True):
-                row = [keysym, keysym] + [NO_SYMBOL] * (width - 2)
-                self._display.change_keyboard_mapping(keycode, [row])
-                self._bound[keycode] = keysym
-                keys[keysym] = (keycode, None)
             self._display.sync()
         for keycode, _ in keys.values():
             if keycode in self._bound:
                 self._bound.move_to_end(keycode)
-        return [keys[keysym] for keysym in keysyms]
+        return [keys[keysym] for keysym in keysyms[:run]]
+
+    def _keymap(self) -> dict[int, list[int]]:
+        """keycode -> its keysyms by level, as the server has them now."""
+        first = self._display.display.info.min_keycode
+        last = self._display.display.info.max_keycode
+        rows = self._display.get_keyboard_mapping(first, last - first + 1)
+        return {first + offset: list(row) for offset, row in enumerate(rows)}
+
+    def _bind(self, keycode: int, keysym: int, *, width: int) -> None:
+        # Shifted or not the key gives the keysym: no case conversion, no shift state matters.
+        row = [keysym, keysym] + [NO_SYMBOL] * (width - 2)
+        self._display.change_keyboard_mapping(keycode, [row])
+        self._bound[keycode] = keysym
 
     def _forget_rebound(self, keymap: dict[int, list[int]]) -> None:
         """Drops the keycodes another client has bound to something else since."""
         for keycode, keysym in list(self._bound.items()):
             if keymap.get(keycode, [])[:1] != [keysym]:
                 del self._bound[keycode]
-
-    def _spare(
-        self, keymap: dict[int, list[int]], missing: list[int], in_use: set[int]
-    ) -> list[int]:
-        """A keycode for each missing keysym: empty ones, then ours not in use, oldest first."""
-        empty = [code for code, row in keymap.items() if not any(row) and code not in self._bound]
-        ours = [code for code in self._bound if code not in in_use]
-        spare = (empty + ours)[: len(missing)]
-        if len(spare) < len(missing):
-            raise KeymapFull(
-                f"the keymap has {len(spare)} spare keycodes for {len(missing)} missing characters"
-            )
-        return spare
 
     def _press(self, keycode: int, shift: int | None) -> None:
         if shift is not None:
@@ -120,3 +134,21 @@ def _find(keymap: dict[int, list[int]], keysym: int, *, level: int) -> int | Non
         if len(row) > level and row[level] == keysym:
             return keycode
     return None
+
+
+def _key_in(
+    keymap: dict[int, list[int]], keysym: int, shift: int | None
+) -> tuple[int, int | None] | None:
+    """(keycode, shift keycode or None) of `keysym` in the keymap without a mode switch."""
+    unshifted = _find(keymap, keysym, level=0)
+    if unshifted is not None:
+        return unshifted, None
+    shifted = _find(keymap, keysym, level=1) if shift is not None else None
+    return (shifted, shift) if shifted is not None else None
+
+
+def chr_of(keysym: int) -> str:
+    """The character `keysym_of` made `keysym` from (for messages)."""
+    if keysym & 0xFF000000 == 0x01000000:
+        return chr(keysym & 0xFFFFFF)
+    return chr(keysym) if keysym <= 0xFF else hex(keysym)
