@@ -94,10 +94,11 @@ class Keyboard:
             keys[keysym] = (keycode, None)
         if missing:
             self._display.sync()
-        for keycode, _ in keys.values():
+        typed = [keys[keysym] for keysym in keysyms[:run]]
+        for keycode, _ in typed:  # in typing order: the last pressed ends up the newest
             if keycode in self._bound:
                 self._bound.move_to_end(keycode)
-        return [keys[keysym] for keysym in keysyms[:run]]
+        return typed
 
     def _keymap(self) -> dict[int, list[int]]:
         """keycode -> its keysyms by level, as the server has them now."""
