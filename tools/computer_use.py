@@ -3,8 +3,9 @@
 The model sees the screen at 1280x800 (API space); the display is 1920x1200, so every coordinate
 is scaled (x1.5, rounded half up) on the way in and back on the way out. All actions are checked
 before the first one runs: a bad coordinate or key name at action 3 must not leave actions 0-2
-half done. Pointer actions go through XTest (tools/x11.py); `type` and `key` through xdotool,
-which knows how to type any character on any keymap. Screenshots wait `--screenshot-delay-ms`
+half done. Pointer actions and `type` go through XTest (tools/x11.py, tools/x11_keyboard.py:
+characters the keymap lacks are bound to spare keycodes that stay bound); `key` combos through
+xdotool, which knows every key name. Screenshots wait `--screenshot-delay-ms`
 for the UI to settle, are scaled to 1280x800, encoded as webp, saved to
 /tmp/computer-use/<5 hex>.webp and the last one is returned with its path.
 """
@@ -55,6 +56,7 @@ from exec_daemon.kernel.runner import HelperFailed, run_helper
 from exec_daemon.kernel.spec import Effect, Hooks, RunModeRule, ToolSpec, no_subject
 from tools.display import DisplayInfo, DisplayUnavailable
 from tools.x11 import Frame, X11Session, XConnection, XConnectionLost
+from tools.x11_keyboard import KeymapFull
 from tools.x11_keys import UnknownKey, parse_keys
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,7 @@ API_HEIGHT = 800
 SCREENSHOT_DIR = Path("/tmp/computer-use")
 WEBP_QUALITY = 80
 WEBP_METHOD = 2
-# As the reference: xdotool types 50 characters per run, 12 ms apart.
+# As the reference (xdotool type): 50 characters per X call, 12 ms apart.
 TYPE_BATCH_CHARS = 50
 TYPE_DELAY_MS = 12
 XDOTOOL_SECONDS = 30.0
@@ -245,7 +247,7 @@ def _plan_type(action: TypeAction, scaler: Scaler) -> Step:
 
     async def type_text(run: Run) -> None:
         for batch in batches:
-            await _xdotool(run, "type", "--delay", str(TYPE_DELAY_MS), "--", batch)
+            await run.session.call(_typed(batch))
 
     return Step(f"type {len(text)} characters", type_text)
 
@@ -311,6 +313,16 @@ def _moved(point: Point | None, presses: list[tuple[int, bool]]) -> Callable[[XC
         if point is not None:
             connection.move(*point)
         connection.buttons(presses)
+
+    return operation
+
+
+def _typed(batch: str) -> Callable[[XConnection], None]:
+    def operation(connection: XConnection) -> None:
+        try:
+            connection.type_text(batch, TYPE_DELAY_MS / 1000)
+        except KeymapFull as exc:
+            raise CodedError(ErrorCode.ACTION_FAILED, f"type: {exc}") from None
 
     return operation
 

@@ -1,4 +1,4 @@
-"""One X connection per daemon for computer use: pointer input through XTest, screen grabs.
+"""One X connection per daemon for computer use: pointer and text input through XTest, screen grabs.
 
 XTest from python-xlib costs ~0.1 ms an event where the `xdotool` CLI costs ~100 ms a click
 (and `mousemove --sync` to where the pointer already is waits 15 s for a motion that never
@@ -22,6 +22,7 @@ from Xlib.ext import xtest
 
 from exec_daemon.kernel.state import Daemon
 from tools.display import DisplayInfo, DisplayService, DisplayUnavailable
+from tools.x11_keyboard import Keyboard
 
 if TYPE_CHECKING:
     # mss and Xlib.display (~0.1 s to import) come with the first X connection, not at start.
@@ -74,6 +75,7 @@ class XConnection:
             self._display.close()
             raise DisplayUnavailable(f"display {info.name} has no XTEST extension")
         self._root = self._display.screen().root
+        self._keyboard = Keyboard(self._display)
         self._grabber = open_grabber(info.name)
 
     def move(self, x: int, y: int) -> None:
@@ -98,6 +100,10 @@ class XConnection:
         self._display.sync()
         xtest.fake_input(self._display, X.ButtonRelease, button)
         self._display.sync()
+
+    def type_text(self, text: str, delay_s: float) -> None:
+        """Types `text` key by key, `delay_s` apart (tools/x11_keyboard.py)."""
+        self._keyboard.type_text(text, delay_s)
 
     def pointer(self) -> tuple[int, int]:
         reply = self._root.query_pointer()
