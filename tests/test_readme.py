@@ -113,6 +113,18 @@ def reader_dir(daemon: RunningDaemon, tmp_path: Path) -> Path:
     return here
 
 
+# A languages.toml read as the daemon reads it: every server it names used by a language.
+READS_HELIX_LANGUAGES = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from tools.helix_languages import parse_languages
+languages = parse_languages(open("languages.toml").read())
+assert languages.servers and languages.languages, "no server or language"
+used = {{name for language in languages.languages for name in language.servers}}
+assert set(languages.servers) <= used, f"servers no language uses: {{set(languages.servers) - used}}"
+"""
+
+
 def as_reader_runs_it(block: Block, daemon: RunningDaemon) -> str:
     return block.text.replace(README_PORT, f"127.0.0.1:{daemon.port}")
 
@@ -141,6 +153,9 @@ def run_block(block: Block, daemon: RunningDaemon, here: Path) -> subprocess.Com
         subprocess.run([str(ROOT / "scripts" / "build-ts-client")], check=True, cwd=ROOT)
         (here / "readme_block.mts").write_text(source)
         command = ["node", "--experimental-strip-types", "--no-warnings", "readme_block.mts"]
+    elif block.language == "toml":  # a .helix/languages.toml: the daemon must read it so
+        (here / "languages.toml").write_text(source)
+        command = [str(ROOT / ".venv" / "bin" / "python"), "-c", READS_HELIX_LANGUAGES]
     else:
         raise AssertionError(
             f"README.md line {block.line}: no way to run a {block.language!r} block"
