@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -36,3 +37,21 @@ def scripted() -> Iterator[tuple[ScriptedModel, str]]:
     --model-endpoint)."""
     with served_model() as served:
         yield served
+
+
+@pytest.fixture
+def escape_target() -> Iterator[Path]:
+    """A file in the daemon's home, outside every writable area of the sandbox."""
+    target = Path.home() / f".exec-daemon-escape-{secrets.token_hex(4)}"
+    yield target
+    target.unlink(missing_ok=True)
+
+
+@pytest.fixture
+async def sandboxed_client(tmp_path: Path) -> AsyncIterator[tuple[RunningDaemon, ExecDaemonClient]]:
+    """A daemon of its own with --sandbox-enabled on an empty workspace, and a client of it."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state", "--sandbox-enabled") as running:
+        async with running.client() as connected:
+            yield running, connected

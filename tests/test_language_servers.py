@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,27 +194,10 @@ module.exports = function init() {
 """
 
 
-@pytest.fixture
-def escape_target() -> Iterator[Path]:
-    """A file in the daemon's home, outside every writable area of the sandbox."""
-    target = Path.home() / f".exec-daemon-plugin-escape-{secrets.token_hex(4)}"
-    yield target
-    target.unlink(missing_ok=True)
-
-
-@pytest.fixture
-async def sandboxed(tmp_path: Path) -> AsyncIterator[tuple[RunningDaemon, ExecDaemonClient]]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    with running_daemon(workspace, tmp_path / "state", "--sandbox-enabled") as running:
-        async with running.client() as connected:
-            yield running, connected
-
-
 async def test_a_tsconfig_plugin_runs_confined_and_cannot_write_outside(
-    sandboxed: tuple[RunningDaemon, ExecDaemonClient], escape_target: Path
+    sandboxed_client: tuple[RunningDaemon, ExecDaemonClient], escape_target: Path
 ) -> None:
-    running, client = sandboxed
+    running, client = sandboxed_client
     workspace = running.workspace
     modules = workspace / "node_modules"
     # A copy, not a link: tsserver looks for plugins beside the typescript it runs from.

@@ -12,11 +12,10 @@ import asyncio
 import json
 import os
 import re
-import secrets
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -333,27 +332,10 @@ async def test_a_killed_named_server_is_restarted(
 # Under the sandbox: the named server runs confined, as the agent's commands do.
 
 
-@pytest.fixture
-def escape_target() -> Iterator[Path]:
-    """A file in the daemon's home, outside every writable area of the sandbox."""
-    target = Path.home() / f".exec-daemon-helix-escape-{secrets.token_hex(4)}"
-    yield target
-    target.unlink(missing_ok=True)
-
-
-@pytest.fixture
-async def sandboxed(tmp_path: Path) -> AsyncIterator[tuple[RunningDaemon, ExecDaemonClient]]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    with running_daemon(workspace, tmp_path / "state", "--sandbox-enabled") as running:
-        async with running.client() as connected:
-            yield running, connected
-
-
 async def test_under_the_sandbox_it_writes_in_the_workspace_only(
-    sandboxed: tuple[RunningDaemon, ExecDaemonClient], escape_target: Path
+    sandboxed_client: tuple[RunningDaemon, ExecDaemonClient], escape_target: Path
 ) -> None:
-    running, client = sandboxed
+    running, client = sandboxed_client
     workspace = running.workspace
     (workspace / "w.toy").write_text("TODO\n")
     inside = workspace / "written-by-server.txt"
