@@ -59,7 +59,7 @@ RUN apt-get update \
 COPY proto ./proto
 COPY exec_daemon/__init__.py ./exec_daemon/
 COPY exec_daemon/kernel ./exec_daemon/kernel
-COPY exec_daemon/rpc/__init__.py exec_daemon/rpc/browser_auth.py exec_daemon/rpc/ide.py ./exec_daemon/rpc/
+COPY exec_daemon/rpc/__init__.py exec_daemon/rpc/browser_auth.py exec_daemon/rpc/ide.py exec_daemon/rpc/websocket_frames.py ./exec_daemon/rpc/
 RUN PATH=/opt/npm/bin:$PATH PYTHONPATH=/exec-daemon:/exec-daemon/proto \
         .venv/bin/python -m exec_daemon.rpc.ide install "$CODE_SERVER_VERSION" /opt/exec-daemon-ide \
     && rm -rf /root/.npm /root/.cache/node-gyp
