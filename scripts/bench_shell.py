@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -280,15 +281,18 @@ async def bench_daemon(
     # The daemon's own folders (its spill files among them) outside the workspace, as in the
     # image: in it, every spill file would set the workspace's watchers (sem_search's index)
     # to work while the output is measured.
-    with running_daemon(workspace, root / "state", "--log-level", "warn") as daemon:
-        pid = daemon.process.pid
-        async with daemon.client() as client, client.exec_stream() as stream:
-            true_stats = await stream_command(stream, pid, "true", "", rounds, bare)
-            echo_stats = await stream_command(stream, pid, "echo ok", "ok\n", rounds)
-            output, bare_pipe = await best_output_runs(
-                stream, pid, output_random_bytes, output_runs
-            )
-            concurrent = await concurrent_sleeps(stream)
+    try:
+        with running_daemon(workspace, root / "state", "--log-level", "warn") as daemon:
+            pid = daemon.process.pid
+            async with daemon.client() as client, client.exec_stream() as stream:
+                true_stats = await stream_command(stream, pid, "true", "", rounds, bare)
+                echo_stats = await stream_command(stream, pid, "echo ok", "ok\n", rounds)
+                output, bare_pipe = await best_output_runs(
+                    stream, pid, output_random_bytes, output_runs
+                )
+                concurrent = await concurrent_sleeps(stream)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the spilled outputs: ~300 MB a full run
     return {
         "true": true_stats,
         "echo": echo_stats,
