@@ -10,6 +10,7 @@ import h2.exceptions
 import h2.settings
 import pytest
 
+from exec_daemon.rpc import hypercorn_fixes
 from exec_daemon.rpc.hypercorn_fixes import send_data_frames
 
 STREAM = 1
@@ -33,9 +34,18 @@ def server_with_open_stream(max_frame_size: int = 16384) -> h2.connection.H2Conn
     return server
 
 
+@pytest.fixture(params=[True, False], ids=["own-framing", "h2-framing"])
+def own_framing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both paths: ours (h2 4.x) and the frame-at-a-time one another h2 would get."""
+    monkeypatch.setattr(hypercorn_fixes, "OWN_FRAMING", request.param)
+    return bool(request.param)
+
+
 @pytest.mark.parametrize("size", [1, 16383, 16384, 16385, 50_000, 65_000])
 @pytest.mark.parametrize("max_frame_size", [16384, 20_000])
-def test_a_batch_is_framed_as_h2_frames_it(size: int, max_frame_size: int) -> None:
+def test_a_batch_is_framed_as_h2_frames_it(
+    size: int, max_frame_size: int, own_framing: bool
+) -> None:
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)
     by_h2, ours = server_with_open_stream(max_frame_size), server_with_open_stream(max_frame_size)
     for start in range(0, size, by_h2.max_outbound_frame_size):
@@ -51,7 +61,7 @@ def test_a_batch_is_framed_as_h2_frames_it(size: int, max_frame_size: int) -> No
     assert ours.data_to_send() == by_h2.data_to_send()
 
 
-def test_more_than_the_window_is_refused_and_nothing_is_sent() -> None:
+def test_more_than_the_window_is_refused_and_nothing_is_sent(own_framing: bool) -> None:
     server = server_with_open_stream()
     window = server.local_flow_control_window(STREAM)
     with pytest.raises(h2.exceptions.FlowControlError):

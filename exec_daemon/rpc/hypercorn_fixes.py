@@ -33,6 +33,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import h2
 import h2.exceptions
 from h2.connection import ConnectionInputs, H2Connection
 from h2.stream import StreamInputs
@@ -42,6 +43,12 @@ from hypercorn.protocol.h2 import H2Protocol, StreamBuffer
 # What the sending task frames of one stream before one socket write.
 SEND_BATCH_BYTES = 256 << 10
 
+
+# `send_data_frames` writes into h2's private send buffer and drives its state machines as h2
+# 4.x does; another h2 gets h2's own `send_data`, a frame at a time.
+OWN_FRAMING = h2.__version__.startswith("4.") and isinstance(
+    getattr(H2Connection(), "_data_to_send", None), bytearray
+)
 
 # A frame header: 24-bit length, type, flags, stream id (RFC 9113, 4.1).
 _FRAME_HEADER = struct.Struct(">HBBBL")
@@ -60,6 +67,10 @@ def send_data_frames(connection: H2Connection, stream_id: int, data: bytes) -> N
         raise h2.exceptions.FlowControlError(
             f"Cannot send {len(data)} bytes, flow control window is {window}"
         )
+    if not OWN_FRAMING:
+        for start in range(0, len(data), frame_size):
+            connection.send_data(stream_id, data[start : start + frame_size])
+        return
     connection.state_machine.process_input(ConnectionInputs.SEND_DATA)
     stream = connection.streams[stream_id]
     stream.state_machine.process_input(StreamInputs.SEND_DATA)
