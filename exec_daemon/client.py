@@ -136,7 +136,10 @@ class ExecDaemonClient:
         timeout_ms: int | None = None,
     ) -> None:
         version = HTTPVersion.HTTP2 if http2 else HTTPVersion.HTTP1
-        self._http = Client(HTTPTransport(http_version=version, enable_otel=False))
+        # Owned here: connect's clients never close an http_client they were given, and the
+        # transport's pool would hold its connections open until it is garbage-collected.
+        self._transport = HTTPTransport(http_version=version, enable_otel=False)
+        self._http = Client(self._transport)
         self.headers = {"authorization": f"Bearer {token}"}
         common = {
             "protocol": protocol,
@@ -163,6 +166,7 @@ class ExecDaemonClient:
     async def close(self) -> None:
         await self.control.close()
         await self.exec.close()
+        await self._transport.aclose()
         # pyqwest's runtime threads may still call back into Python right after the last
         # request; a process exiting at that moment aborts (cf. pyqwest issue #164). Let them
         # drain first.

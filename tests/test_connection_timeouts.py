@@ -16,7 +16,7 @@ import pytest
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.polling import wait_until
+from tests.polling import eventually, wait_until
 
 CLOSE_WAIT = "08"
 LISTEN = "0A"
@@ -149,3 +149,13 @@ async def test_a_call_longer_than_the_header_timeout_is_not_cut(daemon: RunningD
     async with daemon.client() as client:
         outcome = await client.run(call)
     assert outcome.result.shell_tool_call.result.success.stdout == "done\n"
+
+
+async def test_a_closed_client_leaves_no_connection_open(daemon: RunningDaemon) -> None:
+    """exec_daemon/client.py owns its transport: closing the client closes its pooled
+    connections (connect's clients leave a given http_client open, and its pool would keep
+    them until the object is collected)."""
+    async with daemon.client() as client:
+        await client.ping()
+        assert held_connections(daemon) >= 1, "the ping's connection is pooled while open"
+    await eventually(lambda: held_connections(daemon) == 0, what="no connection's fd held")

@@ -58,8 +58,8 @@ def http_status(
 
 async def health_status(daemon: RunningDaemon) -> int:
     """grpc.health.v1.Health/Check over gRPC (h2c), with no token at all."""
-    http = Client(HTTPTransport(http_version=HTTPVersion.HTTP2, enable_otel=False))
-    async with HealthClient(daemon.url, protocol=ProtocolType.GRPC, http_client=http) as health:
+    async with HTTPTransport(http_version=HTTPVersion.HTTP2, enable_otel=False) as transport:
+        health = HealthClient(daemon.url, protocol=ProtocolType.GRPC, http_client=Client(transport))
         answer = await health.check(HealthCheckRequest())
     return int(answer.status)
 
