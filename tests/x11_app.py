@@ -3,7 +3,9 @@
 A Tk window at a fixed place on the display (no window manager: geometry is exact), with
 patches of known colors, a button, a text entry and a canvas. Every input it receives is
 appended to EVENTS_FILE as one JSON object per line, in display (root) coordinates; a line
-{"event": "ready"} says the window is on screen. Positions are in `LAYOUT` (display pixels).
+{"event": "ready"} says the window is on screen with the keyboard focus in its entry (taken as
+a window manager gives it to a new window: without one, keys would go wherever an earlier test
+left the pointer or the focus). Positions are in `LAYOUT` (display pixels).
 """
 
 from __future__ import annotations
@@ -61,10 +63,13 @@ def main(events_path: str) -> None:
     canvas.bind("<B1-Motion>", pointer("drag_motion"))
     canvas.bind("<Double-Button-1>", pointer("double_click"))
     root.bind_all("<KeyPress>", lambda e: record("key", keysym=e.keysym, state=int(e.state)))
-    root.bind(
-        "<Map>", lambda e: root.after(50, lambda: record("ready")) if e.widget is root else None
-    )
-    entry.focus_set()
+
+    def ready() -> None:
+        entry.focus_force()
+        root.update()  # the focus request reaches the X server (Tk's update syncs) first
+        record("ready")
+
+    root.bind("<Map>", lambda e: root.after(50, ready) if e.widget is root else None)
     root.mainloop()
 
 
