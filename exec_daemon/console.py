@@ -93,6 +93,15 @@ async def attach_console(
     detached = asyncio.Event()
     # What goes to the terminal, in order: typed bytes, and new sizes (columns, rows).
     typed: asyncio.Queue[bytes | tuple[int, int]] = asyncio.Queue()
+    size = console_size(stdout_fd)  # the size the terminal was opened with
+
+    def send_size_if_changed() -> None:
+        # Also before each input: the loop may read keys typed after a resize before it runs
+        # the resize's SIGWINCH handler, and they must not reach the terminal at the old size.
+        nonlocal size
+        if (now := console_size(stdout_fd)) != size:
+            size = now
+            typed.put_nowait(now)
 
     def on_input() -> None:
         try:
@@ -106,6 +115,7 @@ async def attach_console(
             data = data.split(DETACH_BYTE, 1)[0]
             detached.set()
         if data:
+            send_size_if_changed()
             typed.put_nowait(data)
 
     async def send_typed() -> None:
@@ -120,11 +130,8 @@ async def attach_console(
         async for chunk in terminal:
             await asyncio.to_thread(os.write, stdout_fd, chunk)
 
-    def on_resize() -> None:
-        typed.put_nowait(console_size(stdout_fd))
-
     loop.add_reader(stdin_fd, on_input)
-    loop.add_signal_handler(signal.SIGWINCH, on_resize)
+    loop.add_signal_handler(signal.SIGWINCH, send_size_if_changed)
     tasks = [
         asyncio.create_task(send_typed()),
         asyncio.create_task(show_output()),

@@ -191,11 +191,15 @@ def test_attach_is_a_terminal_in_this_console(console: Console) -> None:
     console.type(b"stty size; echo $((6 * 7))\r")
     console.expect(b"33 111\r\n")
     console.expect(b"42\r\n")
-    # The console's size follows the local terminal's.
+    # The console's size follows the local terminal's: on SIGWINCH, and before any key typed
+    # after a resize whose SIGWINCH `attach` has not handled yet (here: never sent).
     set_size(console.master, 40, 120)
-    console.process.send_signal(signal.SIGWINCH)
     console.type(b"stty size\r")
     console.expect(b"40 120\r\n")
+    set_size(console.master, 50, 100)
+    console.process.send_signal(signal.SIGWINCH)
+    console.type(b"stty size\r")
+    console.expect(b"50 100\r\n")
     # Raw mode: Ctrl-C reaches the remote command, not `attach`.
     console.type(
         b'python3 -c \'import signal; print("wait" + "ing", flush=True); signal.pause()\'\r'
