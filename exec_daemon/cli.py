@@ -12,6 +12,7 @@ import re
 import secrets
 import shutil
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -706,6 +707,20 @@ def serve(
     # (exec_daemon/server.py: freeze_start_up_objects).
     gc.disable()
     asyncio.run(_serve(config))
+    exit_now_if_threads_overstay()
+
+
+def exit_now_if_threads_overstay() -> None:
+    """Ends the process at once, without the interpreter's finalization, when threads are
+    still running after serving ended: telemetry's exports to a collector that never answers
+    are left behind after their bound (exec_daemon/telemetry/tracing.py), and finalizing the
+    interpreter under a thread busy in OpenSSL crashed the daemon once (SIGSEGV) under load.
+    Everything the daemon owns was released when serving ended."""
+    if threading.active_count() > 1:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 async def _serve(config: DaemonConfig) -> None:

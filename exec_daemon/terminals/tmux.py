@@ -240,6 +240,8 @@ class SharedTerminals:
         exit_file = shlex.quote(str(self.socket.parent / f"exit-{terminal_id}"))
         go = f"go-{terminal_id}"
         await asyncio.to_thread(_write_header, log_path, terminal_id, name, command, shared)
+        # Listed with the terminal, so there from the start (the first capture comes later).
+        await asyncio.to_thread(_replace_file, screen_path, "")
         # The program waits until its output is piped to the log and the daemon's client is
         # attached (so even a command that ends at once is seen); its exit code goes to a file,
         # from which the client's terminal reports it.
