@@ -43,6 +43,15 @@ class Pod:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
+    def answers(self) -> bool:
+        try:
+            self.call("Health")
+        except urllib.error.HTTPError:
+            raise
+        except urllib.error.URLError:
+            return False  # not listening yet
+        return True
+
     def service(self, name: str) -> dict[str, Any]:
         services = self.call("ListServices")["services"]
         return next(s for s in services if s["name"] == name)
@@ -116,8 +125,9 @@ def running_pod(folder: Path, secrets: str = TOKEN, cmdline: str = "") -> Iterat
     running = Pod(process, port, folder)
     try:
         wait_until(lambda: "phase 2" in running.log(), 30, "phase 2")
-        # Its port is served once its modules are loaded, while the services start.
-        wait_until(lambda: "pod management on" in running.log(), 30, "pod management")
+        # Its port is served once its modules are loaded, while the services start: a client
+        # polls Health (its log line comes just before the port is bound).
+        wait_until(running.answers, 30, "pod management answering Health")
         yield running
     finally:
         if process.poll() is None:
