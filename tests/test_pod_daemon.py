@@ -47,7 +47,7 @@ class Pod:
         try:
             self.call("Health")
         except urllib.error.HTTPError:
-            raise
+            raise  # it answered: a refusal is for the test to see
         except urllib.error.URLError:
             return False  # not listening yet
         return True

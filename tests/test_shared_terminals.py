@@ -230,6 +230,7 @@ async def test_a_sandboxed_shell_reads_a_terminals_screen_and_history_but_cannot
     shared = listed["shared"]
     screen_file = shared["screen_file"]
     assert Path(screen_file).parent == Path(listed["log_path"]).parent  # the terminals folder
+    assert await asyncio.to_thread(Path(screen_file).exists), "there from the listing on"
     assert screen_file in await asyncio.to_thread(Path(listed["log_path"]).read_text)
 
     async def sandboxed(command: str) -> str:
