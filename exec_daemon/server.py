@@ -69,7 +69,10 @@ KEEP_ALIVE_MAX_REQUESTS = 2**62
 # hypercorn closes a connection idle for 5 s by default: a client reusing it at that moment gets a
 # broken pipe. Orchestrators keep pooled connections far longer than that.
 KEEP_ALIVE_SECONDS = 600.0
-# After SIGTERM, streams are ended at once; connections get this long to finish their last frames.
+# After SIGTERM, streams are ended at once; the calls ended get this long to send their last answer
+# (a cancelled call's processes get SIGKILL 1 s after SIGTERM; only a client that stops reading
+# uses it all); then idle connections close at once, the others get GRACEFUL_SECONDS.
+LAST_ANSWERS_SECONDS = 10.0
 GRACEFUL_SECONDS = 1.0
 # The HTTP server must have stopped within this long after SIGTERM, or it is cancelled.
 STOP_SECONDS = 3.0
@@ -486,7 +489,7 @@ async def _shut_down(
     stopping: asyncio.Event | None = None,
 ) -> None:
     """Readiness is already 503; calls in flight get `grace` seconds; then streams end
-    (`stopping`: their calls are cancelled) and the port closes."""
+    (`stopping`: their calls are cancelled), their last answers are sent, and the port closes."""
     lifecycle.draining()
     if grace > 0 and lifecycle.in_flight:
         log.info("draining: %d call(s) in flight, up to %gs", lifecycle.in_flight, grace)
@@ -495,6 +498,12 @@ async def _shut_down(
     lifecycle.stopped()
     if stopping is not None:
         stopping.set()
+    if not await lifecycle.answered(LAST_ANSWERS_SECONDS):
+        log.warning(
+            "%d answer(s) not sent after %gs (clients not reading): closing their connections",
+            lifecycle.answers_open,
+            LAST_ANSWERS_SECONDS,
+        )
     stop.set()
     await _stop_within(http, STOP_SECONDS)
 

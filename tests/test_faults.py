@@ -12,6 +12,8 @@ running; the next daemon on its base ends them (never a live daemon's) and names
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import secrets
 import signal
@@ -25,6 +27,7 @@ import pytest
 from agent.v1.shell_pb2 import ShellArgs, ShellToolCall
 from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.kernel.leftovers import MARK_FILE, end_left_running
+from exec_daemon.server import GRACEFUL_SECONDS
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.faults_support import (
     DiffTrial,
@@ -36,7 +39,12 @@ from tests.faults_support import (
     private_state_base,
     temp_files,
 )
-from tests.interop import assert_still_serving, daemon_for_module
+from tests.interop import (
+    CONNECT_END_STREAM_FLAG,
+    assert_still_serving,
+    daemon_for_module,
+    unframe,
+)
 from tests.polling import eventually
 from tests.sandbox_harness import processes_with_argument
 from tests.stalled_h2 import (
@@ -129,6 +137,39 @@ async def test_a_stalled_h2_call_ends_its_command_when_the_client_goes(
     await eventually(lambda: not processes_with_argument(marker), 20, "the command ended")
     assert not finished.exists()
     await assert_still_serving(daemon)
+
+
+@pytest.mark.parametrize("path", [CONTROL_EXEC, EXEC_STREAM], ids=["control-exec", "exec-stream"])
+async def test_sigterm_answers_a_slow_reader_shutting_down_before_the_port_closes(
+    tmp_path: Path, path: str
+) -> None:
+    """The call SIGTERM ends still sends its last answer to a client that reads it late (the
+    daemon once closed the connection first: under load an answer took longer than the
+    connections' graceful close, and the client saw a broken pipe instead of the reason)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with running_daemon(workspace, tmp_path / "state") as daemon:
+        call, marker, finished, _grown = await _stall(daemon, path)
+        try:
+            daemon.process.send_signal(signal.SIGTERM)
+            await eventually(lambda: "shutting down" in daemon.log(), 20, "the drain began")
+            # Longer than hypercorn's graceful close gives a connection after its shutdown began.
+            await asyncio.sleep(2 * GRACEFUL_SECONDS)
+            call.resume()
+            await eventually(call.ended.is_set, 60, "the end of the answer")
+            ends = [
+                body for flags, body in unframe(bytes(call.body)) if flags & CONNECT_END_STREAM_FLAG
+            ]
+            assert len(ends) == 1, "no end-of-stream message reached the client"
+            error = json.loads(ends[0])["error"]
+            assert error["code"] == "unavailable"
+            assert "shutting down" in error["message"]
+            assert await asyncio.to_thread(daemon.process.wait, 60) == 0
+        finally:
+            call.close()
+    assert not processes_with_argument(marker)
+    assert not finished.exists()
+    assert "Traceback" not in daemon.log()
 
 
 # kill -9 mid-write: what the killed daemon left in the folder it wrote in.

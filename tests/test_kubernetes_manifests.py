@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from exec_daemon.cli import serve
+from exec_daemon.server import GRACEFUL_SECONDS, LAST_ANSWERS_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "deploy" / "kubernetes"
@@ -175,8 +176,9 @@ def test_the_daemon_in_the_template_takes_its_flags_and_matches_ports_and_probes
     }
     assert daemon["readinessProbe"]["httpGet"] == {"path": "/readyz?unclaimed=ok", "port": "rpc"}
     assert daemon["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "rpc"}
-    # The drain fits in the pod's grace period: SIGKILL does not cut calls short.
-    assert options["drain_grace_seconds"] < pod["terminationGracePeriodSeconds"]
+    # The drain and the last answers fit in the pod's grace period: SIGKILL cuts nothing short.
+    shutdown = options["drain_grace_seconds"] + LAST_ANSWERS_SECONDS + GRACEFUL_SECONDS
+    assert shutdown < pod["terminationGracePeriodSeconds"]
     # The pool's credential: a root-only file from a Secret, which the image's init reads.
     (token_file,) = daemon["env"]
     assert token_file["name"] == TOKEN_FILE_VARIABLE

@@ -3,7 +3,9 @@
 Health checks (/readyz, grpc.health.v1), GetSandboxInfo and the front door read it; the
 composition root (exec_daemon/server.py) moves it along. A daemon started with its agent's token
 is serving from the start; one started with `--wait-for-init` waits for InitSandbox.
-Drain: calls in flight are counted (`call`), so SIGTERM can let them finish before the end.
+Drain: calls in flight are counted (`call`), so SIGTERM can let them finish before the end;
+every answer being written is counted too (`answering`), streams included, so the port closes
+only once the calls ended at shutdown have sent their last answer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,33 @@ class Phase(enum.Enum):
     STOPPED = "stopped"
 
 
+class _Count:
+    """A count of what is under way that can be waited down to zero."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._zero = asyncio.Event()
+        self._zero.set()
+
+    @contextlib.contextmanager
+    def counted(self) -> Iterator[None]:
+        self.value += 1
+        self._zero.clear()
+        try:
+            yield
+        finally:
+            self.value -= 1
+            if not self.value:
+                self._zero.set()
+
+    async def zero(self, seconds: float) -> bool:
+        """Waits up to `seconds` for the count to reach zero; True when it has."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._zero.wait()
+        return not self.value
+
+
 class Lifecycle:
     def __init__(self, _daemon: object = None, *, wait_for_init: bool = False) -> None:
         self.phase = Phase.UNCLAIMED if wait_for_init else Phase.SERVING
@@ -32,7 +61,8 @@ class Lifecycle:
         self.metadata: MappingProxyType[str, str] = MappingProxyType({})
         self.user = ""
         self._claimed = not wait_for_init
-        self._in_flight = 0
+        self._calls = _Count()
+        self._answers = _Count()
         # Replaced by a fresh one at each change, after being set: whoever waits wakes up.
         self._changed = asyncio.Event()
 
@@ -81,28 +111,29 @@ class Lifecycle:
     def stopped(self) -> None:
         self._move(Phase.STOPPED)
 
-    @contextlib.contextmanager
-    def call(self) -> Iterator[None]:
+    def call(self) -> contextlib.AbstractContextManager[None]:
         """Counts a call in flight for as long as it runs (drain waits for them)."""
-        self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if not self._in_flight:
-                self._notify()
+        return self._calls.counted()
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return self._calls.value
 
     async def idle(self, seconds: float) -> bool:
         """Waits up to `seconds` for no call to be in flight; True when none is."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                while self._in_flight:
-                    await self._changed.wait()
-        return not self._in_flight
+        return await self._calls.zero(seconds)
+
+    def answering(self) -> contextlib.AbstractContextManager[None]:
+        """Counts an answer being written, streams' included, until its last byte is sent."""
+        return self._answers.counted()
+
+    @property
+    def answers_open(self) -> int:
+        return self._answers.value
+
+    async def answered(self, seconds: float) -> bool:
+        """Waits up to `seconds` for every answer to be sent; True when all are."""
+        return await self._answers.zero(seconds)
 
     async def phases(self) -> AsyncIterator[Phase]:
         """The phase now, then each new one, until the daemon has stopped."""

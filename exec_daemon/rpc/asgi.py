@@ -227,6 +227,10 @@ _NOT_COUNTED = (
     "/agent.v1.ExecService/ExecStream",
     "/agent.v1.ControlService/WatchAgentContext",
 )
+# The daemon's own services: at shutdown each of their calls ends (streams are ended with
+# "shutting down"), and the port stays open until it has sent its last answer. Reflection
+# streams last as long as their client wants: not waited for.
+_ANSWERED_BEFORE_STOP = "/agent.v1."
 NOT_CLAIMED = "this daemon waits for InitSandbox (--wait-for-init): nothing else is answered yet"
 DRAINING = "the daemon is draining (shutting down): no new calls"
 
@@ -303,11 +307,15 @@ class FrontDoor:
                 "headers": [h for h in scope["headers"] if h[0] not in _ACCEPT_ENCODING_HEADERS],
             }
         send = _explaining_415(scope, send)
-        if path.startswith(_NOT_COUNTED):
+        if not path.startswith(_ANSWERED_BEFORE_STOP):
             await app(scope, receive, send)
             return
-        with self._lifecycle.call():
-            await app(scope, receive, send)
+        with self._lifecycle.answering():
+            if path.startswith(_NOT_COUNTED):
+                await app(scope, receive, send)
+                return
+            with self._lifecycle.call():
+                await app(scope, receive, send)
 
     def _route(self, path: str) -> ASGIApp | None:
         return _prefixed(self._routes, path)

@@ -168,6 +168,8 @@ class ExecStreamSession:
         self._heartbeat_seconds = heartbeat_seconds
         self._input_done = False
         self._input_error: BaseException | None = None
+        # Set by _end_with: the stream ends before any message still queued is sent.
+        self._ending = False
         self._peer_heartbeats = False
         self._last_received = time.monotonic()
         self._last_sent = time.monotonic()
@@ -180,7 +182,7 @@ class ExecStreamSession:
         watcher = asyncio.create_task(self._end_on_shutdown())
         self._live.count += 1
         try:
-            while True:
+            while not self._ending:
                 item = await self._outbox.get()
                 if item is _END:
                     break
@@ -300,10 +302,13 @@ class ExecStreamSession:
         self._end_with(ConnectError(Code.UNAVAILABLE, "the daemon is shutting down"))
 
     def _end_with(self, error: ConnectError) -> None:
-        """Ends the stream now with `error`; running calls are cancelled as it closes."""
+        """Ends the stream now with `error`, even for a client that reads nothing (a full outbox):
+        what is still queued is dropped; running calls are cancelled as it closes."""
         self._input_error = error
         self._input_done = True
         self._runner.closing = True
+        self._ending = True
+        # Wakes the stream when it waits for a message; a full outbox's stream is sending one.
         with contextlib.suppress(asyncio.QueueFull):
             self._outbox.put_nowait(_END)
 
