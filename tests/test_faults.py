@@ -13,6 +13,7 @@ running; the next daemon on its base ends them (never a live daemon's) and names
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -329,7 +330,7 @@ async def test_only_processes_with_an_ended_instances_mark_are_ended(tmp_path: P
     subprocess.run(["setsid", "-f", *sleep(other, kept)], check=True)
     child = subprocess.Popen(sleep(ended, own))  # noqa: ASYNC220
     try:
-        await eventually(lambda: all(processes_with_argument(m) for m in (left, kept, own)))
+        await eventually(lambda: all(_sleep_runs(m) for m in (left, kept, own)))
         (found,) = await end_left_running([tmp_path], grace=0.2)
         assert found.instance == tmp_path and dict(found.names) == {"sleep": 1}
         assert processes_with_argument(left) == []
@@ -339,6 +340,16 @@ async def test_only_processes_with_an_ended_instances_mark_are_ended(tmp_path: P
             os.kill(pid, signal.SIGKILL)
         child.kill()
         child.wait()
+
+
+def _sleep_runs(marker: str) -> bool:
+    """The `sleep` given `marker` runs, with its mark: not `setsid` or `env` still on the way to
+    it (their arguments hold the marker too, their environment not yet the mark)."""
+    for pid in processes_with_argument(marker):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                return True
+    return False
 
 
 def _describe(pid: int) -> str:
