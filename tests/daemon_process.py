@@ -268,9 +268,11 @@ def _started_daemon(
         try:
             yield daemon
         except Exception as exc:
-            if process.poll() is not None:
-                log_tail = log_path.read_text(errors="replace")[-4000:]
-                exc.add_note(f"the daemon had exited with {process.returncode}:\n{log_tail}")
+            # What the daemon said, to find a failure seen once under load without running again.
+            log_tail = log_path.read_text(errors="replace")[-4000:]
+            code = process.poll()
+            state = "still running" if code is None else f"had exited with {code}"
+            exc.add_note(f"the daemon ({state}) logged:\n{log_tail}")
             raise
     finally:
         end_process(process)
