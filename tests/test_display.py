@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -25,8 +26,11 @@ from agent.v1.computer_pb2 import (
     MouseMoveAction,
     ScreenshotAction,
 )
+from exec_daemon.kernel.config import DaemonConfig
+from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import RunningDaemon, running_daemon
-from tests.x11_support import computer_use, pid_alive, wait_until, xvfb_of
+from tests.x11_support import computer_use, pid_alive, wait_until, x_server, xvfb_of
+from tools.display import DisplayService, _wait_answering
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,6 +61,11 @@ async def terminal_output(daemon: RunningDaemon, command: str) -> str:
 
 def lock_exists(number: str) -> bool:
     return Path(f"/tmp/.X{number}-lock").exists()
+
+
+def remove_lock(number: int) -> None:
+    Path(f"/tmp/.X{number}-lock").unlink(missing_ok=True)
+    Path(f"/tmp/.X11-unix/X{number}").unlink(missing_ok=True)
 
 
 def display_facts(name: str) -> str:
@@ -201,3 +210,57 @@ async def test_an_xvfb_that_died_is_replaced_on_the_next_call(
             assert replaced is not None and replaced[1] != found[1]
             # The killed one's lock went with it (it could not remove it itself).
             assert not lock_exists(found[0][1:]) or replaced[0] == found[0]
+
+
+async def test_an_xvfb_that_loses_its_number_to_another_server_is_not_taken_for_it(
+    tmp_path: Path,
+) -> None:
+    """Two daemons choosing a number at once both start an Xvfb on it; the loser's exits
+    ("already active") while the winner answers on that display. The loser must move on to
+    another number, not take the winner's server for its own (once it did, and its calls failed
+    with "lost the connection" when the other daemon ended)."""
+    daemon = Daemon(DaemonConfig(auth_token="t", workspace=tmp_path))
+    displays = daemon.service(DisplayService)
+    xvfb = shutil.which("Xvfb")
+    assert xvfb is not None
+    with x_server(lambda n: ["Xvfb", f":{n}", "-nolisten", "tcp"], range(300, 400)) as taken:
+        try:
+            started = await displays._launch_xvfb(xvfb, taken)
+            assert started is None, f"took the other server on :{taken} for its own: {started}"
+        finally:
+            await daemon.aclose()
+
+
+async def test_a_display_answering_for_another_servers_lock_is_not_ours(tmp_path: Path) -> None:
+    """The same, without the timing: while an Xvfb of ours (here any live process) does not hold
+    the number's lock, the server answering there is somebody else's."""
+    with x_server(lambda n: ["Xvfb", f":{n}", "-nolisten", "tcp"], range(300, 400)) as taken:
+        ours = await asyncio.create_subprocess_exec("sleep", "30")
+        asyncio.get_running_loop().call_later(1.0, ours.kill)
+        try:
+            assert await _wait_answering(ours, taken) is None
+        finally:
+            await ours.wait()
+
+
+async def test_a_server_that_takes_a_dead_xvfbs_number_is_not_used_as_the_daemons(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with running_daemon(workspace, tmp_path / "state", *COMPUTER_USE) as daemon:
+        async with daemon.client() as client:
+            first = await computer_use(client, *move_and_look(1, 1))
+            assert first.WhichOneof("result") == "success", first
+            found = xvfb_of(daemon)
+            assert found is not None
+            name, pid = found
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: not pid_alive(pid), 5, "Xvfb to die")
+            number = int(name[1:])
+            remove_lock(number)  # killed, it left it: another X server may take the number
+            other = ["Xvfb", f":{number}", "-nolisten", "tcp"]
+            with x_server(lambda _n: other, range(number, number + 1)):
+                results = [await computer_use(client, *move_and_look(3, 3)) for _ in range(2)]
+                # The call that meets the dead display may fail (typed); the next one works.
+                assert results[-1].WhichOneof("result") == "success", results
+                replaced = xvfb_of(daemon)
+                assert replaced is not None and replaced[0] != name, replaced

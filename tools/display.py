@@ -109,6 +109,9 @@ class DisplayService:
         log.warning("Xvfb on :%d exited with %s", self._xvfb_number, process.returncode)
         # Killed, it could not remove its lock: that number would look taken for ever.
         _remove_lock_of(self._xvfb_number, process.pid)
+        if self._daemon.env.get("DISPLAY") == f":{self._xvfb_number}":
+            # A server that takes the number next is not ours to act on: start our own again.
+            self._daemon.env.update({}, unset=["DISPLAY"])
         self._xvfb = None
         self._info = None
 
@@ -157,7 +160,7 @@ class DisplayService:
             )
         except HelperFailed as exc:
             raise DisplayUnavailable(f"the virtual display: {exc.message}") from None
-        size = await _wait_answering(self._xvfb.process, name)
+        size = await _wait_answering(self._xvfb.process, number)
         if size is None:
             output = self._xvfb_output()
             await self._stop_xvfb()
@@ -201,14 +204,18 @@ async def _probe_bounded(name: str) -> tuple[int, int] | None:
         return None
 
 
-def _remove_lock_of(number: int, pid: int) -> None:
-    lock = Path(f"/tmp/.X{number}-lock")
+def _lock_holder(number: int) -> int | None:
+    """The pid in display `number`'s lock file, None when there is none."""
     try:
-        if int(lock.read_text().strip()) != pid:
-            return
+        return int(Path(f"/tmp/.X{number}-lock").read_text().strip())
     except (OSError, ValueError):
+        return None
+
+
+def _remove_lock_of(number: int, pid: int) -> None:
+    if _lock_holder(number) != pid:
         return
-    lock.unlink(missing_ok=True)
+    Path(f"/tmp/.X{number}-lock").unlink(missing_ok=True)
     Path(f"/tmp/.X11-unix/X{number}").unlink(missing_ok=True)
 
 
@@ -229,13 +236,20 @@ def _unused_display_numbers() -> Iterator[int]:
             return
 
 
-async def _wait_answering(process: asyncio.subprocess.Process, name: str) -> tuple[int, int] | None:
-    """The display's size once it accepts connections; None if Xvfb exits or takes too long."""
+async def _wait_answering(
+    process: asyncio.subprocess.Process, number: int
+) -> tuple[int, int] | None:
+    """The display's size once `process` serves it; None if Xvfb exits or takes too long.
+
+    An answer alone is not enough: another X server that won the number a moment earlier
+    answers too, while ours is about to exit ("already active"). The display is ours once its
+    lock holds our pid (Xvfb takes the lock before it listens).
+    """
     deadline = time.monotonic() + XVFB_START_SECONDS
     while process.returncode is None and time.monotonic() < deadline:
         # A local socket refuses at once while Xvfb is still starting: no hang here.
-        size = await asyncio.to_thread(probe_display, name)
-        if size is not None:
+        size = await asyncio.to_thread(probe_display, f":{number}")
+        if size is not None and _lock_holder(number) == process.pid:
             return size
         await asyncio.sleep(0.05)
     return None
