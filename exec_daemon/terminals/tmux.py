@@ -317,12 +317,13 @@ class SharedTerminals:
                 await task
 
     async def close(self, terminal: Terminal) -> None:
-        """Ends a terminal: its tmux session (and so its client) if it is shared."""
+        """Ends a terminal: its tmux session too if it is shared. It is forgotten before its
+        client ends, so viewers that see their connection close no longer find it listed."""
         shared = self.sessions.pop(terminal.id, None)
         await self._stop_screen_file(terminal.id)
+        await self._daemon.service(PtyManager).close(terminal.id)
         if shared is not None and self.available:
             await self._tmux("kill-session", "-t", shared.target, check=False)
-        await self._daemon.service(PtyManager).close(terminal.id)
 
     async def aclose(self) -> None:
         for terminal_id in list(self._screen_keepers):
