@@ -740,9 +740,13 @@ class PtyManager:
 
     async def close(self, terminal_id: str) -> None:
         """Ends a terminal and forgets it (a person closed its tab)."""
-        terminal = self._terminals.pop(terminal_id, None)
+        terminal = self.forget(terminal_id)
         if terminal is not None:
             await terminal.aclose()
+
+    def forget(self, terminal_id: str) -> Terminal | None:
+        """No longer lists a terminal; the caller ends it."""
+        return self._terminals.pop(terminal_id, None)
 
     async def aclose(self) -> None:
         terminals = list(self._terminals.values())

@@ -317,13 +317,16 @@ class SharedTerminals:
                 await task
 
     async def close(self, terminal: Terminal) -> None:
-        """Ends a terminal: its tmux session too if it is shared. It is forgotten before its
-        client ends, so viewers that see their connection close no longer find it listed."""
+        """Ends a terminal: its tmux session too if it is shared. It is no longer listed, and its
+        session is gone, when its viewers see their connection close (the session's end ends
+        the client, which closes them)."""
         shared = self.sessions.pop(terminal.id, None)
         await self._stop_screen_file(terminal.id)
-        await self._daemon.service(PtyManager).close(terminal.id)
+        forgotten = self._daemon.service(PtyManager).forget(terminal.id)
         if shared is not None and self.available:
             await self._tmux("kill-session", "-t", shared.target, check=False)
+        if forgotten is not None:
+            await forgotten.aclose()
 
     async def aclose(self) -> None:
         for terminal_id in list(self._screen_keepers):
