@@ -491,17 +491,18 @@ async def _shut_down(
     """Readiness is already 503; calls in flight get `grace` seconds; then streams end
     (`stopping`: their calls are cancelled), their last answers are sent, and the port closes."""
     lifecycle.draining()
-    if grace > 0 and lifecycle.in_flight:
-        log.info("draining: %d call(s) in flight, up to %gs", lifecycle.in_flight, grace)
-        if not await lifecycle.idle(grace):
-            log.warning("drain: %d call(s) still running after %gs", lifecycle.in_flight, grace)
+    calls = lifecycle.calls
+    if grace > 0 and calls.value:
+        log.info("draining: %d call(s) in flight, up to %gs", calls.value, grace)
+        if not await calls.zero(grace):
+            log.warning("drain: %d call(s) still running after %gs", calls.value, grace)
     lifecycle.stopped()
     if stopping is not None:
         stopping.set()
-    if not await lifecycle.answered(LAST_ANSWERS_SECONDS):
+    if not await lifecycle.answers.zero(LAST_ANSWERS_SECONDS):
         log.warning(
             "%d answer(s) not sent after %gs (clients not reading): closing their connections",
-            lifecycle.answers_open,
+            lifecycle.answers.value,
             LAST_ANSWERS_SECONDS,
         )
     stop.set()

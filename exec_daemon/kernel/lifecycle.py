@@ -3,8 +3,8 @@
 Health checks (/readyz, grpc.health.v1), GetSandboxInfo and the front door read it; the
 composition root (exec_daemon/server.py) moves it along. A daemon started with its agent's token
 is serving from the start; one started with `--wait-for-init` waits for InitSandbox.
-Drain: calls in flight are counted (`call`), so SIGTERM can let them finish before the end;
-every answer being written is counted too (`answering`), streams included, so the port closes
+Drain: calls in flight are counted (`calls`), so SIGTERM can let them finish before the end;
+every answer being written is counted too (`answers`), streams included, so the port closes
 only once the calls ended at shutdown have sent their last answer.
 """
 
@@ -26,7 +26,7 @@ class Phase(enum.Enum):
     STOPPED = "stopped"
 
 
-class _Count:
+class Count:
     """A count of what is under way that can be waited down to zero."""
 
     def __init__(self) -> None:
@@ -61,8 +61,10 @@ class Lifecycle:
         self.metadata: MappingProxyType[str, str] = MappingProxyType({})
         self.user = ""
         self._claimed = not wait_for_init
-        self._calls = _Count()
-        self._answers = _Count()
+        # Calls in flight, for as long as they run: a drain (SIGTERM) waits for them.
+        self.calls = Count()
+        # Answers being written, streams' included, until their last byte is sent.
+        self.answers = Count()
         # Replaced by a fresh one at each change, after being set: whoever waits wakes up.
         self._changed = asyncio.Event()
 
@@ -110,30 +112,6 @@ class Lifecycle:
 
     def stopped(self) -> None:
         self._move(Phase.STOPPED)
-
-    def call(self) -> contextlib.AbstractContextManager[None]:
-        """Counts a call in flight for as long as it runs (drain waits for them)."""
-        return self._calls.counted()
-
-    @property
-    def in_flight(self) -> int:
-        return self._calls.value
-
-    async def idle(self, seconds: float) -> bool:
-        """Waits up to `seconds` for no call to be in flight; True when none is."""
-        return await self._calls.zero(seconds)
-
-    def answering(self) -> contextlib.AbstractContextManager[None]:
-        """Counts an answer being written, streams' included, until its last byte is sent."""
-        return self._answers.counted()
-
-    @property
-    def answers_open(self) -> int:
-        return self._answers.value
-
-    async def answered(self, seconds: float) -> bool:
-        """Waits up to `seconds` for every answer to be sent; True when all are."""
-        return await self._answers.zero(seconds)
 
     async def phases(self) -> AsyncIterator[Phase]:
         """The phase now, then each new one, until the daemon has stopped."""

@@ -310,11 +310,11 @@ class FrontDoor:
         if not path.startswith(_ANSWERED_BEFORE_STOP):
             await app(scope, receive, send)
             return
-        with self._lifecycle.answering():
+        with self._lifecycle.answers.counted():
             if path.startswith(_NOT_COUNTED):
                 await app(scope, receive, send)
                 return
-            with self._lifecycle.call():
+            with self._lifecycle.calls.counted():
                 await app(scope, receive, send)
 
     def _route(self, path: str) -> ASGIApp | None:

@@ -100,7 +100,7 @@ class Dispatcher:
             raise CodedError(ErrorCode.UNAVAILABLE, "the daemon is draining: no new tool calls")
         try:
             # Counted while it runs: a drain (SIGTERM) lets it finish within its grace period.
-            with lifecycle.call():
+            with lifecycle.calls.counted():
                 result = await self._chain_for(spec)(invocation)
         except CodedError:
             raise
