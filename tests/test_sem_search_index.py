@@ -27,7 +27,7 @@ from exec_daemon.client import ExecDaemonClient
 from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import running_daemon
-from tests.polling import eventually, generous
+from tests.polling import POLL_SECONDS, WAIT_SECONDS, eventually, generous
 from tests.workspace_support import case, result_of, write_call
 from tools import sem_search
 from tools.sem_search import INDEX_FOLDER_NAME, LEXICAL_MODEL_NAME, SemanticIndex
@@ -431,16 +431,24 @@ async def test_an_idle_index_process_ends_and_the_next_search_starts_another(
     assert not process_exists(second), "the index process outlived the index"
 
 
-async def found_by_search(index: SemanticIndex, query: str, path: str) -> list[str]:
-    """The paths a search for `query` finds first, once `path` is the first of them."""
-    deadline = time.monotonic() + 20
+async def search_once_taken_in(
+    index: SemanticIndex, query: str, reported: set[str], changed: list[Path]
+) -> list[str]:
+    """The paths a search for `query` finds once the watcher has reported every one of the
+    `changed` paths and a search finds the index complete (all it was told taken in). Under load
+    the watcher may report one edit of a pair before the other: a search that already shows the
+    first says nothing about the second."""
+    await eventually(
+        lambda: {str(path) for path in changed} <= reported,
+        what=f"the watcher to report {changed} (it reported {reported})",
+    )
+    deadline = time.monotonic() + generous(WAIT_SECONDS)
     while True:
         hits, state = await index.search(query, [], 3)
-        paths = [hit[1] for hit in hits]
-        if state.complete and paths and paths[0].endswith(path):
-            return paths
-        assert time.monotonic() < deadline, (paths, state)
-        await asyncio.sleep(0.05)
+        if state.complete:
+            return [hit[1] for hit in hits]
+        assert time.monotonic() < deadline, f"the index never took in {changed}: {state}"
+        await asyncio.sleep(POLL_SECONDS)
 
 
 async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
@@ -465,25 +473,39 @@ async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
     monkeypatch.setattr(sem_search, "list_files", counted)
     daemon = new_index(workspace, tmp_path / "state")
     index = daemon.service(SemanticIndex)
+    reported: set[str] = set()
+    index.on_changes = lambda changes: reported.update(path for _change, path in changes)
     try:
         await index.start()
         assert await index.ready(60)
         assert len(listings) == 1
         (workspace / "net" / "retry.py").write_text("def exponential_backoff_jitter():\n    pass\n")
         (workspace / "billing" / "invoice.py").unlink()
-        paths = await found_by_search(index, "exponential backoff jitter", "net/retry.py")
+        paths = await search_once_taken_in(
+            index,
+            "exponential backoff jitter",
+            reported,
+            [workspace / "net" / "retry.py", workspace / "billing" / "invoice.py"],
+        )
+        assert paths[0].endswith("net/retry.py"), paths
         assert not any(path.endswith("invoice.py") for path in paths)
         assert index.state.total_files == 2
         assert len(listings) == 1, "an edit and a deletion listed the workspace again"
         write_files(workspace, {"net/forecast.py": "def tomorrow_rain_forecast(city):\n"})
-        await found_by_search(index, "tomorrow rain forecast", "net/forecast.py")
+        paths = await search_once_taken_in(
+            index, "tomorrow rain forecast", reported, [workspace / "net" / "forecast.py"]
+        )
+        assert paths[0].endswith("net/forecast.py"), paths
         assert listings[1:] == [workspace / "net"], "a new file: its folder alone"
         assert index.state.total_files == 3
         # A folder moved in: the watcher reports the folder, not its files.
         outside = tmp_path / "elsewhere" / "mail"
         write_files(outside, {"notify.py": "def send_welcome_email(user):\n"})
         outside.rename(workspace / "mail")
-        await found_by_search(index, "send a welcome email", "mail/notify.py")
+        paths = await search_once_taken_in(
+            index, "send a welcome email", reported, [workspace / "mail"]
+        )
+        assert paths[0].endswith("mail/notify.py"), paths
         assert listings[2:] == [workspace / "mail"]
         # Ignored by an .ignore file in its folder: listed, not indexed.
         write_files(workspace, {"net/.ignore": "secret_*.py\n"})
@@ -496,7 +518,13 @@ async def test_a_large_workspace_follows_edits_through_the_watcher_alone(
                 "net/rotation.py": "def rotate_log_files():\n",
             },
         )
-        await found_by_search(index, "rotate log files", "net/rotation.py")
+        paths = await search_once_taken_in(
+            index,
+            "rotate log files",
+            reported,
+            [workspace / "net" / "secret_keys.py", workspace / "net" / "rotation.py"],
+        )
+        assert paths[0].endswith("net/rotation.py"), paths
         hits, _state = await index.search("rotate signing keys", [], 5)
         assert not any(hit[1].endswith("secret_keys.py") for hit in hits)
         assert set(listings[4:]) == {workspace / "net"}
