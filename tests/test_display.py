@@ -30,7 +30,7 @@ from exec_daemon.kernel.config import DaemonConfig
 from exec_daemon.kernel.state import Daemon
 from tests.daemon_process import RunningDaemon, running_daemon
 from tests.x11_support import computer_use, pid_alive, wait_until, x_server, xvfb_of
-from tools.display import DisplayService, _wait_answering
+from tools.display import DisplayService, _wait_answering, x_lock, x_socket
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,12 +60,12 @@ async def terminal_output(daemon: RunningDaemon, command: str) -> str:
 
 
 def lock_exists(number: str) -> bool:
-    return Path(f"/tmp/.X{number}-lock").exists()
+    return x_lock(int(number)).exists()
 
 
 def remove_lock(number: int) -> None:
-    Path(f"/tmp/.X{number}-lock").unlink(missing_ok=True)
-    Path(f"/tmp/.X11-unix/X{number}").unlink(missing_ok=True)
+    x_lock(number).unlink(missing_ok=True)
+    x_socket(number).unlink(missing_ok=True)
 
 
 def display_facts(name: str) -> str:

@@ -26,6 +26,7 @@ from agent.v1.tool_call_pb2 import ToolCall
 from exec_daemon.client import ExecDaemonClient
 from tests.daemon_process import RunningDaemon
 from tests.polling import WAIT_SECONDS, wait_until
+from tools.display import display_number_taken, x_lock_holder, x_socket
 
 APP = Path(__file__).with_name("x11_app.py")
 Event = dict[str, Any]
@@ -62,7 +63,7 @@ def x_server(command: Callable[[int], list[str]], numbers: range) -> Iterator[in
     is only ours once the lock holds its pid; the loser tries the next number.
     """
     for number in numbers:
-        if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+        if display_number_taken(number):
             continue
         server = subprocess.Popen(
             command(number), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -79,22 +80,15 @@ def x_server(command: Callable[[int], list[str]], numbers: range) -> Iterator[in
 
 def _serves(server: subprocess.Popen[bytes], number: int) -> bool:
     """Whether `server` took display `number` (False: it exited, the number was another's)."""
-    lock, socket = Path(f"/tmp/.X{number}-lock"), Path(f"/tmp/.X11-unix/X{number}")
     wait_until(
         lambda: (
-            server.poll() is not None or (_lock_holder(lock) == server.pid and socket.is_socket())
+            server.poll() is not None
+            or (x_lock_holder(number) == server.pid and x_socket(number).is_socket())
         ),
         WAIT_SECONDS,
         f"X server :{number} up or gone",
     )
     return server.poll() is None
-
-
-def _lock_holder(lock: Path) -> int | None:
-    try:
-        return int(lock.read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def pid_alive(pid: int) -> bool:

@@ -204,31 +204,43 @@ async def _probe_bounded(name: str) -> tuple[int, int] | None:
         return None
 
 
-def _lock_holder(number: int) -> int | None:
+def x_lock(number: int) -> Path:
+    """Display `number`'s lock file: an X server takes it before it listens, holding its pid."""
+    return Path(f"/tmp/.X{number}-lock")
+
+
+def x_socket(number: int) -> Path:
+    return Path(f"/tmp/.X11-unix/X{number}")
+
+
+def x_lock_holder(number: int) -> int | None:
     """The pid in display `number`'s lock file, None when there is none."""
     try:
-        return int(Path(f"/tmp/.X{number}-lock").read_text().strip())
+        return int(x_lock(number).read_text().strip())
     except (OSError, ValueError):
         return None
 
 
+def display_number_taken(number: int) -> bool:
+    return x_lock(number).exists() or x_socket(number).exists()
+
+
 def _remove_lock_of(number: int, pid: int) -> None:
-    if _lock_holder(number) != pid:
+    if x_lock_holder(number) != pid:
         return
-    Path(f"/tmp/.X{number}-lock").unlink(missing_ok=True)
-    Path(f"/tmp/.X11-unix/X{number}").unlink(missing_ok=True)
+    x_lock(number).unlink(missing_ok=True)
+    x_socket(number).unlink(missing_ok=True)
 
 
 def _unused_display_numbers() -> Iterator[int]:
-    """Display numbers no X server holds (by /tmp/.X<n>-lock and the socket), from :1 up.
+    """Display numbers no X server holds (by its lock and socket), from :1 up.
 
     Xvfb takes the lock itself, atomically; a number taken between this look and Xvfb's start
     makes Xvfb exit ("already active") and the next one is tried.
     """
     tries = 0
     for number in range(FIRST_DISPLAY_NUMBER, FIRST_DISPLAY_NUMBER + 1000):
-        taken = Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists()
-        if taken:
+        if display_number_taken(number):
             continue
         yield number
         tries += 1
@@ -236,20 +248,26 @@ def _unused_display_numbers() -> Iterator[int]:
             return
 
 
-async def _wait_answering(
-    process: asyncio.subprocess.Process, number: int
-) -> tuple[int, int] | None:
-    """The display's size once `process` serves it; None if Xvfb exits or takes too long.
+def _size_if_served_by(pid: int, number: int) -> tuple[int, int] | None:
+    """Display `number`'s size if it answers and its lock holds `pid`.
 
     An answer alone is not enough: another X server that won the number a moment earlier
     answers too, while ours is about to exit ("already active"). The display is ours once its
     lock holds our pid (Xvfb takes the lock before it listens).
     """
+    size = probe_display(f":{number}")
+    return size if size is not None and x_lock_holder(number) == pid else None
+
+
+async def _wait_answering(
+    process: asyncio.subprocess.Process, number: int
+) -> tuple[int, int] | None:
+    """The display's size once `process` serves it; None if Xvfb exits or takes too long."""
     deadline = time.monotonic() + XVFB_START_SECONDS
     while process.returncode is None and time.monotonic() < deadline:
         # A local socket refuses at once while Xvfb is still starting: no hang here.
-        size = await asyncio.to_thread(probe_display, f":{number}")
-        if size is not None and _lock_holder(number) == process.pid:
+        size = await asyncio.to_thread(_size_if_served_by, process.pid, number)
+        if size is not None:
             return size
         await asyncio.sleep(0.05)
     return None
